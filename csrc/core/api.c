@@ -1,0 +1,110 @@
+/* api.c - the public entry points. Each one runs its implementation under the client's mutex when
+ * keepalive is on (a background thread may be driving the same client); otherwise it is a plain
+ * call. Blocking happens only in zkl_client_wait, outside the mutex. */
+#include <poll.h>
+
+#include "internal.h"
+
+static void enter(zkl_client *c) {
+    if (c->ka) {
+        pthread_mutex_lock(&c->mu);
+        c->last_owner_ms = zkl__now_ms();
+    }
+}
+
+static void leave(zkl_client *c) {
+    if (c->ka) {
+        c->last_owner_ms = zkl__now_ms();
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+#define LOCKED(c, type, call)  \
+    do {                       \
+        enter(c);              \
+        type r_ = (call);      \
+        leave(c);              \
+        return r_;             \
+    } while (0)
+
+int zkl_client_process(zkl_client *c) { LOCKED(c, int, zkl__client_process(c)); }
+int zkl_client_timeout_ms(zkl_client *c) { LOCKED(c, int, zkl__client_timeout_ms(c)); }
+int zkl_client_next_event(zkl_client *c, zkl_event *ev) { LOCKED(c, int, zkl__client_next_event(c, ev)); }
+int zkl_client_state(const zkl_client *c) { return zkl__client_state(c); }
+int zkl_client_session_count(const zkl_client *c) { return zkl__client_session_count(c); }
+int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred, size_t len) {
+    LOCKED(c, int, zkl__client_add_auth(c, scheme, cred, len));
+}
+
+int64_t zkl_client_session(const zkl_client *c, char passwd[16]) {
+    zkl_client *m = (zkl_client *)c;
+    LOCKED(m, int64_t, zkl__client_session(c, passwd));
+}
+
+int zkl_client_session_timeout(const zkl_client *c) {
+    zkl_client *m = (zkl_client *)c;
+    LOCKED(m, int, zkl__client_session_timeout(c));
+}
+
+void zkl_client_stats(const zkl_client *c, zkl_stats *out) {
+    zkl_client *m = (zkl_client *)c;
+    enter(m);
+    zkl__client_stats(c, out);
+    leave(m);
+}
+
+int zkl_client_wait(zkl_client *c, int max_ms) {
+    enter(c);
+    if (c->closed) {
+        leave(c);
+        return ZKL_ECLOSED;
+    }
+    int t = zkl__client_timeout_ms(c);
+    int fd = zkl_client_fd(c);
+    leave(c);
+    if (max_ms >= 0 && (t < 0 || max_ms < t)) t = max_ms;
+    struct pollfd p = {fd, POLLIN, 0};
+    if (t != 0) poll(&p, 1, t);
+    LOCKED(c, int, zkl__client_process(c));
+}
+
+/* close and free stop the keepalive thread first (it takes the mutex itself), then work alone */
+int zkl_client_close(zkl_client *c) { return zkl__client_close(c); }
+void zkl_client_free(zkl_client *c) { zkl__client_destroy(c); }
+
+int zkl_lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
+                     uint64_t *id) {
+    LOCKED(c, int, zkl__lock_acquire(c, recipe, path, timeout_ms, acl, id));
+}
+int zkl_client_acl(zkl_client *c, const zkl_acl_entry *entries, int n) {
+    LOCKED(c, int, zkl__client_acl(c, entries, n));
+}
+int zkl_lock_downgrade(zkl_client *c, uint64_t write_id, uint64_t *id) {
+    LOCKED(c, int, zkl__lock_downgrade(c, write_id, id));
+}
+int zkl_semaphore_acquire(zkl_client *c, const char *path, int max_leases, int qty, int timeout_ms,
+                          int acl, uint64_t *id) {
+    LOCKED(c, int, zkl__semaphore_acquire(c, path, max_leases, qty, timeout_ms, acl, id));
+}
+int zkl_lease_ids(zkl_client *c, uint64_t id, uint64_t *ids, int n) {
+    LOCKED(c, int, zkl__lease_ids(c, id, ids, n));
+}
+int zkl_lock_release(zkl_client *c, uint64_t id) { LOCKED(c, int, zkl__lock_release(c, id)); }
+int zkl_lock_cancel(zkl_client *c, uint64_t id) { LOCKED(c, int, zkl__lock_cancel(c, id)); }
+int zkl_lock_abandon(zkl_client *c, uint64_t id) { LOCKED(c, int, zkl__lock_abandon(c, id)); }
+int zkl_lock_info_get(zkl_client *c, uint64_t id, zkl_lock_info *out) {
+    LOCKED(c, int, zkl__lock_info_get(c, id, out));
+}
+int zkl_multi_acquire(zkl_client *c, const zkl_multi_item *items, int n, int timeout_ms, int flags,
+                      uint64_t *id) {
+    LOCKED(c, int, zkl__multi_acquire(c, items, n, timeout_ms, flags, id));
+}
+int zkl_multi_result(zkl_client *c, uint64_t id, uint64_t *ids, int n, int *failed_index) {
+    LOCKED(c, int, zkl__multi_result(c, id, ids, n, failed_index));
+}
+int zkl_op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
+    LOCKED(c, int, zkl__op_start(c, args, id));
+}
+int zkl_op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out) {
+    LOCKED(c, int, zkl__op_result_get(c, id, out));
+}

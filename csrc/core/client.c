@@ -1,0 +1,723 @@
+/* client.c - the ZooKeeper session behind one stable fd: I/O, session states, deadlines,
+ * the table of operations and the event queue. Recipes live in lock.c. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* ---------------------------------------------------------------- memory */
+
+static void acl_free(zkl_client *c, struct ACL_vector *v);
+
+static void *default_realloc(void *ud, void *p, size_t osize, size_t nsize) {
+    (void)ud;
+    (void)osize;
+    if (nsize == 0) {
+        free(p);
+        return NULL;
+    }
+    return realloc(p, nsize);
+}
+
+void *zkl__alloc(zkl_client *c, size_t n) { return c->alloc.realloc(c->alloc.ud, NULL, 0, n); }
+
+void zkl__free(zkl_client *c, void *p, size_t n) {
+    if (p) c->alloc.realloc(c->alloc.ud, p, n, 0);
+}
+
+char *zkl__strdup(zkl_client *c, const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = zkl__alloc(c, n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+void zkl__strfree(zkl_client *c, char *s) {
+    if (s) zkl__free(c, s, strlen(s) + 1);
+}
+
+int64_t zkl__now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---------------------------------------------------------------- current client */
+
+/* Completions run only inside zookeeper_process/interest/close, which only this file calls; the
+ * client being driven is recorded here so completions can find it from their integer token. */
+static __thread zkl_client *current_client;
+
+zkl_client *zkl__current(void) { return current_client; }
+
+#define WITH_CLIENT(c, stmt)                   \
+    do {                                       \
+        zkl_client *saved_ = current_client;   \
+        current_client = (c);                  \
+        (c)->in_callback++;                    \
+        stmt;                                  \
+        (c)->in_callback--;                    \
+        current_client = saved_;               \
+    } while (0)
+
+/* ---------------------------------------------------------------- events */
+
+/* Make room for `extra` more events. Ops reserve room when they are created, so that emitting
+ * an event (deep inside a ZooKeeper callback) practically never needs memory. */
+static int ev_reserve(zkl_client *c, size_t extra) {
+    if (c->ev_len + extra <= c->ev_cap) return 0;
+    size_t ncap = c->ev_cap ? c->ev_cap : 64, i;
+    while (ncap < c->ev_len + extra) ncap *= 2;
+    zkl_event *nev = zkl__alloc(c, ncap * sizeof *nev);
+    if (!nev) return ZKL_ENOMEM;
+    for (i = 0; i < c->ev_len; i++) nev[i] = c->ev[(c->ev_head + i) % c->ev_cap];
+    zkl__free(c, c->ev, c->ev_cap * sizeof *c->ev);
+    c->ev = nev;
+    c->ev_cap = ncap;
+    c->ev_head = 0;
+    return 0;
+}
+
+int zkl__emit(zkl_client *c, zkl_op *op, int type, int status) {
+    if (op && op->parent_id && (type == ZKL_EV_ACQUIRED || type == ZKL_EV_FAILED)) {
+        zkl__multi_child(c, op, type, status); /* a multi-lock component reports to its parent */
+        return 0;
+    }
+    if (op && op->user_gone) return 0;
+    if (ev_reserve(c, 1) != 0) return ZKL_ENOMEM; /* only if the reservation was outgrown */
+    zkl_event *e = &c->ev[(c->ev_head + c->ev_len) % c->ev_cap];
+    e->id = op ? op->id : 0;
+    e->type = type;
+    e->status = status;
+    c->ev_len++;
+    if (op && (type == ZKL_EV_FAILED || type == ZKL_EV_RELEASED || type == ZKL_EV_OP_DONE)) {
+        if (type == ZKL_EV_OP_DONE) op->pinned = 1;
+        op->user_gone = 1;
+    }
+    return 0;
+}
+
+static void release_last_done(zkl_client *c) {
+    zkl_op *op = c->last_done;
+    if (op) {
+        c->last_done = NULL;
+        op->pinned = 0;
+        zkl__op_maybe_free(c, op);
+    }
+}
+
+int zkl__client_next_event(zkl_client *c, zkl_event *out) {
+    release_last_done(c);
+    if (c->ev_len == 0) return 0;
+    *out = c->ev[c->ev_head];
+    c->ev_head = (c->ev_head + 1) % c->ev_cap;
+    c->ev_len--;
+    if (out->type == ZKL_EV_OP_DONE) {
+        zkl_op *op = zkl__op_find(c, out->id);
+        if (op) c->last_done = op;
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- op table */
+
+static size_t bucket_of(const zkl_client *c, uint64_t id) {
+    return (size_t)(id * 0x9E3779B97F4A7C15ull >> 20) & (c->nbuckets - 1);
+}
+
+static int grow_table(zkl_client *c) {
+    size_t nb = c->nbuckets ? c->nbuckets * 2 : 64, i;
+    zkl_op **b = zkl__alloc(c, nb * sizeof *b);
+    if (!b) return ZKL_ENOMEM;
+    memset(b, 0, nb * sizeof *b);
+    zkl_op **old = c->buckets;
+    size_t oldn = c->nbuckets;
+    c->buckets = b;
+    c->nbuckets = nb;
+    for (i = 0; i < oldn; i++) {
+        zkl_op *op = old[i], *next;
+        for (; op; op = next) {
+            next = op->hnext;
+            size_t k = bucket_of(c, op->id);
+            op->hnext = b[k];
+            b[k] = op;
+        }
+    }
+    zkl__free(c, old, oldn * sizeof *old);
+    return 0;
+}
+
+zkl_op *zkl__op_new(zkl_client *c, int kind) {
+    if (c->nops + 1 > c->nbuckets && grow_table(c) != 0) return NULL;
+    if (ev_reserve(c, 2 * (c->nops + 1) + 16) != 0) return NULL;
+    zkl_op *op = zkl__alloc(c, sizeof *op);
+    if (!op) return NULL;
+    memset(op, 0, sizeof *op);
+    op->id = ++c->next_id;
+    op->kind = kind;
+    size_t k = bucket_of(c, op->id);
+    op->hnext = c->buckets[k];
+    c->buckets[k] = op;
+    op->next = c->ops;
+    if (c->ops) c->ops->prev = op;
+    c->ops = op;
+    c->nops++;
+    return op;
+}
+
+zkl_op *zkl__op_find(zkl_client *c, uint64_t id) {
+    if (!c->nbuckets) return NULL;
+    zkl_op *op = c->buckets[bucket_of(c, id)];
+    while (op && op->id != id) op = op->hnext;
+    return op;
+}
+
+void zkl__op_maybe_free(zkl_client *c, zkl_op *op) {
+    if (op->phase != P_DONE || op->refs > 0 || op->pinned) return;
+    zkl_op **pp = &c->buckets[bucket_of(c, op->id)];
+    while (*pp != op) pp = &(*pp)->hnext;
+    *pp = op->hnext;
+    if (op->prev) op->prev->next = op->next;
+    else c->ops = op->next;
+    if (op->next) op->next->prev = op->prev;
+    c->nops--;
+    if (op->kind == OPK_LOCK) zkl__lock_free_fields(c, op);
+    else if (op->kind == OPK_MULTI) zkl__multi_free_fields(c, op);
+    else zkl__plain_free_fields(c, op);
+    zkl__free(c, op, sizeof *op);
+}
+
+void zkl__note_deadline(zkl_client *c, int64_t deadline) {
+    if (deadline && (!c->next_deadline || deadline < c->next_deadline)) c->next_deadline = deadline;
+}
+
+/* ---------------------------------------------------------------- logging */
+
+static void zk_log(const char *msg) {
+    zkl_client *c = current_client;
+    if (c && c->log_fn) c->log_fn(c->log_ud, msg);
+}
+
+static ZooLogLevel zk_level(int level) {
+    switch (level) {
+    case ZKL_LOG_DEBUG: return ZOO_LOG_LEVEL_DEBUG;
+    case ZKL_LOG_INFO: return ZOO_LOG_LEVEL_INFO;
+    case ZKL_LOG_WARN: return ZOO_LOG_LEVEL_WARN;
+    default: return ZOO_LOG_LEVEL_ERROR;
+    }
+}
+
+/* ---------------------------------------------------------------- session */
+
+int zkl__connected(const zkl_client *c) { return c->zh && c->state == ZKL_STATE_CONNECTED; }
+
+static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    zkl_client *c = ctx;
+    (void)path;
+    if (type != ZOO_SESSION_EVENT || !c || zh != c->zh) return;
+    if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE) c->zk_connected = 1;
+    else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) c->expired_flag = 1;
+    else c->zk_connected = 0;
+}
+
+static int open_handle(zkl_client *c) {
+    zhandle_t *zh;
+    WITH_CLIENT(c, zh = zookeeper_init2(c->hosts, session_watcher, c->session_timeout_ms, NULL, c,
+                                        0, zk_log));
+    if (!zh) {
+        c->reinit_at = zkl__now_ms() + 1000;
+        return ZKL_ESYSTEM;
+    }
+    c->zh = zh;
+    c->reinit_at = 0;
+    c->zk_connected = 0;
+    c->expired_flag = 0;
+    zoo_set_servers_resolution_delay(zh, 60 * 1000);
+    for (zkl_auth *a = c->auths; a; a = a->next)
+        zoo_add_auth(zh, a->scheme, a->cred, (int)a->len, NULL, NULL);
+    return 0;
+}
+
+static void close_handle(zkl_client *c) {
+    zhandle_t *zh = c->zh;
+    if (!zh) return;
+    /* Completions still pending run now with ZCLOSING; they see c->zh == NULL. */
+    c->zh = NULL;
+    c->zk_connected = 0;
+    WITH_CLIENT(c, zookeeper_close(zh));
+    if (c->zkfd >= 0) {
+        epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->zkfd, NULL);
+        c->zkfd = -1;
+    }
+    c->zk_deadline = 0;
+}
+
+static void for_each_lock(zkl_client *c, void (*fn)(zkl_client *, zkl_op *, int), int arg) {
+    zkl_op *op = c->ops, *next;
+    for (; op; op = next) {
+        next = op->next;
+        if (op->kind == OPK_LOCK) fn(c, op, arg);
+    }
+}
+
+static void lock_suspended(zkl_client *c, zkl_op *op, int s) { zkl__lock_suspended(c, op, s); }
+
+static void kick_all(zkl_client *c) {
+    zkl_op *op = c->ops, *next;
+    for (; op; op = next) {
+        next = op->next;
+        if (op->kind == OPK_LOCK) zkl__lock_kick(c, op);
+        else if (op->kind == OPK_PLAIN) zkl__plain_kick(c, op);
+        zkl__op_maybe_free(c, op);
+    }
+}
+
+/* The session is gone (server said EXPIRED, or the connection was lost for longer than the session
+ * timeout): every lock learns it, and a new session is started behind the same fd. */
+static void session_expired(zkl_client *c) {
+    zkl_op *op, *next;
+    close_handle(c);
+    for (op = c->ops; op; op = next) {
+        next = op->next;
+        if (op->kind == OPK_LOCK) zkl__lock_session_lost(c, op);
+        zkl__op_maybe_free(c, op);
+    }
+    c->stats.sessions_expired++;
+    c->state = ZKL_STATE_EXPIRED;
+    zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_EXPIRED);
+    c->state = ZKL_STATE_CONNECTING;
+    c->session_id = 0;
+    c->suspended_at = 0;
+    open_handle(c);
+}
+
+static void handle_session(zkl_client *c) {
+    if (c->closed) return;
+    if (c->expired_flag) {
+        session_expired(c);
+        return;
+    }
+    if (!c->zh) return;
+    if (c->zk_connected && c->state != ZKL_STATE_CONNECTED) {
+        const clientid_t *id = zoo_client_id(c->zh);
+        int resumed = c->state == ZKL_STATE_SUSPENDED && id && id->client_id == c->session_id;
+        if (!resumed) {
+            c->session_id = id ? id->client_id : 0;
+            if (id) memcpy(c->passwd, id->passwd, sizeof c->passwd);
+            c->sessions++;
+        }
+        c->state = ZKL_STATE_CONNECTED;
+        c->suspended_at = 0;
+        zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_CONNECTED);
+        if (resumed) for_each_lock(c, lock_suspended, 0);
+        kick_all(c);
+    } else if (!c->zk_connected && c->state == ZKL_STATE_CONNECTED) {
+        c->state = ZKL_STATE_SUSPENDED;
+        c->suspended_at = zkl__now_ms();
+        zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_SUSPENDED);
+        for_each_lock(c, lock_suspended, 1);
+    }
+}
+
+/* ---------------------------------------------------------------- I/O and time */
+
+void zkl__refresh_interest(zkl_client *c) {
+    int fd = -1, interest = 0;
+    struct timeval tv = {0, 0};
+    if (!c->zh) return;
+    int rc;
+    WITH_CLIENT(c, rc = zookeeper_interest(c->zh, &fd, &interest, &tv));
+    (void)rc; /* connection errors surface through the session watcher */
+    int64_t now = zkl__now_ms();
+    c->zk_deadline = now + (int64_t)tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+    if (fd != c->zkfd && c->zkfd >= 0) {
+        epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->zkfd, NULL); /* may already be gone with the socket */
+        c->zkfd = -1;
+    }
+    if (fd >= 0) {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = (interest & ZOOKEEPER_READ ? EPOLLIN : 0) | (interest & ZOOKEEPER_WRITE ? EPOLLOUT : 0);
+        /* The ZooKeeper client may have closed and reopened its socket under the same number:
+         * closing dropped the old registration, so MOD fails with ENOENT and we ADD. */
+        if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, fd, &ev) != 0) epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev);
+        c->zkfd = fd;
+        c->zkfd_events = ev.events;
+    }
+}
+
+static void fire_deadlines(zkl_client *c, int64_t now) {
+    zkl_op *op, *next;
+    if (!c->next_deadline || now < c->next_deadline) return;
+    c->next_deadline = 0;
+    for (op = c->ops; op; op = next) {
+        next = op->next;
+        if (op->kind != OPK_LOCK || op->phase != P_ACQUIRING || !op->deadline) continue;
+        if (op->deadline <= now) {
+            zkl__lock_fail(c, op, ZKL_ETIMEDOUT);
+            zkl__op_maybe_free(c, op);
+        } else {
+            zkl__note_deadline(c, op->deadline);
+        }
+    }
+}
+
+int zkl__client_process(zkl_client *c) { return zkl__process(c, 1); }
+
+/* owner = 0 when the keepalive thread drives the client: the result the owner may be reading
+ * (last_done) must stay. */
+int zkl__process(zkl_client *c, int owner) {
+    if (c->closed) return ZKL_ECLOSED;
+    size_t before = c->ev_len;
+    if (owner) release_last_done(c);
+    int64_t start = zkl__now_ms();
+    if (c->last_process_ms && c->zh &&
+        (c->state == ZKL_STATE_CONNECTED || c->state == ZKL_STATE_SUSPENDED) &&
+        start - c->last_process_ms >= zoo_recv_timeout(c->zh)) {
+        /* Nobody drove this client for a whole session timeout, so no ping went out: the server
+         * has expired the session by now. Say so before anything could report a stale lock. */
+        session_expired(c);
+    }
+    c->last_process_ms = start;
+    if (!c->zh && c->reinit_at && zkl__now_ms() >= c->reinit_at) open_handle(c);
+    if (c->zh) {
+        struct epoll_event ev;
+        int n = epoll_wait(c->epfd, &ev, 1, 0);
+        int events = 0;
+        if (n == 1) {
+            if (ev.events & (EPOLLIN | EPOLLERR | EPOLLHUP)) events |= ZOOKEEPER_READ;
+            if (ev.events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) events |= ZOOKEEPER_WRITE;
+            events &= (int)((c->zkfd_events & EPOLLIN ? ZOOKEEPER_READ : 0) |
+                            (c->zkfd_events & EPOLLOUT ? ZOOKEEPER_WRITE : 0));
+        }
+        if (events) {
+            int rc;
+            WITH_CLIENT(c, rc = zookeeper_process(c->zh, events));
+            (void)rc;
+        }
+    }
+    handle_session(c);
+    zkl__refresh_interest(c); /* may time out the connection and run completions */
+    handle_session(c);
+    int64_t now = zkl__now_ms();
+    fire_deadlines(c, now);
+    if (c->state == ZKL_STATE_SUSPENDED && c->suspended_at) {
+        int limit = c->zh ? zoo_recv_timeout(c->zh) : c->session_timeout_ms;
+        if (now - c->suspended_at >= limit) session_expired(c); /* nobody heard from us for a whole
+                                                                   session timeout: assume the worst */
+    }
+    zkl__refresh_interest(c);
+    return (int)(c->ev_len - before);
+}
+
+int zkl__client_timeout_ms(zkl_client *c) {
+    if (c->closed) return -1;
+    if (c->ev_len) return 0;
+    int64_t now = zkl__now_ms(), t = -1;
+#define FOLD(x) \
+    if (x) t = (t < 0 || (x)-now < t) ? ((x)-now < 0 ? 0 : (x)-now) : t
+    FOLD(c->zk_deadline);
+    FOLD(c->next_deadline);
+    FOLD(c->reinit_at);
+    if (c->state == ZKL_STATE_SUSPENDED && c->suspended_at && c->zh) {
+        int64_t lost_at = c->suspended_at + zoo_recv_timeout(c->zh);
+        FOLD(lost_at);
+    }
+#undef FOLD
+    return t > 0x7fffffff ? 0x7fffffff : (int)t;
+}
+
+/* ---------------------------------------------------------------- keepalive */
+
+/* While the owner thread stays out of the library (a blocking script doing something else), this
+ * thread drives ZooKeeper so pings go out and the session lives. It only steps in after the owner
+ * has been away for KA_IDLE_MS, under the client's mutex; events it produces wait in the queue
+ * for the owner, so user code still runs only on the owner's thread. */
+#define KA_IDLE_MS 100
+
+static void *keepalive_main(void *arg) {
+    zkl_client *c = arg;
+    for (;;) {
+        int t = KA_IDLE_MS;
+        pthread_mutex_lock(&c->mu);
+        if (c->ka_stop || c->closed) {
+            pthread_mutex_unlock(&c->mu);
+            break;
+        }
+        if (zkl__now_ms() - c->last_owner_ms >= KA_IDLE_MS) {
+            zkl__process(c, 0);
+            int z = zkl__client_timeout_ms(c);
+            if (z >= 0 && z < t) t = z > 0 ? z : 1;
+        }
+        pthread_mutex_unlock(&c->mu);
+        struct pollfd p = {c->epfd, POLLIN, 0};
+        poll(&p, 1, t);
+    }
+    return NULL;
+}
+
+static void keepalive_stop(zkl_client *c) {
+    if (!c->ka) return;
+    pthread_mutex_lock(&c->mu);
+    c->ka_stop = 1;
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->ka_thread, NULL);
+    c->ka = 0;
+    pthread_mutex_destroy(&c->mu);
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+int zkl_client_new(const zkl_config *cfg, zkl_client **out) {
+    static const zkl_allocator def = {default_realloc, NULL};
+    const zkl_allocator *a = cfg->alloc ? cfg->alloc : &def;
+    *out = NULL;
+    if (!cfg->hosts || !*cfg->hosts || cfg->session_timeout_ms < 0) return ZKL_EINVAL;
+    zkl_client *c = a->realloc(a->ud, NULL, 0, sizeof *c);
+    if (!c) return ZKL_ENOMEM;
+    memset(c, 0, sizeof *c);
+    c->alloc = *a;
+    c->epfd = -1;
+    c->zkfd = -1;
+    c->state = ZKL_STATE_CONNECTING;
+    c->session_timeout_ms = cfg->session_timeout_ms ? cfg->session_timeout_ms : 10000;
+    c->log_fn = cfg->log_fn;
+    c->log_ud = cfg->log_ud;
+    c->log_level = cfg->log_level;
+    c->hosts = zkl__strdup(c, cfg->hosts);
+    if (cfg->identity) {
+        c->identity_len = cfg->identity_len;
+        c->identity = zkl__alloc(c, c->identity_len + 1);
+        if (c->identity) {
+            memcpy(c->identity, cfg->identity, c->identity_len);
+            c->identity[c->identity_len] = '\0';
+        }
+    } else {
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        c->identity = zkl__strdup(c, host);
+        c->identity_len = c->identity ? strlen(c->identity) : 0;
+    }
+    if (!c->hosts || !c->identity || grow_table(c) != 0) {
+        zkl__client_destroy(c);
+        return ZKL_ENOMEM;
+    }
+    c->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (c->epfd < 0) {
+        zkl__client_destroy(c);
+        return ZKL_ESYSTEM;
+    }
+    zoo_set_debug_level(cfg->log_level == ZKL_LOG_NONE ? (ZooLogLevel)0 : zk_level(cfg->log_level));
+    if (open_handle(c) != 0) {
+        int e = errno;
+        zkl__client_destroy(c);
+        return e == EINVAL ? ZKL_EINVAL : ZKL_ESYSTEM;
+    }
+    zkl__refresh_interest(c);
+    if (cfg->keepalive) {
+        pthread_mutexattr_t attr;
+        pthread_mutexattr_init(&attr);
+        pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+        int bad = pthread_mutex_init(&c->mu, &attr) != 0;
+        pthread_mutexattr_destroy(&attr);
+        c->last_owner_ms = zkl__now_ms();
+        if (bad || pthread_create(&c->ka_thread, NULL, keepalive_main, c) != 0) {
+            if (!bad) pthread_mutex_destroy(&c->mu);
+            zkl__client_destroy(c);
+            return ZKL_ESYSTEM;
+        }
+        c->ka = 1;
+    }
+    *out = c;
+    return ZKL_OK;
+}
+
+int zkl__client_close(zkl_client *c) {
+    zkl_op *op, *next;
+    if (c->closed) return ZKL_OK;
+    keepalive_stop(c); /* the caller holds no lock here: see api.c */
+    release_last_done(c);
+    for (op = c->ops; op; op = next) {
+        next = op->next;
+        if (op->kind == OPK_LOCK) {
+            if (op->phase == P_ACQUIRING) zkl__emit(c, op, ZKL_EV_FAILED, ZKL_ECLOSED);
+            else if (op->phase == P_RELEASING) zkl__emit(c, op, ZKL_EV_RELEASED, ZKL_OK);
+            op->user_gone = 1;
+            op->phase = P_DONE; /* closing the session deletes every ephemeral node at once */
+        } else if (op->kind == OPK_MULTI) {
+            if (op->phase == P_ACQUIRING) zkl__emit(c, op, ZKL_EV_FAILED, ZKL_ECLOSED);
+            op->phase = P_DONE;
+            op->pinned = 0;
+        } else if (!op->user_gone) {
+            op->rc = ZKL_ECLOSED;
+            zkl__emit(c, op, ZKL_EV_OP_DONE, ZKL_ECLOSED);
+            op->phase = P_DONE;
+        }
+    }
+    c->closed = 1;
+    close_handle(c);
+    for (op = c->ops; op; op = next) {
+        next = op->next;
+        zkl__op_maybe_free(c, op);
+    }
+    c->state = ZKL_STATE_CLOSED;
+    zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_CLOSED);
+    return ZKL_OK;
+}
+
+void zkl__client_destroy(zkl_client *c) {
+    if (!c) return;
+    keepalive_stop(c);
+    if (c->zh) zkl__client_close(c);
+    c->last_done = NULL;
+    while (c->ops) {
+        zkl_op *op = c->ops;
+        op->phase = P_DONE;
+        op->refs = 0;
+        op->pinned = 0;
+        zkl__op_maybe_free(c, op);
+    }
+    while (c->auths) {
+        zkl_auth *a = c->auths;
+        c->auths = a->next;
+        zkl__strfree(c, a->scheme);
+        zkl__free(c, a->cred, a->len + 1);
+        zkl__free(c, a, sizeof *a);
+    }
+    for (int i = 0; i < c->nacls; i++) acl_free(c, &c->acls[i]);
+    zkl__free(c, c->acls, (size_t)c->nacls * sizeof *c->acls);
+    if (c->epfd >= 0) close(c->epfd);
+    zkl__free(c, c->buckets, c->nbuckets * sizeof *c->buckets);
+    zkl__free(c, c->ev, c->ev_cap * sizeof *c->ev);
+    zkl__strfree(c, c->hosts);
+    zkl__free(c, c->identity, c->identity_len + 1);
+    zkl_allocator a = c->alloc;
+    a.realloc(a.ud, c, sizeof *c, 0);
+}
+
+int zkl_client_fd(zkl_client *c) { return c->epfd; }
+void zkl__client_stats(const zkl_client *c, zkl_stats *out) { *out = c->stats; }
+int zkl__client_state(const zkl_client *c) { return c->state; }
+int zkl__client_session_count(const zkl_client *c) { return c->sessions; }
+
+int64_t zkl__client_session(const zkl_client *c, char passwd[16]) {
+    if (passwd) memcpy(passwd, c->passwd, 16);
+    return c->state == ZKL_STATE_CONNECTED || c->state == ZKL_STATE_SUSPENDED ? c->session_id : 0;
+}
+
+int zkl__client_session_timeout(const zkl_client *c) {
+    if (c->zh && c->state == ZKL_STATE_CONNECTED) return zoo_recv_timeout(c->zh);
+    return c->session_timeout_ms;
+}
+
+int zkl__client_add_auth(zkl_client *c, const char *scheme, const char *cred, size_t len) {
+    if (c->closed) return ZKL_ECLOSED;
+    if (!scheme || !*scheme || !cred) return ZKL_EINVAL;
+    zkl_auth *a = zkl__alloc(c, sizeof *a);
+    if (!a) return ZKL_ENOMEM;
+    a->scheme = zkl__strdup(c, scheme);
+    a->cred = zkl__alloc(c, len + 1);
+    if (!a->scheme || !a->cred) {
+        zkl__strfree(c, a->scheme);
+        zkl__free(c, a->cred, len + 1);
+        zkl__free(c, a, sizeof *a);
+        return ZKL_ENOMEM;
+    }
+    memcpy(a->cred, cred, len);
+    a->cred[len] = '\0';
+    a->len = len;
+    a->next = c->auths;
+    c->auths = a;
+    int rc = c->zh ? zoo_add_auth(c->zh, scheme, cred, (int)len, NULL, NULL) : ZOK;
+    zkl__refresh_interest(c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- ACLs */
+
+struct ACL_vector *zkl__acl(zkl_client *c, int id) {
+    return id > 0 && id <= c->nacls ? &c->acls[id - 1] : &ZOO_OPEN_ACL_UNSAFE;
+}
+
+static void acl_free(zkl_client *c, struct ACL_vector *v) {
+    for (int i = 0; i < v->count; i++) {
+        zkl__strfree(c, v->data[i].id.scheme);
+        zkl__strfree(c, v->data[i].id.id);
+    }
+    zkl__free(c, v->data, (size_t)v->count * sizeof *v->data);
+}
+
+int zkl__client_acl(zkl_client *c, const zkl_acl_entry *entries, int n) {
+    if (n < 1 || n > 64 || !entries) return ZKL_EINVAL;
+    for (int i = 0; i < n; i++)
+        if (!entries[i].scheme || !*entries[i].scheme || !entries[i].id ||
+            entries[i].perms <= 0 || entries[i].perms > ZKL_PERM_ALL)
+            return ZKL_EINVAL;
+    struct ACL_vector v = {0, zkl__alloc(c, (size_t)n * sizeof(struct ACL))};
+    struct ACL_vector *grown = zkl__alloc(c, (size_t)(c->nacls + 1) * sizeof *grown);
+    if (!v.data || !grown) {
+        zkl__free(c, v.data, (size_t)n * sizeof(struct ACL));
+        zkl__free(c, grown, (size_t)(c->nacls + 1) * sizeof *grown);
+        return ZKL_ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        v.data[i].perms = entries[i].perms;
+        v.data[i].id.scheme = zkl__strdup(c, entries[i].scheme);
+        v.data[i].id.id = zkl__strdup(c, entries[i].id);
+        v.count = i + 1;
+        if (!v.data[i].id.scheme || !v.data[i].id.id) {
+            acl_free(c, &v);
+            zkl__free(c, grown, (size_t)(c->nacls + 1) * sizeof *grown);
+            return ZKL_ENOMEM;
+        }
+    }
+    if (c->nacls) memcpy(grown, c->acls, (size_t)c->nacls * sizeof *grown);
+    zkl__free(c, c->acls, (size_t)c->nacls * sizeof *c->acls);
+    c->acls = grown;
+    c->acls[c->nacls++] = v;
+    return c->nacls;
+}
+
+/* ---------------------------------------------------------------- testing aid */
+
+static void quiet_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    (void)zh, (void)type, (void)path;
+    if (state == ZOO_CONNECTED_STATE) *(int *)ctx = 1;
+    else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) *(int *)ctx = -1;
+}
+
+int zkl_expire_session(const char *hosts, int64_t session_id, const char passwd[16], int timeout_ms) {
+    clientid_t id;
+    int connected = 0;
+    memset(&id, 0, sizeof id);
+    id.client_id = session_id;
+    memcpy(id.passwd, passwd, 16);
+    zhandle_t *zh = zookeeper_init2(hosts, quiet_watcher, 10000, &id, &connected, 0, zk_log);
+    if (!zh) return ZKL_ESYSTEM;
+    int64_t end = zkl__now_ms() + timeout_ms;
+    while (connected == 0 && zkl__now_ms() < end) {
+        int fd = -1, interest = 0;
+        struct timeval tv;
+        zookeeper_interest(zh, &fd, &interest, &tv);
+        struct pollfd p = {fd, (short)((interest & ZOOKEEPER_READ ? POLLIN : 0) |
+                                       (interest & ZOOKEEPER_WRITE ? POLLOUT : 0)), 0};
+        int t = (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
+        if (t > 50 || t < 0) t = 50;
+        int ev = 0;
+        if (fd >= 0 && poll(&p, 1, t) > 0) {
+            if (p.revents & (POLLIN | POLLERR | POLLHUP)) ev |= ZOOKEEPER_READ;
+            if (p.revents & (POLLOUT | POLLERR | POLLHUP)) ev |= ZOOKEEPER_WRITE;
+        } else if (fd < 0) {
+            poll(NULL, 0, t);
+        }
+        zookeeper_process(zh, ev);
+    }
+    zookeeper_close(zh); /* closing the borrowed session ends it for its owner too */
+    return connected == 1 ? ZKL_OK : connected < 0 ? ZKL_ESESSION : ZKL_ETIMEDOUT;
+}

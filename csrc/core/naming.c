@@ -1,0 +1,142 @@
+/* naming.c - Curator-compatible znode naming and ordering (see docs/wire-format notes in
+ * docs/design.md). Everything here is a pure function of its arguments. */
+#include "naming.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOKEN_MUTEX "lock-"
+#define TOKEN_READ "__READ__"
+#define TOKEN_WRITE "__WRIT__"
+#define KAZOO_WRITE "__lock__"
+#define KAZOO_READ "__rlock__"
+
+const char *zkl__recipe_token(zkl_recipe r) {
+    switch (r) {
+    case ZKL_READ: return TOKEN_READ;
+    case ZKL_WRITE: return TOKEN_WRITE;
+    default: return TOKEN_MUTEX;
+    }
+}
+
+int zkl__protected_prefix(char *buf, size_t size, const unsigned char rnd[16], zkl_recipe r) {
+    return zkl__protected_prefix_named(buf, size, rnd, zkl__recipe_token(r));
+}
+
+int zkl__protected_prefix_named(char *buf, size_t size, const unsigned char rnd[16], const char *token) {
+    unsigned char u[16];
+    memcpy(u, rnd, 16);
+    u[6] = (unsigned char)((u[6] & 0x0f) | 0x40); /* version 4 */
+    u[8] = (unsigned char)((u[8] & 0x3f) | 0x80); /* IETF variant */
+    int n = snprintf(buf, size,
+                     "_c_%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x-%s",
+                     u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+                     u[12], u[13], u[14], u[15], token);
+    if (n < 0 || (size_t)n >= size) return -1;
+    return n;
+}
+
+/* Last occurrence of needle in s, or NULL. */
+static const char *last_of(const char *s, const char *needle) {
+    const char *last = NULL, *p = s;
+    while ((p = strstr(p, needle)) != NULL) {
+        last = p;
+        p += 1;
+    }
+    return last;
+}
+
+/* Curator's standardFixForSorting: the text after the last `token`, else the whole name. */
+static const char *after_last(const char *name, const char *token) {
+    const char *p = last_of(name, token);
+    return p ? p + strlen(token) : name;
+}
+
+/* Kazoo names end in <token><seq10> (seq may be negative: 11 characters). */
+static const char *kazoo_seq(const char *name, const char *token) {
+    const char *p = last_of(name, token);
+    if (!p) return NULL;
+    const char *s = p + strlen(token), *d = s;
+    if (*d == '-') d++;
+    size_t digits = strspn(d, "0123456789");
+    if (digits != 10 || d[digits] != '\0') return NULL;
+    return s;
+}
+
+const char *zkl__sort_key(const char *name, zkl_recipe r) {
+    const char *k;
+    if (r == ZKL_MUTEX) {
+        if (last_of(name, TOKEN_MUTEX)) return after_last(name, TOKEN_MUTEX);
+        if ((k = kazoo_seq(name, KAZOO_WRITE)) != NULL) return k;
+        return name;
+    }
+    if (strstr(name, TOKEN_READ) || strstr(name, TOKEN_WRITE)) {
+        k = after_last(name, TOKEN_READ);
+        return after_last(k, TOKEN_WRITE);
+    }
+    if ((k = kazoo_seq(name, KAZOO_WRITE)) != NULL) return k;
+    if ((k = kazoo_seq(name, KAZOO_READ)) != NULL) return k;
+    return name;
+}
+
+int zkl__is_writer(const char *name) {
+    return strstr(name, TOKEN_WRITE) != NULL || kazoo_seq(name, KAZOO_WRITE) != NULL;
+}
+
+int zkl__key_wrapped(const char *key) {
+    return key[0] == '-' && strspn(key + 1, "0123456789") == 10 && key[11] == '\0';
+}
+
+static int cmp_items(const void *a, const void *b) {
+    const zkl__sort_item *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+void zkl__sort_children(const char **names, int n, zkl_recipe r, zkl__sort_item *scratch) {
+    /* Keys are compared as byte strings: for ASCII names this is Java's String.compareTo, which
+     * Curator uses. Ties (a downgraded read node shares its writer's key) break on the whole name. */
+    int i;
+    if (n < 2) return;
+    for (i = 0; i < n; i++) {
+        scratch[i].name = names[i];
+        scratch[i].key = zkl__sort_key(names[i], r);
+    }
+    qsort(scratch, (size_t)n, sizeof *scratch, cmp_items);
+    for (i = 0; i < n; i++) names[i] = scratch[i].name;
+}
+
+int zkl__has_prefix(const char *name, const char *prefix) {
+    return strncmp(name, prefix, strlen(prefix)) == 0;
+}
+
+void zkl__pick_predecessor(const char *const *sorted, int n, const char *own, zkl_recipe r,
+                           zkl__pick *out) {
+    int i, first_writer = -1;
+    out->own = -1;
+    out->holds = 0;
+    out->watch = -1;
+    out->watch_is_head = 0;
+    out->wrapped = 0;
+    for (i = 0; i < n; i++) {
+        if (strcmp(sorted[i], own) == 0) {
+            out->own = i;
+            break;
+        }
+        if (zkl__key_wrapped(zkl__sort_key(sorted[i], r))) out->wrapped = 1;
+        if (r == ZKL_READ && first_writer < 0 && zkl__is_writer(sorted[i])) first_writer = i;
+    }
+    if (out->own < 0) return;
+    if (zkl__key_wrapped(zkl__sort_key(own, r))) out->wrapped = 1;
+    if (r == ZKL_READ) {
+        out->holds = first_writer < 0;
+        out->watch = first_writer;
+        return;
+    }
+    out->holds = out->own == 0;
+    if (!out->holds) {
+        out->watch = out->own - 1;
+        out->watch_is_head = r == ZKL_MUTEX && out->watch == 0;
+    }
+}

@@ -1,0 +1,443 @@
+/* l_client.c - the zklock.client userdata: a thin binding over zkl_client. No recipe logic here:
+ * locks are named by integer ids and every decision about waiting is made in lua/zklock/. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lzklock.h"
+
+#define LOG_KEEP 256
+
+typedef struct log_line {
+    struct log_line *next;
+    size_t len;
+    char text[1];
+} log_line;
+
+typedef struct lclient {
+    zkl_client *c;
+    log_line *log_head, *log_tail;
+    int log_count;
+} lclient;
+
+static lclient *check(lua_State *L) {
+    lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
+    if (!u->c) luaL_error(L, "zklock: the client is closed");
+    return u;
+}
+
+static void on_log(void *ud, const char *msg) {
+    lclient *u = ud;
+    size_t n = strlen(msg);
+    log_line *l = malloc(sizeof *l + n);
+    if (!l) return;
+    l->next = NULL;
+    l->len = n;
+    memcpy(l->text, msg, n + 1);
+    if (u->log_tail) u->log_tail->next = l;
+    else u->log_head = l;
+    u->log_tail = l;
+    if (++u->log_count > LOG_KEEP) {
+        log_line *old = u->log_head;
+        u->log_head = old->next;
+        free(old);
+        u->log_count--;
+    }
+}
+
+static void free_logs(lclient *u) {
+    while (u->log_head) {
+        log_line *l = u->log_head;
+        u->log_head = l->next;
+        free(l);
+    }
+    u->log_tail = NULL;
+    u->log_count = 0;
+}
+
+/* core.new(hosts, session_timeout_ms, identity|nil, log_level, keepalive) -> client | nil, msg, code */
+static int l_new(lua_State *L) {
+    zkl_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.hosts = luaL_checkstring(L, 1);
+    cfg.session_timeout_ms = (int)luaL_checkinteger(L, 2);
+    if (!lua_isnoneornil(L, 3)) cfg.identity = luaL_checklstring(L, 3, &cfg.identity_len);
+    cfg.log_level = (int)luaL_optinteger(L, 4, ZKL_LOG_NONE);
+    cfg.keepalive = lua_toboolean(L, 5);
+    lclient *u = lua_newuserdata(L, sizeof *u);
+    memset(u, 0, sizeof *u);
+    luaL_getmetatable(L, ZKL_CLIENT_MT);
+    lua_setmetatable(L, -2);
+    cfg.log_fn = on_log;
+    cfg.log_ud = u;
+    int rc = zkl_client_new(&cfg, &u->c);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, "cannot create client");
+    return 1;
+}
+
+static int l_close(lua_State *L) {
+    lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
+    if (u->c) zkl_client_close(u->c);
+    return 0;
+}
+
+static int l_gc(lua_State *L) {
+    lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
+    if (u->c) {
+        zkl_client_free(u->c);
+        u->c = NULL;
+    }
+    free_logs(u);
+    return 0;
+}
+
+static int l_free(lua_State *L) { return l_gc(L); }
+
+static int l_fd(lua_State *L) {
+    lua_pushinteger(L, zkl_client_fd(check(L)->c));
+    return 1;
+}
+
+static int l_timeout(lua_State *L) {
+    lua_pushinteger(L, zkl_client_timeout_ms(check(L)->c));
+    return 1;
+}
+
+static int l_process(lua_State *L) {
+    int rc = zkl_client_process(check(L)->c);
+    if (rc < 0) return zkl_lua_fail(L, rc, NULL);
+    lua_pushinteger(L, rc);
+    return 1;
+}
+
+static int l_wait(lua_State *L) {
+    lclient *u = check(L);
+    int rc = zkl_client_wait(u->c, (int)luaL_optinteger(L, 2, -1));
+    if (rc < 0) return zkl_lua_fail(L, rc, NULL);
+    lua_pushinteger(L, rc);
+    return 1;
+}
+
+/* c:next_event() -> id, type, status | nil */
+static int l_next_event(lua_State *L) {
+    zkl_event ev;
+    if (!zkl_client_next_event(check(L)->c, &ev)) return 0;
+    lua_pushinteger(L, (lua_Integer)ev.id);
+    lua_pushinteger(L, ev.type);
+    lua_pushinteger(L, ev.status);
+    return 3;
+}
+
+static int l_state(lua_State *L) {
+    lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
+    lua_pushinteger(L, u->c ? zkl_client_state(u->c) : ZKL_STATE_CLOSED);
+    return 1;
+}
+
+/* c:session() -> id_hex, password | nil */
+static int l_session(lua_State *L) {
+    char pw[16], hex[32];
+    int64_t id = zkl_client_session(check(L)->c, pw);
+    if (!id) return 0;
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)id);
+    lua_pushstring(L, hex);
+    lua_pushlstring(L, pw, sizeof pw);
+    return 2;
+}
+
+static int l_session_timeout(lua_State *L) {
+    lua_pushinteger(L, zkl_client_session_timeout(check(L)->c));
+    return 1;
+}
+
+static int l_session_count(lua_State *L) {
+    lua_pushinteger(L, zkl_client_session_count(check(L)->c));
+    return 1;
+}
+
+/* c:acquire(recipe, path, timeout_ms, acl) -> id | nil, msg, code */
+static int l_acquire(lua_State *L) {
+    lclient *u = check(L);
+    int recipe = (int)luaL_checkinteger(L, 2);
+    size_t len;
+    const char *path = luaL_checklstring(L, 3, &len);
+    int timeout = (int)luaL_checkinteger(L, 4);
+    const char *why = zkl_path_error(path, len);
+    if (why) return luaL_argerror(L, 3, lua_pushfstring(L, "lock path %s", why));
+    uint64_t id;
+    int rc = zkl_lock_acquire(u->c, (zkl_recipe)recipe, path, timeout, (int)luaL_optinteger(L, 5, 0), &id);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
+    lua_pushinteger(L, (lua_Integer)id);
+    return 1;
+}
+
+/* c:semaphore(path, max_leases, qty, timeout_ms, acl) -> id | nil, msg, code */
+static int l_semaphore(lua_State *L) {
+    lclient *u = check(L);
+    size_t len;
+    const char *path = luaL_checklstring(L, 2, &len);
+    int max = (int)luaL_checkinteger(L, 3);
+    int qty = (int)luaL_checkinteger(L, 4);
+    int timeout = (int)luaL_checkinteger(L, 5);
+    const char *why = zkl_path_error(path, len);
+    if (why) return luaL_argerror(L, 2, lua_pushfstring(L, "semaphore path %s", why));
+    uint64_t id;
+    int rc = zkl_semaphore_acquire(u->c, path, max, qty, timeout, (int)luaL_optinteger(L, 6, 0), &id);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
+    lua_pushinteger(L, (lua_Integer)id);
+    return 1;
+}
+
+/* c:lease_ids(id) -> array of lease ids (after ACQUIRED) */
+static int l_lease_ids(lua_State *L) {
+    lclient *u = check(L);
+    uint64_t id = (uint64_t)luaL_checkinteger(L, 2), ids[1024];
+    int n = zkl_lease_ids(u->c, id, ids, 1024);
+    if (n < 0) return zkl_lua_fail(L, n, NULL);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)ids[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* c:downgrade(write_id) -> read id | nil, msg, code */
+static int l_downgrade(lua_State *L) {
+    lclient *u = check(L);
+    uint64_t id;
+    int rc = zkl_lock_downgrade(u->c, (uint64_t)luaL_checkinteger(L, 2), &id);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
+    lua_pushinteger(L, (lua_Integer)id);
+    return 1;
+}
+
+/* c:multi(items, timeout_ms, flags) -> id | nil, msg, code
+ * items: array of { recipe, path, max_leases, timeout_ms, acl } (array part: 1..5) */
+static int l_multi(lua_State *L) {
+    lclient *u = check(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int n = (int)lua_objlen_compat(L, 2);
+    int timeout = (int)luaL_checkinteger(L, 3);
+    int flags = (int)luaL_optinteger(L, 4, 0);
+    luaL_argcheck(L, n >= 1 && n <= 4096, 2, "expected 1 to 4096 items");
+    zkl_multi_item *items = lua_newuserdata(L, (size_t)n * sizeof *items);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, 2, i + 1);
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_rawgeti(L, -1, 1);
+        items[i].recipe = (zkl_recipe)luaL_checkinteger(L, -1);
+        lua_rawgeti(L, -2, 2);
+        items[i].path = luaL_checkstring(L, -1); /* anchored by the items table */
+        lua_rawgeti(L, -3, 3);
+        items[i].max_leases = (int)luaL_checkinteger(L, -1);
+        lua_rawgeti(L, -4, 4);
+        items[i].timeout_ms = (int)luaL_checkinteger(L, -1);
+        lua_rawgeti(L, -5, 5);
+        items[i].acl = (int)luaL_optinteger(L, -1, 0);
+        lua_pop(L, 6);
+    }
+    uint64_t id;
+    int rc = zkl_multi_acquire(u->c, items, n, timeout, flags, &id);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
+    lua_pushinteger(L, (lua_Integer)id);
+    return 1;
+}
+
+/* c:multi_result(id) -> ids | nil, failed_index (1-based) */
+static int l_multi_result(lua_State *L) {
+    lclient *u = check(L);
+    uint64_t ids[4096];
+    int failed = -1;
+    int n = zkl_multi_result(u->c, (uint64_t)luaL_checkinteger(L, 2), ids, 4096, &failed);
+    if (n < 0) return zkl_lua_fail(L, n, NULL);
+    if (failed >= 0) {
+        lua_pushnil(L);
+        lua_pushinteger(L, failed + 1);
+        return 2;
+    }
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)ids[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* c:acl({ {perms, scheme, id}, ... }) -> acl id | nil, msg, code */
+static int l_acl(lua_State *L) {
+    lclient *u = check(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int n = (int)lua_objlen_compat(L, 2);
+    luaL_argcheck(L, n >= 1 && n <= 64, 2, "expected 1 to 64 ACL entries");
+    zkl_acl_entry *e = lua_newuserdata(L, (size_t)n * sizeof *e);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, 2, i + 1);
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_rawgeti(L, -1, 1);
+        e[i].perms = (int)luaL_checkinteger(L, -1);
+        lua_rawgeti(L, -2, 2);
+        e[i].scheme = luaL_checkstring(L, -1); /* anchored by the entries table */
+        lua_rawgeti(L, -3, 3);
+        e[i].id = luaL_checkstring(L, -1);
+        lua_pop(L, 4);
+    }
+    int rc = zkl_client_acl(u->c, e, n);
+    if (rc < 0) return zkl_lua_fail(L, rc, NULL);
+    lua_pushinteger(L, rc);
+    return 1;
+}
+
+static int id_call(lua_State *L, int (*fn)(zkl_client *, uint64_t)) {
+    lclient *u = check(L);
+    int rc = fn(u->c, (uint64_t)luaL_checkinteger(L, 2));
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_release(lua_State *L) { return id_call(L, zkl_lock_release); }
+static int l_cancel(lua_State *L) { return id_call(L, zkl_lock_cancel); }
+static int l_abandon(lua_State *L) { return id_call(L, zkl_lock_abandon); }
+
+/* c:info(id) -> node|false, token, held, suspended | nil, msg, code */
+static int l_info(lua_State *L) {
+    lclient *u = check(L);
+    zkl_lock_info info;
+    int rc = zkl_lock_info_get(u->c, (uint64_t)luaL_checkinteger(L, 2), &info);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
+    if (info.node[0]) lua_pushstring(L, info.node);
+    else lua_pushboolean(L, 0);
+    lua_pushinteger(L, (lua_Integer)info.token);
+    lua_pushboolean(L, info.held);
+    lua_pushboolean(L, info.suspended);
+    return 4;
+}
+
+/* c:op(type, path, data|nil, flags, version) -> id | nil, msg, code */
+static int l_op(lua_State *L) {
+    lclient *u = check(L);
+    zkl_op_args a;
+    memset(&a, 0, sizeof a);
+    a.type = (zkl_op_type)luaL_checkinteger(L, 2);
+    a.path = luaL_checkstring(L, 3);
+    if (!lua_isnoneornil(L, 4)) a.data = luaL_checklstring(L, 4, &a.len);
+    a.flags = (int)luaL_optinteger(L, 5, 0);
+    a.version = (int)luaL_optinteger(L, 6, -1);
+    uint64_t id;
+    int rc = zkl_op_start(u->c, &a, &id);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
+    lua_pushinteger(L, (lua_Integer)id);
+    return 1;
+}
+
+/* c:result(id) -> { rc, data, children, czxid, mzxid, version, ephemeral_owner, num_children } */
+static int l_result(lua_State *L) {
+    lclient *u = check(L);
+    zkl_op_result r;
+    int rc = zkl_op_result_get(u->c, (uint64_t)luaL_checkinteger(L, 2), &r);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
+    lua_createtable(L, 0, 8);
+    lua_pushinteger(L, r.rc);
+    lua_setfield(L, -2, "rc");
+    if (r.data) {
+        lua_pushlstring(L, r.data, r.len);
+        lua_setfield(L, -2, "data");
+    }
+    if (r.nchildren > 0 || r.rc == 0) {
+        lua_createtable(L, r.nchildren, 0);
+        for (int i = 0; i < r.nchildren; i++) {
+            lua_pushstring(L, r.children[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, "children");
+    }
+    lua_pushinteger(L, (lua_Integer)r.czxid);
+    lua_setfield(L, -2, "czxid");
+    lua_pushinteger(L, (lua_Integer)r.mzxid);
+    lua_setfield(L, -2, "mzxid");
+    lua_pushinteger(L, (lua_Integer)r.pzxid);
+    lua_setfield(L, -2, "pzxid");
+    lua_pushinteger(L, r.version);
+    lua_setfield(L, -2, "version");
+    lua_pushinteger(L, r.num_children);
+    lua_setfield(L, -2, "num_children");
+    char hex[32];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r.ephemeral_owner);
+    lua_pushstring(L, hex);
+    lua_setfield(L, -2, "ephemeral_owner");
+    return 1;
+}
+
+static int l_add_auth(lua_State *L) {
+    lclient *u = check(L);
+    const char *scheme = luaL_checkstring(L, 2);
+    size_t len;
+    const char *cred = luaL_checklstring(L, 3, &len);
+    int rc = zkl_client_add_auth(u->c, scheme, cred, len);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* c:logs() -> array of the ZooKeeper client's log lines since the last call */
+static int l_logs(lua_State *L) {
+    lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
+    lua_createtable(L, u->log_count, 0);
+    int i = 1;
+    for (log_line *l = u->log_head; l; l = l->next) {
+        lua_pushlstring(L, l->text, l->len);
+        lua_rawseti(L, -2, i++);
+    }
+    free_logs(u);
+    return 1;
+}
+
+/* c:stats() -> table of counters (see zkl_stats) */
+static int l_stats(lua_State *L) {
+    zkl_stats s;
+    zkl_client_stats(check(L)->c, &s);
+    lua_createtable(L, 0, 10);
+#define F(name)                                  \
+    lua_pushinteger(L, (lua_Integer)s.name);     \
+    lua_setfield(L, -2, #name)
+    F(creates); F(lists); F(gets); F(deletes); F(exists); F(ops);
+    F(watch_events); F(acquired); F(handoffs); F(sessions_expired);
+#undef F
+    return 1;
+}
+
+static int l_tostring(lua_State *L) {
+    lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
+    lua_pushfstring(L, "zklock.client (%s)", u->c ? "open" : "closed");
+    return 1;
+}
+
+static const luaL_Reg meta[] = {{"__gc", l_gc}, {"__tostring", l_tostring}, {NULL, NULL}};
+
+static const luaL_Reg methods[] = {
+    {"close", l_close},       {"free", l_free},
+    {"fd", l_fd},             {"timeout", l_timeout},
+    {"process", l_process},   {"wait", l_wait},
+    {"next_event", l_next_event}, {"state", l_state},
+    {"session", l_session},   {"session_timeout", l_session_timeout},
+    {"session_count", l_session_count},
+    {"acquire", l_acquire},   {"release", l_release},
+    {"cancel", l_cancel},     {"abandon", l_abandon},
+    {"info", l_info},         {"op", l_op},
+    {"result", l_result},     {"add_auth", l_add_auth},
+    {"logs", l_logs},         {"stats", l_stats},
+    {"semaphore", l_semaphore}, {"lease_ids", l_lease_ids},
+    {"downgrade", l_downgrade}, {"multi", l_multi},
+    {"multi_result", l_multi_result}, {"acl", l_acl},
+    {NULL, NULL}};
+
+void zkl_lua_client_register(lua_State *L) {
+    luaL_newmetatable(L, ZKL_CLIENT_MT);
+    luaL_setfuncs(L, meta, 0);
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_new);
+    lua_setfield(L, -2, "new");
+}

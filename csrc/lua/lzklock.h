@@ -1,0 +1,25 @@
+/* lzklock.h - shared declarations of the zklock.core Lua binding. */
+#ifndef LZKLOCK_H
+#define LZKLOCK_H
+
+#include <stdio.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "zklock.h"
+
+#define ZKL_CLIENT_MT "zklock.client"
+
+#if LUA_VERSION_NUM >= 502
+#define lua_objlen_compat(L, i) lua_rawlen(L, i)
+#else
+#define lua_objlen_compat(L, i) lua_objlen(L, i)
+#endif
+
+/* Push nil, "<NAME>: <message>[: <context>]", "<NAME>" and return 3. */
+int zkl_lua_fail(lua_State *L, int code, const char *context);
+
+void zkl_lua_client_register(lua_State *L);
+
+#endif
