@@ -1,0 +1,158 @@
+-- zklock.check: argument validation shared by the public API. Misuse raises an error that names
+-- the function, the argument and what was expected, at the caller's level.
+local core = require("zklock.core")
+
+local M = {}
+
+-- Errors point at the first caller outside zklock's own Lua files, however deep inside the
+-- library the check ran.
+local here = debug.getinfo(1, "S").source
+local libdir = here:match("^@(.*[/\\])[^/\\]*$")
+
+local function caller_level()
+  local level = 3 -- the caller of argerror's caller
+  while true do
+    local info = debug.getinfo(level, "S")
+    if not info then return 2 end
+    local src = info.source
+    if not (libdir and src:sub(1, 1) == "@" and src:sub(2, #libdir + 1) == libdir) and info.what ~= "C" then
+      return level - 1 -- error()'s level counts from argerror
+    end
+    level = level + 1
+  end
+end
+
+local function argerror(fname, argn, msg)
+  error(("bad argument #%d to '%s' (%s)"):format(argn, fname, msg), caller_level())
+end
+M.argerror = argerror
+
+local function describe(v)
+  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "number" and v ~= v then return "NaN" end
+  return tostring(v) .. " (" .. type(v) .. ")"
+end
+M.describe = describe
+
+-- Seconds as given by users -> milliseconds for the core: nil or math.huge = -1 (forever).
+function M.timeout(fname, argn, t)
+  if t == nil or t == math.huge then return -1 end
+  if type(t) ~= "number" or t ~= t or t < 0 then
+    argerror(fname, argn, "timeout: expected nil or a number of seconds >= 0, got " .. describe(t), 2)
+  end
+  local ms = math.ceil(t * 1000)
+  if ms > 2147483647 then
+    argerror(fname, argn, "timeout: at most 2147483 seconds (use nil to wait forever)", 2)
+  end
+  return ms
+end
+
+function M.path(fname, argn, path)
+  if type(path) ~= "string" then
+    argerror(fname, argn, "lock path: expected a string like \"/locks/name\", got " .. describe(path), 2)
+  end
+  local why = core.path_error(path)
+  if why then argerror(fname, argn, ("lock path %s, got %s"):format(why, describe(path)), 2) end
+  return path
+end
+
+-- opts must be nil or a table whose keys all appear in `known` (name -> validator(v) -> ok, what).
+function M.options(fname, argn, opts, known)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    argerror(fname, argn, "options: expected a table, got " .. describe(opts), 2)
+  end
+  for k, v in pairs(opts) do
+    local validate = known[k]
+    if not validate then
+      local names = {}
+      for name in pairs(known) do names[#names + 1] = name end
+      table.sort(names)
+      argerror(fname, argn, ("unknown option '%s' (known: %s)"):format(tostring(k), table.concat(names, ", ")), 2)
+    end
+    local ok, what = validate(v)
+    if not ok then
+      argerror(fname, argn, ("option '%s': expected %s, got %s"):format(k, what, describe(v)), 2)
+    end
+  end
+  return opts
+end
+
+M.is = {
+  positive = function(v)
+    return type(v) == "number" and v == v and v > 0 and v < math.huge, "a number > 0"
+  end,
+  nonneg = function(v)
+    return type(v) == "number" and v == v and v >= 0, "a number >= 0"
+  end,
+  string = function(v) return type(v) == "string", "a string" end,
+  func = function(v) return type(v) == "function", "a function" end,
+  boolean = function(v) return type(v) == "boolean", "a boolean" end,
+  oneof = function(...)
+    local set, list = {}, {...}
+    for _, v in ipairs(list) do set[v] = true end
+    return function(v) return set[v] == true, "one of " .. table.concat(list, ", ") end
+  end,
+}
+
+-- ACL option of the lock constructors: "open" (default), "creator" (the creating session's
+-- authenticated identities may do everything, everyone may read), or a list of
+-- { scheme = "digest", id = "user:base64sha1", perms = "rwcda" | integer }.
+local PERM = { r = 1, w = 2, c = 4, d = 8, a = 16 }
+
+function M.acl_option(v)
+  if v == nil or v == "open" then return true end
+  if v == "creator" then return true end
+  if type(v) ~= "table" or #v == 0 then return false, '"open", "creator" or a list of { scheme, id, perms }' end
+  for _, e in ipairs(v) do
+    if type(e) ~= "table" or type(e.scheme) ~= "string" or e.scheme == "" or type(e.id) ~= "string" then
+      return false, "ACL entries { scheme = string, id = string, perms = \"rwcda\" or integer }"
+    end
+    local p = e.perms
+    if type(p) == "string" then
+      if p == "" or p:find("[^rwcda]") then return false, 'perms as letters from "rwcda"' end
+    elseif not (type(p) == "number" and p >= 1 and p <= 31 and math.floor(p) == p) then
+      return false, 'perms as letters from "rwcda" or an integer 1..31'
+    end
+  end
+  return true
+end
+
+-- Normalized entries { {perms, scheme, id}, ... } for the core, or nil for the open ACL.
+function M.acl_entries(v)
+  if v == nil or v == "open" then return nil end
+  if v == "creator" then return { { 31, "auth", "" }, { 1, "world", "anyone" } } end
+  local out = {}
+  for i, e in ipairs(v) do
+    local p = e.perms
+    if type(p) == "string" then
+      local n = 0
+      for ch in p:gmatch(".") do if n % (2 * PERM[ch]) < PERM[ch] then n = n + PERM[ch] end end
+      p = n
+    end
+    out[i] = { p, e.scheme, e.id }
+  end
+  return out
+end
+
+-- "host:port[,host:port...][/chroot]"
+function M.hosts(fname, argn, hosts)
+  local expected = 'hosts: expected "host:port[,host:port...]"'
+  if type(hosts) ~= "string" or hosts == "" then
+    argerror(fname, argn, expected .. ", got " .. describe(hosts), 2)
+  end
+  local list, chroot = hosts:match("^([^/]*)(.*)$")
+  if chroot ~= "" and core.path_error(chroot) then
+    argerror(fname, argn, ("hosts: chroot %s, got %s"):format(core.path_error(chroot), describe(chroot)), 2)
+  end
+  for entry in (list .. ","):gmatch("([^,]*),") do
+    local host, port = entry:match("^%s*([%w%.%-_:%[%]]-):(%d+)%s*$")
+    port = tonumber(port)
+    if not host or host == "" or not port or port < 1 or port > 65535 then
+      argerror(fname, argn, expected .. ", got " .. describe(hosts), 2)
+    end
+  end
+  return hosts
+end
+
+return M

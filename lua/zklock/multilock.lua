@@ -1,0 +1,172 @@
+-- zklock.multilock: several locks taken as one (Curator's InterProcessMultiLock), all or nothing.
+--
+-- The core acquires the components one after another and, when one fails, releases those it
+-- already took before reporting which one failed. The policy lives here: the order (as given, or
+-- sorted by path so that every multi-lock over the same locks takes them in one global order and
+-- none can deadlock another), one shared deadline or a timeout per component, the rollback order,
+-- and retries. Components the calling coroutine already holds (reentrant locks) are counted, not
+-- queued for again.
+local core = require("zklock.core")
+local check = require("zklock.check")
+local retry = require("zklock.retry")
+local lockmod = require("zklock.lock")
+local semmod = require("zklock.semaphore")
+
+local fail, me = lockmod.fail, lockmod.me
+
+local MultiLock = {}
+MultiLock.__index = MultiLock
+
+local KIND_RANK = { ["write lock"] = 1, mutex = 2, ["semaphore mutex"] = 3, ["read lock"] = 4 }
+
+local function component_kind(x)
+  local mt = getmetatable(x)
+  if mt == lockmod.Lock or mt == semmod.SemaphoreMutex then return x.kind end
+  return nil
+end
+
+local function new(client, locks, opts)
+  if type(locks) ~= "table" or #locks == 0 then
+    check.argerror("multilock", 1, "locks: expected a non-empty array of lock objects, got " .. check.describe(locks), 2)
+  end
+  opts = check.options("multilock", 2, opts, {
+    order = check.is.oneof("given", "path"),
+    deadline = check.is.nonneg,
+    per_lock_timeout = check.is.nonneg,
+    rollback = check.is.oneof("reverse", "given"),
+  })
+  local seen, seen_path = {}, {}
+  for i, l in ipairs(locks) do
+    local kind = component_kind(l)
+    if not kind then
+      check.argerror("multilock", 1, ("locks[%d]: expected a mutex, read or write lock or semaphore mutex, got %s")
+        :format(i, check.describe(l)), 2)
+    end
+    if l.client ~= client then
+      check.argerror("multilock", 1, ("locks[%d]: belongs to another client; all locks of a multi-lock must share one"):format(i), 2)
+    end
+    if seen[l] then check.argerror("multilock", 1, ("locks[%d]: listed twice"):format(i), 2) end
+    local key = l.path .. "\0" .. (kind == "read lock" and "r" or "x")
+    if seen_path[key] then
+      check.argerror("multilock", 1, ("locks[%d]: %s is already in the list (it would wait for itself)"):format(i, l.path), 2)
+    end
+    seen[l], seen_path[key] = true, true
+  end
+  local ordered = {}
+  for i, l in ipairs(locks) do ordered[i] = l end
+  if opts.order == "path" then
+    table.sort(ordered, function(a, b)
+      if a.path ~= b.path then return a.path < b.path end
+      return KIND_RANK[a.kind] < KIND_RANK[b.kind]
+    end)
+  end
+  return setmetatable({ client = client, locks = ordered, opts = opts, kind = "multi-lock" }, MultiLock)
+end
+
+local function describe(l) return ("%s %s"):format(l.kind, l.path) end
+
+-- acquire(timeout, { retry = policy }) -> self | nil, msg, code
+--   timeout (s): one deadline shared by all components (default: the `deadline` option; nil
+--   and no option: no deadline). Each component also waits at most `per_lock_timeout`.
+function MultiLock:acquire(timeout, opts)
+  local client = self.client
+  client:_check_open("acquire")
+  if timeout == nil then timeout = self.opts.deadline end
+  check.timeout("acquire", 1, timeout)
+  return retry.acquire(client, "acquire", 2, timeout, opts, function(left) return self:_acquire_once(left) end)
+end
+
+function MultiLock:_acquire_once(timeout)
+  local client = self.client
+  local ms = check.timeout("acquire", 1, timeout)
+  local per = self.opts.per_lock_timeout and check.timeout("acquire", 1, self.opts.per_lock_timeout) or -1
+  local co = me()
+  local items, pending, reentered = {}, {}, {}
+  for _, l in ipairs(self.locks) do
+    local hold = getmetatable(l) == lockmod.Lock and l._holds[co]
+    if hold and not hold.lost then
+      hold.count = hold.count + 1 -- reentrant: ours already
+      reentered[#reentered + 1] = hold
+    else
+      local max = l.kind == "semaphore mutex" and 1 or 0
+      local acl = l._acl or (l.semaphore and l.semaphore._acl) or 0
+      items[#items + 1] = { l.recipe or core.MUTEX, l.path, max, per, acl }
+      pending[#pending + 1] = l
+    end
+  end
+  if #items == 0 then return self end
+  local function undo()
+    for _, hold in ipairs(reentered) do hold.count = hold.count - 1 end
+  end
+  local flags = self.opts.rollback == "given" and 1 or 0
+  local id, msg, code = client._c:multi(items, ms, flags)
+  if not id then undo(); return nil, msg, code end
+  local w = client:_waiter(id, self)
+  client:_await(w)
+  if not w.done then
+    undo()
+    return fail(core.errno.ECLOSED, "the client was closed while acquiring a multi-lock")
+  end
+  local ids, failed = client._c:multi_result(id)
+  if w.type ~= core.EV_ACQUIRED or not ids then
+    undo()
+    local st = w.status
+    local which = failed and pending[failed]
+    local where = which and ("%s (%d of %d)"):format(describe(which), failed, #pending) or "a component"
+    if st == core.errno.ETIMEDOUT then
+      return fail(st, ("multi-lock timed out waiting for %s; the others were released"):format(where))
+    end
+    return fail(st, ("multi-lock failed on %s: %s; the others were released"):format(where, core.strerror(st)))
+  end
+  for i, l in ipairs(pending) do
+    if getmetatable(l) == lockmod.Lock then
+      l:_adopt(ids[i], co)
+    else
+      l._lease = semmod.new_lease(l.semaphore, ids[i])
+    end
+  end
+  return self
+end
+
+-- release() -> true | nil, msg, code, errors. Releases every component in reverse order, going on
+-- past failures; msg lists every failure, code is the first one's, errors = { {lock, msg, code} }.
+function MultiLock:release()
+  local errors = {}
+  for i = #self.locks, 1, -1 do
+    local l = self.locks[i]
+    local ok, r, msg, code = pcall(l.release, l)
+    if not ok then
+      errors[#errors + 1] = { lock = l, msg = tostring(r), code = "EINVAL" }
+    elseif not r then
+      errors[#errors + 1] = { lock = l, msg = msg, code = code }
+    end
+  end
+  if #errors == 0 then return true end
+  local parts = {}
+  for _, e in ipairs(errors) do parts[#parts + 1] = e.msg end
+  return nil, ("releasing multi-lock: %d of %d failed: %s"):format(#errors, #self.locks, table.concat(parts, "; ")),
+         errors[1].code, errors
+end
+
+-- Held when the calling coroutine holds every component.
+function MultiLock:is_held()
+  for _, l in ipairs(self.locks) do
+    if not l:is_held() then return false end
+  end
+  return true
+end
+
+MultiLock.__close = function(self)
+  if self:is_held() then
+    local ok, msg = self:release()
+    if not ok then lockmod.warn(("release at scope exit failed: %s"):format(msg)) end
+  end
+end
+
+function MultiLock:__tostring()
+  local parts = {}
+  for _, l in ipairs(self.locks) do parts[#parts + 1] = describe(l) end
+  return ("zklock.multilock(%s)"):format(table.concat(parts, ", "))
+end
+
+return { new = new, MultiLock = MultiLock }

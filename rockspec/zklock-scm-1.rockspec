@@ -1,0 +1,34 @@
+rockspec_format = "3.0"
+package = "zklock"
+version = "scm-1"
+source = {
+  url = "git+file://.",
+}
+description = {
+  summary = "Distributed locks over ZooKeeper for Lua, wire-compatible with Apache Curator",
+  detailed = [[
+Fair reentrant mutex (Curator InterProcessMutex) and friends over the ZooKeeper C client.
+acquire() suspends the calling coroutine instead of blocking the thread; every acquisition
+carries a fencing token; loss of a lock is reported per lock (SUSPENDED / LOST).
+]],
+  license = "Apache-2.0",
+}
+dependencies = {
+  "lua >= 5.1",
+}
+external_dependencies = {
+  ZOOKEEPER = { header = "zookeeper/zookeeper.h", library = "zookeeper_st" },
+}
+build = {
+  type = "cmake",
+  variables = {
+    CMAKE_BUILD_TYPE = "Release",
+    ZKL_TESTS = "OFF",
+    LUA_INCLUDE_DIR = "$(LUA_INCDIR)",
+    LUADIR = "$(LUADIR)",
+    LIBDIR = "$(LIBDIR)",
+    CMAKE_INSTALL_PREFIX = "$(PREFIX)",
+  },
+}
+test_dependencies = { "busted" }
+test = { type = "busted" }
