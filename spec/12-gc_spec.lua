@@ -1,0 +1,59 @@
+-- A lock object or lease dropped while held is released in the background when collected
+-- (with a warning), never blocking; the next holder gets it.
+local zklock = require("zklock")
+local testing = require("zklock.testing")
+local core = require("zklock.core")
+
+describe("garbage collection", function()
+  local zk, a, b
+  setup(function()
+    zk = testing.server{}
+    a = assert(zklock.connect(zk.hosts))
+    b = assert(zklock.connect(zk.hosts))
+  end)
+  teardown(function()
+    if a then a:close() end
+    if b then b:close() end
+    if zk then zk:stop() end
+  end)
+
+  local function wait_children(c, path, n, seconds)
+    local deadline = core.now() + seconds * 1000
+    while core.now() < deadline do
+      local names = c:children(path)
+      if names and #names == n then return true end
+      c:sleep(0.02)
+    end
+    return false
+  end
+
+  it("releases a mutex whose object was collected while held", function()
+    do
+      local m = a:mutex("/gc/m")
+      assert(m:acquire(5))
+    end
+    assert.is_true(wait_children(b, "/gc/m", 1, 1))
+    collectgarbage()
+    collectgarbage()
+    local t0 = core.now()
+    a:process() -- the release goes out with the next pump
+    assert.is_true(core.now() - t0 < 500) -- never blocks
+    assert.is_true(wait_children(b, "/gc/m", 0, 3))
+    local m2 = b:mutex("/gc/m")
+    assert(m2:acquire(2))
+    assert(m2:release())
+  end)
+
+  it("releases a lease whose object was collected while held", function()
+    do
+      local lease = assert(a:semaphore("/gc/s", 1):acquire(5))
+      assert.truthy(lease:node())
+    end
+    collectgarbage()
+    collectgarbage()
+    a:process()
+    assert.is_true(wait_children(b, "/gc/s/leases", 0, 3))
+    local l2 = assert(b:semaphore("/gc/s", 1):acquire(2))
+    assert(l2:release())
+  end)
+end)

@@ -1,0 +1,728 @@
+-- spec/support/fault_worker.lua: helpers for the fault and soak specs, and the worker process
+-- they start. Runs under Lua 5.4 and LuaJIT (no <close>, no //, no integer-only operators).
+--
+-- As a module (from a spec):
+--   local fw = require("support.fault_worker")
+--   fw.interpreter(), fw.cpath()      the interpreter and build this process runs: a worker
+--                                     started by fw.worker() uses the same ones
+--   fw.proxy(target_hosts [, opts])   start spec/support/proxy.py in front of a server;
+--                                     p.hosts, p.port, p:send("drop"|"cut"|"heal"|"new blackhole"|...),
+--                                     p:status(), p:stop()
+--   fw.worker(mode, args)             start this file as a worker process (see below); w.pid,
+--                                     w:lines(), w:wait_line(pattern, timeout [, pump]), w:alive(),
+--                                     w:signal(sig), w:wait_exit(timeout), w:stop()
+--   fw.stop_all()                     stop every proxy and worker started here (teardown)
+--   fw.check(holds, capacity)         exclusion / overlap / fencing check of hold intervals
+--   fw.read_log(path)                 a soak worker's log parsed
+--   fw.rng(seed)                      a seeded generator: r() in [0,1), r(lo, hi) integer
+--
+-- As a worker:  <lua> -e "package.path=...;package.cpath=..." fault_worker.lua MODE key=value...
+--   acquire hosts= path= session= timeout= hold= log= [parent=]
+--          connect, acquire `path`, log "acquired <core.now() ms>" (or "failed <code>"), hold it
+--          `hold` seconds, release, log "released <ms>", close.
+--   crash  hosts= path= session= identity= log= after=kill|stop [parent=]
+--          connect, start an acquire of `path` (create + list go out at once), log "sent", then
+--          SIGKILL (after=kill) or SIGSTOP (after=stop) itself: a client that dies between its
+--          create and its list.
+--   soak   hosts= session= locks= lock_root= sem= sem_max= cos= seconds= seed= id= log=
+--          acquire_timeout= hold_ms= p_sem= parent= [zklog=path: the ZooKeeper client's log]
+--          `cos` coroutines loop for `seconds` over `locks` mutexes (lock_root/1..n) and one
+--          semaphore, logging every hold interval and every outcome (format in read_log).
+local MODNAME = ...
+
+---------------------------------------------------------------- small helpers (both roles)
+
+local function read_file(path)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function write_file(path, s, mode)
+  local f = assert(io.open(path, mode or "w"))
+  f:write(s)
+  f:close()
+end
+
+local function shq(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function sh(cmd)
+  local f = io.popen(cmd, "r")
+  local out = f:read("*a")
+  f:close()
+  return out
+end
+
+local function proc_stat(pid)
+  local s = read_file("/proc/" .. tostring(pid) .. "/stat")
+  if not s then return nil end
+  local rest = s:match("^.*%) (.*)$")
+  if not rest then return nil end
+  local f = {}
+  for w in rest:gmatch("%S+") do f[#f + 1] = w end
+  return f[1], f[20]
+end
+
+local function pid_alive(pid, start)
+  local state, st = proc_stat(pid)
+  if not state or state == "Z" or state == "X" or state == "x" then return false end
+  if start and st ~= start then return false end
+  return true
+end
+
+local MY_PID = tonumber((read_file("/proc/self/stat") or ""):match("^(%d+)"))
+
+local function sleep(s)
+  if s > 0 then os.execute(("sleep %.3f"):format(s)) end
+end
+
+local function mono()
+  local f = io.open("/proc/uptime", "r")
+  local t = f and f:read("*n")
+  if f then f:close() end
+  return t or os.time()
+end
+
+-- Park-Miller minimal standard generator in doubles (exact: 16807 * 2^31 < 2^53).
+local function rng(seed)
+  local s = math.floor(tonumber(seed) or 1) % 2147483646 + 1
+  for _ = 1, 5 do s = (s * 16807) % 2147483647 end
+  return function(lo, hi)
+    s = (s * 16807) % 2147483647
+    local u = (s - 1) / 2147483646
+    if lo then return lo + math.floor(u * (hi - lo + 1)) end
+    return u
+  end
+end
+
+---------------------------------------------------------------- module role
+
+local M = { rng = rng, pid = MY_PID, sleep = sleep, read_file = read_file }
+
+local ROOT = (sh("pwd"):gsub("%s+$", ""))
+M.ROOT = ROOT
+M.PYTHON = "/usr/bin/python3"
+
+local started = {}   -- { kind, pid, start, obj }
+local tmpdirs = {}
+
+local function tmpdir(tag)
+  local d = (sh("mktemp -d -t zklock-fault-" .. tag .. ".XXXXXXXX"):gsub("%s+$", ""))
+  assert(d:match("^/.+zklock%-fault%-"), "mktemp failed")
+  tmpdirs[#tmpdirs + 1] = d
+  return d
+end
+M.tmpdir = tmpdir
+
+-- Start `cmd` in the background, output to `log`; returns its pid (the command is exec'd by
+-- the subshell, so $! is the command's own pid).
+local function spawn_bg(cmd, log)
+  local out = sh("( exec " .. cmd .. " ) >" .. shq(log) .. " 2>&1 </dev/null & echo $!")
+  local pid = tonumber(out:match("(%d+)"))
+  assert(pid, "could not start: " .. cmd)
+  local _, st = proc_stat(pid)
+  return pid, st
+end
+
+local function wait_gone(pid, start, timeout)
+  local deadline = mono() + timeout
+  while pid_alive(pid, start) do
+    if mono() > deadline then return false end
+    sleep(0.02)
+  end
+  return true
+end
+
+local function terminate(pid, start, sig)
+  if not pid_alive(pid, start) then return true end
+  os.execute(("kill -%s %d 2>/dev/null"):format(sig or "TERM", pid))
+  os.execute(("kill -CONT %d 2>/dev/null"):format(pid))
+  if wait_gone(pid, start, 3) then return true end
+  os.execute(("kill -KILL %d 2>/dev/null"):format(pid))
+  return wait_gone(pid, start, 3)
+end
+
+function M.interpreter()
+  if jit then return "luajit" end
+  return "lua5.4"
+end
+
+-- The package.cpath template of the zklock.core this process loaded (so that a worker runs the
+-- same build: build/, build-jit/ or build-asan/).
+function M.cpath()
+  local found = package.searchpath and package.searchpath("zklock.core", package.cpath)
+  local dir = found and found:match("^(.-)/?zklock/core%.so$")
+  if not dir then dir = jit and "build-jit" or "build" end
+  if dir == "" then dir = "." end
+  if dir:sub(1, 1) ~= "/" then dir = ROOT .. "/" .. dir end
+  return dir .. "/?.so"
+end
+
+---------------------------------------------------------------- proxy
+
+local Proxy = {}
+Proxy.__index = Proxy
+
+-- opts.max_seconds (600): the proxy exits after that long in any case.
+function M.proxy(target, opts)
+  opts = opts or {}
+  local dir = tmpdir("proxy")
+  local control = dir .. "/control"
+  write_file(control, "")
+  local cmd = ("env -u LD_PRELOAD %s %s 0 %s %s --parent %d --max-seconds %d"):format(
+    M.PYTHON, shq(ROOT .. "/spec/support/proxy.py"), shq(target), shq(control), MY_PID,
+    opts.max_seconds or 600)
+  local pid, start = spawn_bg(cmd, dir .. "/proxy.log")
+  local self = setmetatable({ pid = pid, start = start, dir = dir, control = control, seq = 0,
+                              target = target }, Proxy)
+  started[#started + 1] = self
+  local deadline = mono() + 10
+  while true do
+    local p = read_file(control .. ".port")
+    if p and p:match("%d+%s*\n") then
+      self.port = tonumber(p:match("%d+"))
+      break
+    end
+    if not pid_alive(pid, start) or mono() > deadline then
+      local log = read_file(dir .. "/proxy.log") or ""
+      self:stop()
+      error("proxy did not start: " .. log)
+    end
+    sleep(0.02)
+  end
+  self.hosts = "127.0.0.1:" .. self.port
+  return self
+end
+
+-- Send a command and wait (bounded) until the proxy has applied it. `pump` (optional) is called
+-- while waiting, so that clients keep being driven.
+function Proxy:send(cmd, timeout, pump)
+  self.seq = self.seq + 1
+  write_file(self.control, ("%d %s\n"):format(self.seq, cmd), "a")
+  local deadline = mono() + (timeout or 5)
+  while true do
+    local ack = tonumber((read_file(self.control .. ".ack") or ""):match("%d+"))
+    if ack and ack >= self.seq then return true end
+    if not pid_alive(self.pid, self.start) then error("proxy died before applying " .. cmd) end
+    if mono() > deadline then error("proxy did not apply '" .. cmd .. "' in time") end
+    if pump then pump(0.01) else sleep(0.01) end
+  end
+end
+
+-- Apply `cmd` after `delay` seconds, from a background shell (for when this process will be
+-- blocked meanwhile). Returns the command's sequence number, for wait_ack().
+function Proxy:send_later(cmd, delay)
+  self.seq = self.seq + 1
+  os.execute(("(sleep %.3f; printf '%%d %%s\\n' %d %s >> %s) </dev/null >/dev/null 2>&1 &"):format(
+    delay, self.seq, shq(cmd), shq(self.control)))
+  return self.seq
+end
+
+function Proxy:wait_ack(seq, timeout, pump)
+  local deadline = mono() + (timeout or 5)
+  while true do
+    local ack = tonumber((read_file(self.control .. ".ack") or ""):match("%d+"))
+    if ack and ack >= seq then return true end
+    if mono() > deadline then return false end
+    if pump then pump(0.01) else sleep(0.01) end
+  end
+end
+
+function Proxy:status()
+  local t = {}
+  for k, v in (read_file(self.control .. ".status") or ""):gmatch("(%S+) (%S+)") do
+    t[k] = tonumber(v) or v
+  end
+  return t
+end
+
+function Proxy:alive() return pid_alive(self.pid, self.start) end
+
+function Proxy:stop()
+  if self.stopped then return true end
+  self.stopped = true
+  return terminate(self.pid, self.start, "TERM")
+end
+
+---------------------------------------------------------------- workers
+
+local Worker = {}
+Worker.__index = Worker
+
+-- mode: "crash" | "soak"; args: table of key = value (strings or numbers).
+function M.worker(mode, args)
+  local dir = tmpdir("worker")
+  local lpath = ROOT .. "/lua/?.lua;" .. ROOT .. "/lua/?/init.lua;" .. ROOT .. "/spec/?.lua"
+  local setup = ("package.path=%q;package.cpath=%q"):format(lpath, M.cpath())
+  local argv = { shq(mode) }
+  local keys = {}
+  for k in pairs(args) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do argv[#argv + 1] = shq(k .. "=" .. tostring(args[k])) end
+  argv[#argv + 1] = shq("parent=" .. MY_PID)
+  local cmd = ("env ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 %s -e %s %s %s"):format(
+    M.interpreter(), shq(setup), shq(ROOT .. "/spec/support/fault_worker.lua"), table.concat(argv, " "))
+  local out = dir .. "/worker.out"
+  local pid, start = spawn_bg(cmd, out)
+  local self = setmetatable({ pid = pid, start = start, dir = dir, out = out, log = args.log, mode = mode }, Worker)
+  started[#started + 1] = self
+  return self
+end
+
+function Worker:alive() return pid_alive(self.pid, self.start) end
+function Worker:state() return (proc_stat(self.pid)) end
+
+function Worker:lines()
+  local s = read_file(self.log or self.out) or ""
+  local t = {}
+  for line in s:gmatch("[^\n]+") do t[#t + 1] = line end
+  return t
+end
+
+function Worker:output() return read_file(self.out) or "" end
+
+-- Wait until a line of the log matches `pattern`; returns the line, or nil on timeout/exit.
+function Worker:wait_line(pattern, timeout, pump)
+  local deadline = mono() + (timeout or 10)
+  while true do
+    for _, line in ipairs(self:lines()) do
+      if line:match(pattern) then return line end
+    end
+    if mono() > deadline then return nil end
+    if not self:alive() then
+      for _, line in ipairs(self:lines()) do
+        if line:match(pattern) then return line end
+      end
+      return nil
+    end
+    if pump then pump(0.01) else sleep(0.01) end
+  end
+end
+
+function Worker:signal(sig)
+  if self:alive() then os.execute(("kill -%s %d 2>/dev/null"):format(sig, self.pid)) end
+end
+
+function Worker:wait_exit(timeout, pump)
+  local deadline = mono() + (timeout or 10)
+  while self:alive() do
+    if mono() > deadline then return false end
+    if pump then pump(0.02) else sleep(0.02) end
+  end
+  return true
+end
+
+function Worker:stop()
+  if self.stopped then return true end
+  self.stopped = true
+  return terminate(self.pid, self.start, "KILL")
+end
+
+function M.stop_all()
+  for i = #started, 1, -1 do
+    pcall(started[i].stop, started[i])
+    started[i] = nil
+  end
+  for i = #tmpdirs, 1, -1 do
+    local d = tmpdirs[i]
+    if d:match("^/.+/zklock%-fault%-[%w]+%.[%w]+$") then os.execute("rm -rf -- " .. shq(d)) end
+    tmpdirs[i] = nil
+  end
+end
+
+---------------------------------------------------------------- checker
+
+-- holds: array of { key = lock name, owner = any, start = ms, finish = ms, token = number|nil,
+--                   interrupted = bool }
+-- capacity: how many may overlap (1 = mutex).
+-- Returns a report:
+--   holds, clean        counts
+--   violations          overlaps beyond capacity among clean (uninterrupted) holds
+--   max_overlap         per key: the highest number of clean holds at one instant
+--   interrupted_overlaps  overlaps beyond capacity only when interrupted holds are counted too
+--   token_violations    clean holds whose token is not above the previous clean hold's
+--   examples            a few violating pairs as text
+function M.check(holds, capacity)
+  capacity = capacity or 1
+  local by = {}
+  for _, h in ipairs(holds) do
+    local list = by[h.key]
+    if not list then list = {} by[h.key] = list end
+    list[#list + 1] = h
+  end
+  local r = { holds = #holds, clean = 0, violations = 0, interrupted_overlaps = 0,
+              token_violations = 0, max_overlap = {}, examples = {} }
+  local function sweep(list, include_interrupted)
+    local ev = {}
+    for _, h in ipairs(list) do
+      if include_interrupted or not h.interrupted then
+        ev[#ev + 1] = { t = h.start, d = 1, h = h }
+        ev[#ev + 1] = { t = h.finish, d = -1, h = h }
+      end
+    end
+    -- ends before starts at the same instant: touching intervals do not overlap
+    table.sort(ev, function(a, b)
+      if a.t ~= b.t then return a.t < b.t end
+      return a.d < b.d
+    end)
+    local cur, max, excess, open = 0, 0, 0, {}
+    for _, e in ipairs(ev) do
+      cur = cur + e.d
+      if e.d > 0 then
+        if cur > capacity then
+          excess = excess + 1
+          if #r.examples < 8 and not include_interrupted then
+            local others = {}
+            for o in pairs(open) do
+              others[#others + 1] = ("%s[%s token=%s %.3f..%.3f]"):format(tostring(o.owner), tostring(o.key),
+                tostring(o.token), o.start, o.finish)
+            end
+            r.examples[#r.examples + 1] = ("%s[%s token=%s %.3f..%.3f] overlaps %s"):format(tostring(e.h.owner),
+              tostring(e.h.key), tostring(e.h.token), e.h.start, e.h.finish, table.concat(others, ", "))
+          end
+        end
+        open[e.h] = true
+      else
+        open[e.h] = nil
+      end
+      if cur > max then max = cur end
+    end
+    return max, excess
+  end
+  for key, list in pairs(by) do
+    table.sort(list, function(a, b)
+      if a.start ~= b.start then return a.start < b.start end
+      return a.finish < b.finish
+    end)
+    local max, excess = sweep(list, false)
+    local _, excess_all = sweep(list, true)
+    r.max_overlap[key] = max
+    r.violations = r.violations + excess
+    r.interrupted_overlaps = r.interrupted_overlaps + math.max(0, excess_all - excess)
+    local prev
+    for _, h in ipairs(list) do
+      if not h.interrupted then
+        r.clean = r.clean + 1
+        if capacity == 1 and h.token then
+          if prev and not (h.token > prev.token) then
+            r.token_violations = r.token_violations + 1
+            if #r.examples < 12 then
+              r.examples[#r.examples + 1] = ("token order on %s: %s after %s"):format(tostring(key),
+                tostring(h.token), tostring(prev.token))
+            end
+          end
+          prev = h
+        end
+      end
+    end
+  end
+  return r
+end
+
+-- A soak worker's log, parsed:
+--   H <lock> <pid> <co> <token> <start> <end> <session-events> <lock-events> <held-at-end> <release-code>
+--   S <sem>  <pid> <co> <token> <start> <end> <session-events> <lock-events> <held-at-end> <release-code>
+--   F <kind> <code> <waited-ms>              a failed acquire
+--   R <kind> <message>                       an acquire or release that raised
+--   E <state> <time>                         a session event
+--   I <session-id> <time>                    a session (re)established
+--   C <started> <acquired> <failed> <raised> counters at the end;  K <code> <n> failures by code
+--   D done
+function M.read_log(path)
+  local t = { holds = {}, leases = {}, fails = {}, raised = {}, events = {}, codes = {}, sessions = {},
+              summary = nil, done = false, lines = 0 }
+  local s = read_file(path) or ""
+  for line in s:gmatch("[^\n]+") do
+    t.lines = t.lines + 1
+    local f = {}
+    for w in (line .. "\t"):gmatch("([^\t]*)\t") do f[#f + 1] = w end
+    local k = f[1]
+    if k == "H" or k == "S" then
+      local h = { key = f[2], owner = f[3] .. "/" .. f[4], token = tonumber(f[5]), start = tonumber(f[6]),
+                  finish = tonumber(f[7]), sess = f[8], lev = f[9], held_at_end = f[10] == "1", release = f[11] }
+      h.interrupted = h.sess ~= "-" or h.lev ~= "-"
+      local list = k == "H" and t.holds or t.leases
+      list[#list + 1] = h
+    elseif k == "F" then
+      t.fails[#t.fails + 1] = { kind = f[2], code = f[3], waited = tonumber(f[4]) }
+    elseif k == "R" then
+      t.raised[#t.raised + 1] = line
+    elseif k == "E" then
+      t.events[#t.events + 1] = { state = f[2], at = tonumber(f[3]) }
+    elseif k == "I" then
+      t.sessions[#t.sessions + 1] = f[2]
+    elseif k == "C" then
+      t.summary = { started = tonumber(f[2]), acquired = tonumber(f[3]), failed = tonumber(f[4]),
+                    raised = tonumber(f[5]) }
+    elseif k == "K" then
+      t.codes[f[2]] = tonumber(f[3])
+    elseif k == "D" then
+      t.done = true
+    end
+  end
+  return t
+end
+
+if MODNAME == "support.fault_worker" or MODNAME == "spec.support.fault_worker" then
+  return M
+end
+
+---------------------------------------------------------------- worker role
+
+local args = { ... }
+local mode = args[1]
+local opt = {}
+for i = 2, #args do
+  local k, v = args[i]:match("^([%w_]+)=(.*)$")
+  if k then opt[k] = v end
+end
+
+local zklock = require("zklock")
+local core = require("zklock.core")
+local now = core.now
+
+local parent = tonumber(opt.parent)
+local parent_start = parent and select(2, proc_stat(parent))
+local function parent_alive()
+  return not parent or pid_alive(parent, parent_start)
+end
+
+local function fmt(t) return ("%.3f"):format(t) end
+
+if mode == "crash" then
+  local out = assert(io.open(opt.log, "a"))
+  out:setvbuf("no")
+  local function say(...) out:write(table.concat({ ... }, " "), "\n") end
+  local c, err = zklock.connect(opt.hosts, { session_timeout = tonumber(opt.session) or 4,
+                                             identity = opt.identity or "crash-worker" })
+  if not c then say("error", tostring(err)) os.exit(3) end
+  say("connected", (c:session()), fmt(now()))
+  local m = c:mutex(opt.path)
+  c:spawn(function()
+    local ok, msg = m:acquire(tonumber(opt.timeout) or 30)
+    say(ok and "acquired" or "failed", tostring(msg))
+  end)
+  c:process() -- runs the coroutine: its create and the pipelined list are written to the socket
+  say("sent", fmt(now()))
+  if opt.after == "stop" then
+    os.execute("kill -STOP " .. MY_PID)
+  else
+    os.execute("kill -KILL " .. MY_PID)
+  end
+  -- only after SIGCONT: carry on as a normal client until the parent goes away (bounded)
+  local deadline = now() + 60000
+  while parent_alive() and now() < deadline do c:sleep(0.2) end
+  c:close()
+  os.exit(0)
+end
+
+if mode == "acquire" then
+  local out = assert(io.open(opt.log, "a"))
+  out:setvbuf("no")
+  local function say(...) out:write(table.concat({ ... }, " "), "\n") end
+  local c, err = zklock.connect(opt.hosts, { session_timeout = tonumber(opt.session) or 4,
+                                             identity = opt.identity or "acquire-worker" })
+  if not c then say("error", tostring(err)) os.exit(3) end
+  say("connected", (c:session()), fmt(now()))
+  local m = c:mutex(opt.path)
+  local ok, msg, code = m:acquire(tonumber(opt.timeout) or 30)
+  if ok then
+    say("acquired", fmt(now()), ("%.0f"):format(m:token()))
+    local deadline = now() + (tonumber(opt.hold) or 0) * 1000
+    while now() < deadline and parent_alive() do c:sleep(0.02) end
+    local rok, _, rcode = m:release()
+    say("released", fmt(now()), rok and "ok" or tostring(rcode))
+  else
+    say("failed", tostring(code), tostring(msg))
+  end
+  c:close()
+  os.exit(0)
+end
+
+if mode ~= "soak" then
+  io.stderr:write("fault_worker.lua: unknown mode " .. tostring(mode) .. "\n")
+  os.exit(2)
+end
+
+---------------------------------------------------------------- soak worker
+
+local out = assert(io.open(opt.log, "w"))
+out:setvbuf("full")
+local nlines = 0
+local function emit(...)
+  out:write(table.concat({ ... }, "\t"), "\n")
+  nlines = nlines + 1
+  if nlines % 200 == 0 then out:flush() end
+end
+
+local id = tonumber(opt.id) or 1
+local nlocks = tonumber(opt.locks) or 10
+local ncos = tonumber(opt.cos) or 50
+local seconds = tonumber(opt.seconds) or 45
+local acq_timeout = tonumber(opt.acquire_timeout) or 3
+local hold_ms = tonumber(opt.hold_ms) or 10
+local p_sem = tonumber(opt.p_sem) or 0.12
+local lock_root = opt.lock_root or "/soak/locks"
+local sem_path = opt.sem or "/soak/sem"
+local sem_max = tonumber(opt.sem_max) or 3
+local seed = tonumber(opt.seed) or 1
+
+local zklog = opt.zklog and opt.zklog ~= "" and assert(io.open(opt.zklog, "w"))
+if zklog then zklog:setvbuf("line") end
+local c, cerr = zklock.connect(opt.hosts, { session_timeout = tonumber(opt.session) or 6,
+                                             identity = "soak-" .. id .. "-" .. MY_PID,
+                                             log_level = zklog and "info" or nil,
+                                             log = zklog and function(line)
+                                               zklog:write(fmt(now()), " ", line, "\n")
+                                             end or nil })
+if not c then
+  emit("X", "connect", tostring(cerr))
+  out:close()
+  os.exit(3)
+end
+emit("I", (c:session()) or "-", fmt(now()))
+out:flush()
+
+local active = {}          -- hold -> true while inside its critical section
+local current = {}         -- coroutine index -> hold
+local counts = { started = 0, acquired = 0, failed = 0, raised = 0 }
+local codes = {}
+
+c:on_session(function(state)
+  emit("E", state, fmt(now()))
+  if state == "CONNECTED" then
+    emit("I", (c:session()) or "-", fmt(now()))
+  else
+    for h in pairs(active) do
+      if h.sess == "-" then h.sess = state else h.sess = h.sess .. "," .. state end
+    end
+  end
+end)
+
+local function note_lock_event(h, state)
+  if h.lev == "-" then h.lev = state else h.lev = h.lev .. "," .. state end
+end
+
+local objs = {}            -- [i][j] mutex objects, one per coroutine and lock
+local sems = {}            -- [i] semaphore objects
+local function mutex_of(i, j)
+  objs[i] = objs[i] or {}
+  local m = objs[i][j]
+  if not m then
+    m = c:mutex(lock_root .. "/" .. j)
+    m:on_lost(function(state)
+      local h = current[i]
+      if h and h.obj == m then note_lock_event(h, state) end
+    end)
+    objs[i][j] = m
+  end
+  return m
+end
+local function sem_of(i)
+  local s = sems[i]
+  if not s then
+    s = c:semaphore(sem_path, sem_max)
+    s:on_lost(function(state, lease)
+      local h = current[i]
+      if h and h.obj == lease then note_lock_event(h, state) end
+    end)
+    sems[i] = s
+  end
+  return s
+end
+
+local function failed(kind, code, t0)
+  counts.failed = counts.failed + 1
+  code = tostring(code)
+  codes[code] = (codes[code] or 0) + 1
+  emit("F", kind, code, fmt(now() - t0))
+end
+
+local function one_op(i, r)
+  local use_sem = r() < p_sem
+  local kind, key, obj = "lock", nil, nil
+  if use_sem then
+    kind, key, obj = "sem", sem_path, sem_of(i)
+  else
+    local j = r(1, nlocks)
+    key, obj = tostring(j), mutex_of(i, j)
+  end
+  counts.started = counts.started + 1
+  local t0 = now()
+  local pok, res, msg, code = pcall(obj.acquire, obj, acq_timeout)
+  if not pok then
+    counts.raised = counts.raised + 1
+    emit("R", kind, (tostring(res):gsub("[\t\n]", " ")))
+    return
+  end
+  if not res then
+    failed(kind, code, t0)
+    return
+  end
+  counts.acquired = counts.acquired + 1
+  local lease = use_sem and res or nil
+  local h = { obj = lease or obj, sess = "-", lev = "-" }
+  h.token = lease and lease:token() or obj:token()
+  h.start = now()
+  current[i] = h
+  active[h] = true
+  c:sleep(r() * hold_ms / 1000)
+  h.finish = now()
+  active[h] = nil
+  local held = (lease or obj):is_held()
+  local rok, rres, rmsg, rcode = pcall((lease or obj).release, lease or obj)
+  current[i] = nil
+  local rel
+  if not rok then
+    counts.raised = counts.raised + 1
+    emit("R", kind .. "-release", (tostring(rres):gsub("[\t\n]", " ")))
+    rel = "raised"
+  elseif rres then
+    rel = "ok"
+  else
+    rel = tostring(rcode)
+  end
+  emit(use_sem and "S" or "H", key, tostring(MY_PID), tostring(i),
+       h.token and ("%.0f"):format(h.token) or "-", fmt(h.start), fmt(h.finish), h.sess, h.lev,
+       held and "1" or "0", rel)
+end
+
+local end_at = now() + seconds * 1000
+local running = 0
+for i = 1, ncos do
+  running = running + 1
+  c:spawn(function()
+    local r = rng(seed * 1000003 + id * 1009 + i)
+    while now() < end_at do
+      one_op(i, r)
+      if r() < 0.3 then c:sleep(r() * 0.005) end
+    end
+    running = running - 1
+  end)
+end
+c:spawn(function() -- watchdog: the spec process died: stop at once
+  while running > 0 do
+    c:sleep(0.5)
+    if not parent_alive() then
+      emit("X", "parent gone")
+      out:close()
+      os.exit(4)
+    end
+  end
+end)
+
+local ok, err = c:run(seconds + acq_timeout + 60)
+if not ok then emit("X", "run", tostring(err)) end
+emit("C", tostring(counts.started), tostring(counts.acquired), tostring(counts.failed), tostring(counts.raised))
+local keys = {}
+for k in pairs(codes) do keys[#keys + 1] = k end
+table.sort(keys)
+for _, k in ipairs(keys) do emit("K", k, tostring(codes[k])) end
+c:close()
+emit("D", "done", fmt(now()))
+out:close()
+os.exit(ok and 0 or 5)

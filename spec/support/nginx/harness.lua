@@ -1,0 +1,279 @@
+-- spec/support/nginx/harness.lua: a throwaway nginx (Debian's nginx-core + libnginx-mod-http-lua)
+-- for the OpenResty adapter's spec. Pure Lua (5.1-5.4), Linux only.
+--
+--   local harness = require("support.nginx.harness")
+--   local ok, why = harness.available(root)       -- nginx, the lua module, resty.core, build-jit
+--   local ngx_srv = harness.start{ root = root, vars = { ZK_HOSTS = ..., ... }, workers = 4 }
+--   ngx_srv:get("/free") -> status, body, seconds      (curl)
+--   ngx_srv:reload()  ngx_srv:workers()  ngx_srv:stop()  ngx_srv:log_tail(40)
+--
+-- nginx runs with `daemon off` in its own prefix (a temp dir) under a babysitter shell that
+-- stops it (QUIT, then KILL) when this Lua process goes away, so a crashed test run leaves no
+-- nginx behind. stop() is idempotent and removes the prefix dir.
+local M = {}
+
+M.NGINX = "/usr/sbin/nginx"
+M.MODULES = "/usr/lib/nginx/modules"
+
+local function shq(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function execute(cmd)
+  local a = os.execute(cmd)
+  return a == true or a == 0
+end
+
+local function readcmd(cmd)
+  local f = io.popen(cmd, "r")
+  if not f then return nil end
+  local out = f:read("*a")
+  f:close()
+  return out
+end
+
+local function read_file(path)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function write_file(path, s)
+  local f = assert(io.open(path, "w"))
+  f:write(s)
+  f:close()
+end
+
+local function exists(path)
+  local f = io.open(path, "r")
+  if f then f:close() return true end
+  return false
+end
+
+local function sleep(s)
+  execute(("sleep %.3f"):format(s))
+end
+
+local function now()
+  local f = io.open("/proc/uptime", "r")
+  local t = f and f:read("*n")
+  if f then f:close() end
+  return t or os.time()
+end
+M.now = now
+
+local function proc_stat(pid)
+  local s = read_file("/proc/" .. tostring(pid) .. "/stat")
+  if not s then return nil end
+  local rest = s:match("^.*%) (.*)$")
+  if not rest then return nil end
+  local fields = {}
+  for w in rest:gmatch("%S+") do fields[#fields + 1] = w end
+  return fields -- [1] state, [2] ppid, [20] starttime
+end
+
+local MY_PID, MY_START
+do
+  local s = read_file("/proc/self/stat")
+  MY_PID = s and s:match("^(%d+)")
+  local f = MY_PID and proc_stat(MY_PID)
+  MY_START = f and f[20]
+end
+
+local function alive(pid)
+  local f = pid and proc_stat(pid)
+  return f ~= nil and f[1] ~= "Z" and f[1] ~= "X"
+end
+
+-- Why the OpenResty spec cannot run here, or nil.
+function M.unavailable(root)
+  if not exists(M.NGINX) then return "nginx is not installed (apt-get install nginx-core)" end
+  if not exists(M.MODULES .. "/ngx_http_lua_module.so") then
+    return "the nginx Lua module is not installed (apt-get install libnginx-mod-http-lua)"
+  end
+  if not exists("/usr/share/lua/5.1/resty/core.lua") then
+    return "lua-resty-core is not installed (apt-get install lua-resty-core)"
+  end
+  if not exists(root .. "/build-jit/zklock/core.so") then
+    return "no LuaJIT build of zklock.core (cmake -S . -B build-jit -DZKL_LUA=luajit && cmake --build build-jit)"
+  end
+  if not execute("command -v curl >/dev/null 2>&1") then return "curl is not installed" end
+  return nil
+end
+
+-- A free loopback port (not in /proc/net/tcp*).
+local function free_port()
+  local used = {}
+  for _, file in ipairs({ "/proc/net/tcp", "/proc/net/tcp6" }) do
+    local s = read_file(file)
+    if s then
+      for hex in s:gmatch("\n%s*%d+:%s+%x+:(%x+)%s") do used[tonumber(hex, 16)] = true end
+    end
+  end
+  local seed = (tonumber(MY_PID) or 1) * 7919 + math.floor(now() * 100)
+  for i = 1, 1000 do
+    local p = 40001 + (seed + i * 7907) % 20000
+    if not used[p] then return p end
+  end
+  error("no free port")
+end
+
+local Server = {}
+Server.__index = Server
+
+function M.start(opts)
+  local root = assert(opts.root, "root")
+  local dir = assert(readcmd("mktemp -d /tmp/zklock-nginx.XXXXXX")):gsub("%s+$", "")
+  assert(dir ~= "", "mktemp failed")
+  execute("mkdir -p " .. shq(dir .. "/logs") .. " " .. shq(dir .. "/tmp") .. " " .. shq(dir .. "/conf"))
+  local self = setmetatable({ dir = dir, root = root }, Server)
+  local template = assert(read_file(opts.template or (root .. "/spec/support/nginx/nginx.conf.in")))
+  local vars = {}
+  for k, v in pairs(opts.vars or {}) do vars[k] = tostring(v) end
+  vars.ROOT = root
+  vars.PREFIX = dir
+  vars.WORKERS = tostring(opts.workers or 4)
+  for attempt = 1, 5 do
+    vars.PORT = tostring(free_port())
+    self.port = tonumber(vars.PORT)
+    local conf = template:gsub("@([%u_]+)@", function(k)
+      return assert(vars[k], "no value for @" .. k .. "@ in the nginx template")
+    end)
+    self.conf = dir .. "/conf/nginx.conf"
+    write_file(self.conf, conf)
+    local ok, err = self:_spawn()
+    if ok then return self end
+    if attempt == 5 or not (err or ""):find("in use", 1, true) then
+      local tail = self:log_tail(30)
+      self:stop()
+      error("nginx did not start: " .. tostring(err) .. "\n" .. tail, 2)
+    end
+  end
+end
+
+function Server:_spawn()
+  local dir = self.dir
+  local pidfile = dir .. "/master.pid"
+  os.remove(pidfile)
+  local cmd = table.concat({ shq(M.NGINX), "-p", shq(dir .. "/"), "-c", shq(self.conf) }, " ")
+  local script = table.concat({
+    "cd " .. shq(dir) .. " || exit 1",
+    cmd .. " </dev/null >>" .. shq(dir .. "/logs/stdout.log") .. " 2>&1 &",
+    "N=$!",
+    "echo $N >" .. shq(pidfile .. ".tmp") .. " && mv -f " .. shq(pidfile .. ".tmp") .. " " .. shq(pidfile),
+    "(",
+    "  while :; do",
+    "    s=$(cat /proc/" .. MY_PID .. "/stat 2>/dev/null) || break",
+    "    s=${s##*) }; set -- $s",
+    "    [ \"$1\" != Z ] || break",
+    MY_START and ("    [ \"${20}\" = " .. MY_START .. " ] || break") or "    :",
+    "    kill -0 $N 2>/dev/null || exit 0",
+    "    sleep 1",
+    "  done",
+    "  kill -QUIT $N 2>/dev/null",
+    "  for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 $N 2>/dev/null || exit 0; sleep 0.5; done",
+    "  kill -KILL $N 2>/dev/null",
+    ") </dev/null >/dev/null 2>&1 &",
+    "W=$!",
+    "wait $N",
+    "kill $W 2>/dev/null",
+  }, "\n")
+  assert(execute("setsid sh -c " .. shq(script) .. " </dev/null >/dev/null 2>&1 &"), "setsid sh failed")
+  local deadline = now() + 5
+  repeat
+    local s = read_file(pidfile)
+    self.pid = s and tonumber(s:match("(%d+)"))
+    if not self.pid then sleep(0.02) end
+  until self.pid or now() > deadline
+  if not self.pid then return nil, "no master pid" end
+  -- ready when it answers
+  deadline = now() + 15
+  while now() < deadline do
+    if not alive(self.pid) then
+      return nil, "nginx exited: " .. (read_file(dir .. "/logs/stdout.log") or "") .. self:log_tail(10)
+    end
+    local status = self:get("/free", 1)
+    if status == 200 then return true end
+    sleep(0.05)
+  end
+  return nil, "nginx does not answer on port " .. self.port
+end
+
+function Server:url(path)
+  return ("http://127.0.0.1:%d%s"):format(self.port, path)
+end
+
+-- curl GET -> status (number, 0 if no answer), body, total seconds
+function Server:get(path, max_time)
+  local out = readcmd(("curl -s --max-time %g -w '\\n%%{http_code} %%{time_total}' %s 2>/dev/null"):format(
+    max_time or 30, shq(self:url(path)))) or ""
+  local body, code, t = out:match("^(.*)\n(%d+) ([%d%.]+)$")
+  if not code then return 0, out, nil end
+  return tonumber(code), body, tonumber(t)
+end
+
+-- A shell command line that GETs `path` `n` times in sequence, appending
+-- "<http code> <seconds> <body>" lines to `out`.
+function Server:curl_loop(path, n, out, max_time)
+  local body, meta = shq(out .. ".body"), shq(out .. ".meta")
+  return ("for i in $(seq %d); do rm -f %s; curl -s --max-time %g -o %s -w '%%{http_code} %%{time_total}' %s >%s; "
+    .. "echo \"$(tr -d '\\n' <%s 2>/dev/null) $(cat %s)\" >>%s; done")
+    :format(n, body, max_time or 60, body, shq(self:url(path)), meta, body, meta, shq(out))
+end
+
+function Server:workers()
+  local pids = {}
+  local list = readcmd("ls /proc") or ""
+  for pid in list:gmatch("(%d+)") do
+    local f = proc_stat(pid)
+    if f and tonumber(f[2]) == self.pid and f[1] ~= "Z" then
+      local cmdline = (read_file("/proc/" .. pid .. "/cmdline") or ""):gsub("%z", " ")
+      pids[#pids + 1] = { pid = tonumber(pid), cmdline = cmdline,
+                          shutting_down = cmdline:find("shutting down", 1, true) ~= nil }
+    end
+  end
+  table.sort(pids, function(a, b) return a.pid < b.pid end)
+  return pids
+end
+
+function Server:reload()
+  assert(self.pid and alive(self.pid), "nginx is not running")
+  return execute("kill -HUP " .. self.pid)
+end
+
+function Server:log_tail(n)
+  local s = read_file(self.dir .. "/logs/error.log") or ""
+  local lines = {}
+  for line in s:gmatch("[^\n]+") do lines[#lines + 1] = line end
+  local from = math.max(1, #lines - (n or 40) + 1)
+  local out = {}
+  for i = from, #lines do out[#out + 1] = lines[i] end
+  return table.concat(out, "\n")
+end
+
+function Server:error_log()
+  return read_file(self.dir .. "/logs/error.log") or ""
+end
+
+-- Graceful stop (QUIT), then TERM, then KILL; removes the prefix dir. Idempotent.
+function Server:stop(opts)
+  if self.stopped then return end
+  self.stopped = true
+  local pid = self.pid
+  if pid and alive(pid) then
+    execute("kill -QUIT " .. pid .. " 2>/dev/null")
+    local deadline = now() + 10
+    while alive(pid) and now() < deadline do sleep(0.05) end
+    if alive(pid) then execute("kill -TERM " .. pid .. " 2>/dev/null") sleep(0.5) end
+    if alive(pid) then execute("kill -KILL " .. pid .. " 2>/dev/null") end
+    deadline = now() + 5
+    while alive(pid) and now() < deadline do sleep(0.05) end
+  end
+  if not (opts and opts.keep_dir) and self.dir and self.dir:find("^/tmp/zklock%-nginx%.") then
+    execute("rm -rf " .. shq(self.dir))
+  end
+end
+
+return M

@@ -1,0 +1,384 @@
+#!/usr/bin/python3
+"""A small TCP proxy for fault tests (stdlib only, one thread, selectors).
+
+    /usr/bin/python3 spec/support/proxy.py LISTEN_PORT TARGET_HOST:PORT CONTROL_FILE
+                     [--parent PID] [--max-seconds N]
+
+Listens on 127.0.0.1:LISTEN_PORT (0 = any free port) and forwards every accepted connection to
+TARGET, both ways. Once listening it writes the port to CONTROL_FILE.port (atomically, by rename).
+
+Control. Every 20 ms the proxy reads CONTROL_FILE: one command a line, "SEQ COMMAND [ARG]", SEQ a
+positive integer that grows. Lines with a SEQ above the last one applied are applied in order;
+then SEQ is written to CONTROL_FILE.ack, so a test knows when a command has taken effect.
+Commands:
+    drop          existing connections: forward nothing more from server to client (the client
+                  keeps sending and the server keeps applying; its replies are lost). A dropping
+                  connection never forwards again (its byte stream is cut mid-frame): close it
+                  with `cut` or `heal`.
+    drop_both     existing connections: forward nothing in either direction (a stall).
+    cut           close every connection, both sides.
+    reset         close every connection with a TCP reset towards the client (SO_LINGER 0), and
+                  normally towards the server.
+    heal          close the dropping connections, and `new pass`.
+    new MODE      how later connections are treated: pass (forward), blackhole (accept, connect
+                  nowhere, swallow everything), refuse (accept and close at once), drop (forward
+                  client to server only).
+    status        just write the status file now.
+    quit          exit.
+Signals: SIGUSR1 = drop, SIGUSR2 = cut, SIGTERM/SIGINT/SIGHUP = exit.
+
+Status: CONTROL_FILE.status is rewritten (atomically) whenever a counter changed, at most every
+20 ms: "key value" lines: open, accepted, c2s, s2c (bytes forwarded), c2s_dropped, s2c_dropped,
+dropping (connections), new (mode), applied (last SEQ).
+
+Bounds: exits when the parent dies (--parent PID, else the process that started it), after
+--max-seconds (default 900), on SIGTERM; at most 512 connections at once (more are refused);
+at most 4 MiB buffered per direction per connection (reading pauses beyond that).
+"""
+
+import errno
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import time
+
+TICK = 0.02
+MAX_CONNS = 512
+MAX_BUF = 4 << 20
+CHUNK = 65536
+
+
+def write_atomic(path, text):
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def proc_start_time(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+    except OSError:
+        return None
+    rest = s[s.rfind(")") + 2:].split()
+    if rest and rest[0] in ("Z", "X", "x"):
+        return None
+    return rest[19] if len(rest) > 19 else None
+
+
+class Conn:
+    """One client connection and its upstream socket."""
+
+    def __init__(self, proxy, client, upstream):
+        self.proxy = proxy
+        self.client = client
+        self.upstream = upstream          # None in blackhole mode
+        self.to_client = bytearray()
+        self.to_server = bytearray()
+        self.drop_s2c = False
+        self.drop_c2s = False
+        self.closed = False
+
+    def sockets(self):
+        return [s for s in (self.client, self.upstream) if s is not None]
+
+    def interest(self, sock):
+        ev = 0
+        if sock is self.client:
+            if len(self.to_server) < MAX_BUF:
+                ev |= selectors.EVENT_READ
+            if self.to_client:
+                ev |= selectors.EVENT_WRITE
+        else:
+            if len(self.to_client) < MAX_BUF:
+                ev |= selectors.EVENT_READ
+            if self.to_server:
+                ev |= selectors.EVENT_WRITE
+        return ev
+
+    def update(self):
+        if self.closed:
+            return
+        sel = self.proxy.sel
+        for s in self.sockets():
+            ev = self.interest(s)
+            try:
+                key = sel.get_key(s)
+            except KeyError:
+                key = None
+            if key is None:
+                if ev:
+                    sel.register(s, ev, self)
+            elif ev == 0:
+                sel.unregister(s)
+            elif key.events != ev:
+                sel.modify(s, ev, self)
+
+    def reset(self):
+        """Close with an RST towards the client (its next send fails with ECONNRESET)."""
+        try:
+            self.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        self.close()
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        for s in self.sockets():
+            try:
+                self.proxy.sel.unregister(s)
+            except (KeyError, ValueError):
+                pass
+            try:
+                s.close()
+            except OSError:
+                pass
+        self.proxy.conns.discard(self)
+        self.proxy.dirty = True
+
+    def on_event(self, sock, mask):
+        st = self.proxy.stats
+        if mask & selectors.EVENT_READ:
+            try:
+                data = sock.recv(CHUNK)
+            except (BlockingIOError, InterruptedError):
+                data = None
+            except OSError:
+                self.close()
+                return
+            if data is not None:
+                if not data:
+                    self.close()  # either side closed: close both (the peer sees EOF)
+                    return
+                if sock is self.client:
+                    if self.drop_c2s or self.upstream is None:
+                        st["c2s_dropped"] += len(data)
+                    else:
+                        self.to_server += data
+                else:
+                    if self.drop_s2c:
+                        st["s2c_dropped"] += len(data)
+                    else:
+                        self.to_client += data
+                self.proxy.dirty = True
+        if mask & selectors.EVENT_WRITE:
+            if sock is self.client:
+                buf, key = self.to_client, "s2c"
+            else:
+                buf, key = self.to_server, "c2s"
+            if buf:
+                try:
+                    n = sock.send(buf)
+                except (BlockingIOError, InterruptedError):
+                    n = 0
+                except OSError:
+                    self.close()
+                    return
+                del buf[:n]
+                st[key] += n
+                self.proxy.dirty = True
+        self.update()
+
+
+class Proxy:
+    def __init__(self, port, target, control, parent, max_seconds):
+        self.target = target
+        self.control = control
+        self.parent = parent
+        self.parent_start = proc_start_time(parent) if parent else None
+        self.deadline = time.monotonic() + max_seconds
+        self.sel = selectors.DefaultSelector()
+        self.conns = set()
+        self.new_mode = "pass"
+        self.applied = 0
+        self.pending_signals = []
+        self.stop = False
+        self.dirty = True
+        self.last_status = None
+        self.stats = {"accepted": 0, "c2s": 0, "s2c": 0, "c2s_dropped": 0, "s2c_dropped": 0}
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", port))
+        self.listener.listen(64)
+        self.listener.setblocking(False)
+        self.sel.register(self.listener, selectors.EVENT_READ, None)
+        self.port = self.listener.getsockname()[1]
+        write_atomic(control + ".port", "%d\n" % self.port)
+
+    # ------------------------------------------------------------ connections
+
+    def accept(self):
+        for _ in range(64):
+            try:
+                client, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            self.stats["accepted"] += 1
+            self.dirty = True
+            client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            mode = self.new_mode
+            if mode == "refuse" or len(self.conns) >= MAX_CONNS:
+                client.close()
+                continue
+            upstream = None
+            if mode != "blackhole":
+                try:
+                    upstream = socket.create_connection(self.target, timeout=2)
+                except OSError:
+                    client.close()  # target down: the client sees the connection close
+                    continue
+                upstream.setblocking(False)
+                upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Conn(self, client, upstream)
+            if mode == "drop":
+                conn.drop_s2c = True
+            self.conns.add(conn)
+            conn.update()
+
+    # ------------------------------------------------------------ commands
+
+    def apply(self, cmd, arg):
+        if cmd == "drop":
+            for c in self.conns:
+                c.drop_s2c = True
+                c.to_client.clear()
+        elif cmd == "drop_both":
+            for c in self.conns:
+                c.drop_s2c = c.drop_c2s = True
+                c.to_client.clear()
+                c.to_server.clear()
+        elif cmd == "cut":
+            for c in list(self.conns):
+                c.close()
+        elif cmd == "reset":
+            for c in list(self.conns):
+                c.reset()
+        elif cmd == "heal":
+            for c in list(self.conns):
+                if c.drop_s2c or c.drop_c2s or c.upstream is None:
+                    c.close()
+            self.new_mode = "pass"
+        elif cmd == "new":
+            if arg in ("pass", "blackhole", "refuse", "drop"):
+                self.new_mode = arg
+        elif cmd == "quit":
+            self.stop = True
+        for c in list(self.conns):
+            c.update()
+        self.dirty = True
+
+    def poll_control(self):
+        try:
+            with open(self.control) as f:
+                text = f.read()
+        except OSError:
+            return
+        acked = self.applied
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) < 2 or not parts[0].isdigit():
+                continue
+            seq = int(parts[0])
+            if seq <= self.applied:
+                continue
+            self.apply(parts[1], parts[2] if len(parts) > 2 else None)
+            self.applied = seq
+        if self.applied != acked:
+            write_atomic(self.control + ".ack", "%d\n" % self.applied)
+
+    def write_status(self, force=False):
+        if not (self.dirty or force):
+            return
+        self.dirty = False
+        dropping = sum(1 for c in self.conns if c.drop_s2c or c.drop_c2s)
+        lines = ["open %d" % len(self.conns), "dropping %d" % dropping, "new %s" % self.new_mode,
+                 "applied %d" % self.applied]
+        lines += ["%s %d" % (k, v) for k, v in sorted(self.stats.items())]
+        text = "\n".join(lines) + "\n"
+        if text != self.last_status or force:
+            self.last_status = text
+            write_atomic(self.control + ".status", text)
+
+    def parent_alive(self):
+        if self.parent:
+            st = proc_start_time(self.parent)
+            return st is not None and (self.parent_start is None or st == self.parent_start)
+        return os.getppid() == self.initial_ppid
+
+    # ------------------------------------------------------------ main loop
+
+    def run(self):
+        self.initial_ppid = os.getppid()
+        next_tick = 0.0
+        while not self.stop:
+            now = time.monotonic()
+            if now >= next_tick:
+                next_tick = now + TICK
+                if now > self.deadline or not self.parent_alive():
+                    break
+                while self.pending_signals:
+                    self.apply(self.pending_signals.pop(0), None)
+                self.poll_control()
+                self.write_status()
+            timeout = max(0.0, next_tick - time.monotonic())
+            try:
+                events = self.sel.select(timeout)
+            except InterruptedError:
+                continue
+            for key, mask in events:
+                if key.data is None:
+                    self.accept()
+                else:
+                    conn = key.data
+                    if not conn.closed:
+                        conn.on_event(key.fileobj, mask)
+        for c in list(self.conns):
+            c.close()
+        self.listener.close()
+        self.write_status(force=True)
+
+
+def main(argv):
+    args, opts = [], {"--parent": None, "--max-seconds": "900"}
+    i = 1
+    while i < len(argv):
+        if argv[i] in opts and i + 1 < len(argv):
+            opts[argv[i]] = argv[i + 1]
+            i += 2
+        else:
+            args.append(argv[i])
+            i += 1
+    if len(args) != 3:
+        sys.stderr.write(__doc__)
+        return 2
+    port = int(args[0])
+    host, _, tport = args[1].rpartition(":")
+    target = (host or "127.0.0.1", int(tport))
+    parent = int(opts["--parent"]) if opts["--parent"] else None
+    proxy = Proxy(port, target, args[2], parent, float(opts["--max-seconds"]))
+
+    def on_signal(signum, frame):
+        if signum == signal.SIGUSR1:
+            proxy.pending_signals.append("drop")
+        elif signum == signal.SIGUSR2:
+            proxy.pending_signals.append("cut")
+        else:
+            proxy.stop = True
+
+    for s in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    proxy.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,2 @@
+/* placeholder replaced by the unit tests */
+int main(void) { return 0; }
