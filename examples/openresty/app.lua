@@ -1,0 +1,39 @@
+-- Request handlers of the OpenResty example (see nginx.conf next to this file).
+local zngx = require("zklock.adapters.openresty")
+
+local M = {}
+local counter_file
+
+function M.init_worker(hosts, file)
+  counter_file = file
+  local client, err = zngx.start(hosts, { session_timeout = 10 })
+  if not client then ngx.log(ngx.ERR, "zklock: ", err) end
+end
+
+local function bump()
+  local f = io.open(counter_file, "r")
+  local v = f and tonumber(f:read("*a")) or 0
+  if f then f:close() end
+  ngx.sleep(0.01) -- a yield: other requests of this worker run meanwhile, the lock keeps them out
+  f = assert(io.open(counter_file, "w"))
+  f:write(tostring(v + 1))
+  f:close()
+  return v + 1
+end
+
+function M.counter()
+  local m = zngx.client():mutex("/zklock-examples/openresty/counter") -- one object per request
+  local ok, err = m:acquire(5) -- suspends this request only
+  if not ok then
+    ngx.status = 503
+    ngx.say(err)
+    return
+  end
+  local token = m:token()
+  local done, value = pcall(bump) -- release on every path
+  m:release()
+  if not done then error(value) end
+  ngx.say("counter ", value, "  worker ", ngx.worker.pid(), "  fencing token ", token)
+end
+
+return M
