@@ -1,0 +1,528 @@
+-- bench/bench.lua - runs every contender against one throwaway ZooKeeper and prints one table.
+-- Started by bench/run (which builds the drivers first); run from the repository root:
+--
+--   lua5.4 bench/bench.lua [--smoke] [--rounds N] [--no-nosync] [--no-10k] [--results FILE]
+--
+-- Each case runs every contender once per round, in an order that rotates from round to round
+-- (so no contender always runs first, or right after the JVM server's garbage collection of
+-- someone else's run); every driver is a separate process (bench/drivers/*), so RSS is its own.
+-- The table gives the median of the rounds with min-max, and zklock/peer ratios of the medians.
+package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+local testing = require("zklock.testing")
+
+---------------------------------------------------------------- options
+
+local opt = { rounds = 3, nosync = true, tenk = true, results = nil, smoke = false }
+do
+  local i = 1
+  while i <= #arg do
+    local a = arg[i]
+    if a == "--smoke" then opt.smoke = true
+    elseif a == "--rounds" then i = i + 1; opt.rounds = assert(tonumber(arg[i]), "--rounds N")
+    elseif a == "--no-nosync" then opt.nosync = false
+    elseif a == "--no-10k" then opt.tenk = false
+    elseif a == "--results" then i = i + 1; opt.results = arg[i]
+    else error("unknown option " .. a) end
+    i = i + 1
+  end
+  if opt.smoke then opt.rounds, opt.nosync, opt.tenk = 1, false, false end
+end
+
+local function sh(cmd)
+  local f = io.popen(cmd .. " 2>&1")
+  local s = f:read("*a")
+  f:close()
+  return (s:gsub("%s+$", ""))
+end
+
+local function now()
+  return tonumber(sh("date +%s.%N"))
+end
+
+local function log(fmt, ...)
+  io.stderr:write(("[bench %s] " .. fmt .. "\n"):format(os.date("%H:%M:%S"), ...))
+end
+
+---------------------------------------------------------------- contenders
+
+local JARS = { "curator-recipes", "curator-framework", "curator-client", "zookeeper", "zookeeper-jute",
+               "guava", "slf4j-api", "slf4j-nop" }
+local cp = { "bench/out/java" }
+for _, j in ipairs(JARS) do cp[#cp + 1] = "/usr/share/java/" .. j .. ".jar" end
+
+local CONTENDERS = {
+  { id = "raw", label = "raw C (libzookeeper_st)", cmd = "bench/out/raw_zk" },
+  { id = "zkl", label = "zklock Lua 5.4", cmd = "env ZKL_BUILD=bench/out/build lua5.4 bench/drivers/zklock_bench.lua" },
+  { id = "jit", label = "zklock LuaJIT", cmd = "env ZKL_BUILD=bench/out/build-jit luajit bench/drivers/zklock_bench.lua" },
+  { id = "cur", label = "Curator 5.4", cmd = "java -Xmx512m -cp " .. table.concat(cp, ":") .. " CuratorBench" },
+  { id = "kaz", label = "Kazoo 2.8", cmd = "/usr/bin/python3 bench/drivers/kazoo_bench.py" },
+}
+local BY_ID = {}
+for _, c in ipairs(CONTENDERS) do BY_ID[c.id] = c end
+local LOCKS = { "zkl", "jit", "cur", "kaz" }
+
+---------------------------------------------------------------- cases
+
+-- Each case: id, server ("sync" | "nosync"), who (contender ids), args (driver arguments, or a
+-- function of the contender id), limit (s, per driver run), once (round 1 only).
+local S = opt.smoke
+local secs = S and 0.5 or 3
+local CASES = {
+  { id = "unc", title = "1. Uncontended acquire+release (raw: create+delete)", who = { "raw", "zkl", "jit", "cur", "kaz" },
+    args = S and "uncontended n=50 warm=10" or "uncontended n=2000 warm=200" },
+  { id = "pipe1", title = "raw pipelined create+delete, 1 in flight", who = { "raw" },
+    args = S and "pipelined depth=1 n=100 warm=10" or "pipelined depth=1 n=3000 warm=200" },
+  { id = "pipe16", title = "raw pipelined, 16 in flight", who = { "raw" },
+    args = S and "pipelined depth=16 n=200 warm=20" or "pipelined depth=16 n=20000 warm=1000" },
+  { id = "pipe128", title = "raw pipelined, 128 in flight", who = { "raw" },
+    args = S and "pipelined depth=128 n=500 warm=128" or "pipelined depth=128 n=30000 warm=2000" },
+  { id = "c8", title = "2. Contended mutex, 8 waiters", who = LOCKS, args = ("contended t=8 secs=%g"):format(secs) },
+  { id = "c64", title = "2. Contended mutex, 64 waiters", who = LOCKS, args = ("contended t=64 secs=%g"):format(secs) },
+  { id = "c1000", title = "2. Contended mutex, 1000 waiters", who = LOCKS, args = ("contended t=1000 secs=%g"):format(secs) },
+  { id = "ind", title = "3. 1000 independent locks, 1000 coroutines/threads", who = LOCKS,
+    args = ("independent t=1000 secs=%g"):format(secs) },
+  { id = "read", title = "4. Read lock, 8 readers", who = LOCKS, args = ("read t=8 secs=%g"):format(secs) },
+  { id = "sem", title = "4. Semaphore max 4, 16 contenders", who = LOCKS, args = ("semaphore t=16 max=4 secs=%g"):format(secs) },
+  { id = "h100", title = "5. Herd: 100 waiters behind one holder", who = LOCKS, args = "herd t=100" },
+  { id = "h1000", title = "5. Herd: 1000 waiters behind one holder", who = LOCKS, args = "herd t=1000" },
+  -- On its own server with a 1 GiB heap (Debian's default for ZooKeeper): 10,000 pipelined
+  -- listings of a 10,000-child queue overflow the harness's 256 MiB heap (see RESULTS.md).
+  -- Each on a fresh server: a second 10,000-waiter run on the same 1 GiB server ran it out of heap.
+  { id = "h10k", server = "big-zkl", title = "10,000 waiting coroutines, Lua 5.4", who = { "zkl" },
+    args = "herd t=10000", limit = 240, once = true },
+  { id = "h10k", server = "big-jit", title = "10,000 waiting coroutines, LuaJIT", who = { "jit" },
+    args = "herd t=10000", limit = 240, once = true },
+  { id = "ns_unc", server = "nosync", title = "forceSync=no: raw create+delete, one at a time", who = { "raw" },
+    args = "uncontended n=3000 warm=200" },
+  { id = "ns_pipe", server = "nosync", title = "forceSync=no: raw pipelined, 128 in flight", who = { "raw" },
+    args = "pipelined depth=128 n=30000 warm=2000" },
+  { id = "ns_unc_l", server = "nosync", title = "forceSync=no: uncontended lock cycle", who = LOCKS,
+    args = "uncontended n=3000 warm=200" },
+  { id = "ns_c64", server = "nosync", title = "forceSync=no: contended mutex, 64 waiters", who = LOCKS,
+    args = "contended t=64 secs=3" },
+}
+if S then -- smoke: every driver and workload once, small
+  local keep = { unc = true, pipe16 = true, c8 = true, ind = true, read = true, sem = true, h100 = true }
+  local cases = {}
+  for _, c in ipairs(CASES) do if keep[c.id] then cases[#cases + 1] = c end end
+  CASES = cases
+  for _, c in ipairs(CASES) do
+    if c.id == "ind" then c.args = "independent t=50 secs=0.5" end
+    if c.id == "h100" then c.args = "herd t=20" end
+    if c.id == "sem" then c.args = "semaphore t=6 max=2 secs=0.5" end
+  end
+end
+
+---------------------------------------------------------------- running
+
+local results = {} -- case id -> contender id -> list of RESULT tables
+local failures = {}
+local failed_runs = {} -- "case/contender" -> true when a run of it failed
+
+local function parse(line)
+  local t = {}
+  for k, v in line:gmatch("([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
+  return t
+end
+
+local function run_driver(case, cid, hosts)
+  local c = BY_ID[cid]
+  local args = type(case.args) == "function" and case.args(cid) or case.args
+  local errf = os.tmpname()
+  local cmd = ("timeout -k 5 %d %s %s %s 2>%s"):format(case.limit or 300, c.cmd, hosts, args, errf)
+  local t0 = now()
+  local f = io.popen(cmd)
+  local out = f:read("*a")
+  local ok, _, code = f:close()
+  local ef = io.open(errf)
+  local err = ef and ef:read("*a") or ""
+  if ef then ef:close() end
+  os.remove(errf)
+  local line = out:match("RESULT[^\n]*")
+  results[case.id] = results[case.id] or {}
+  results[case.id][cid] = results[case.id][cid] or {}
+  if not line then
+    failed_runs[case.id .. "/" .. cid] = true
+    local why = ("%s / %s: no RESULT (exit %s)\n%s%s"):format(case.id, cid, tostring(code), out:sub(-1500), err:sub(-1500))
+    failures[#failures + 1] = why
+    log("FAILED %s", why)
+    return
+  end
+  local r = parse(line)
+  table.insert(results[case.id][cid], r)
+  log("%-8s %-4s %5.1fs  %s", case.id, cid, now() - t0, line:sub(8, 160))
+end
+
+local function run_group(group, zk)
+  local hosts = zk.hosts
+  for round = 1, opt.rounds do
+    for _, case in ipairs(CASES) do
+      if (case.server or "sync") == group and (round == 1 or not case.once) then
+        local who = case.who
+        local n = #who
+        for k = 0, n - 1 do
+          if not zk:running() then
+            failures[#failures + 1] = ("%s round %d: the server is gone (see its log)"):format(case.id, round)
+            log("%s", failures[#failures])
+            break
+          end
+          run_driver(case, who[(k + round - 1) % n + 1], hosts)
+        end
+      end
+    end
+  end
+end
+
+local function needs(group)
+  for _, c in ipairs(CASES) do
+    if (c.server or "sync") == group then return true end
+  end
+  return false
+end
+
+-- The JVM server compiles its hot paths during the first seconds of load: warm it up first, and
+-- throw those numbers away.
+local function warm_up(hosts)
+  if S then return end
+  log("warming up the server")
+  sh(("timeout 120 %s %s pipelined depth=128 n=20000 warm=0"):format(BY_ID.raw.cmd, hosts))
+  sh(("timeout 120 %s %s independent t=200 secs=2"):format(BY_ID.zkl.cmd, hosts))
+  sh(("timeout 120 %s %s contended t=16 secs=2"):format(BY_ID.cur.cmd, hosts))
+end
+
+local server_info = {}
+local t_start = now()
+local function loadavg()
+  local f = io.open("/proc/loadavg")
+  local s = f and f:read("*l") or "?"
+  if f then f:close() end
+  return s:match("^(%S+ %S+ %S+)") or s
+end
+local load_start = loadavg()
+local function with_server(group, config, jvm_opts)
+  if not needs(group) then return end
+  local zk = testing.server{ config = config, container_check_ms = 60000, jvm_opts = jvm_opts }
+  local ok, err = pcall(function()
+    local m = zk:mntr() or {}
+    server_info.version = m.zk_version
+    log("server %s (%s) on %s", group, config and "forceSync=no" or "forceSync=yes", zk.hosts)
+    if not group:match("^big") then warm_up(zk.hosts) end
+    run_group(group, zk)
+    local st = io.open("/proc/" .. zk.pid .. "/status")
+    local s = st and st:read("*a") or ""
+    if st then st:close() end
+    server_info[group] = { alive = zk:running(), peak_rss_mib = (tonumber(s:match("VmHWM:%s*(%d+)")) or 0) / 1024 }
+    log("server %s: %s, peak RSS %.0f MiB", group, server_info[group].alive and "still running" or "DIED",
+      server_info[group].peak_rss_mib)
+  end)
+  zk:stop()
+  if not ok then error(err, 0) end
+end
+
+with_server("sync", nil)
+if opt.nosync then with_server("nosync", { forceSync = "no" }) end
+if opt.tenk then
+  with_server("big-zkl", nil, { "-Xmx1g" })
+  with_server("big-jit", nil, { "-Xmx1g" })
+end
+local elapsed = now() - t_start
+local load_end = loadavg()
+
+---------------------------------------------------------------- table
+
+local function median(list)
+  local s = {}
+  for i, v in ipairs(list) do s[i] = v end
+  table.sort(s)
+  local n = #s
+  if n == 0 then return nil end
+  if n % 2 == 1 then return s[(n + 1) / 2] end
+  return (s[n / 2] + s[n / 2 + 1]) / 2
+end
+
+local function values(case_id, cid, key, scale)
+  local out = {}
+  for _, r in ipairs(((results[case_id] or {})[cid]) or {}) do
+    if type(r[key]) == "number" then out[#out + 1] = r[key] * (scale or 1) end
+  end
+  return out
+end
+
+local function stat(case_id, cid, key, scale)
+  local v = values(case_id, cid, key, scale)
+  if #v == 0 then return nil end
+  local mn, mx = math.huge, -math.huge
+  for _, x in ipairs(v) do mn = math.min(mn, x); mx = math.max(mx, x) end
+  return { med = median(v), min = mn, max = mx, n = #v }
+end
+
+local function num(x, digits)
+  if x == nil then return "-" end
+  if digits then return ("%." .. digits .. "f"):format(x) end
+  local a = math.abs(x)
+  if a >= 100 then return ("%.0f"):format(x) end
+  if a >= 10 then return ("%.1f"):format(x) end
+  return ("%.2f"):format(x)
+end
+
+local function cell(s, digits)
+  if not s then return "-" end
+  if s.n == 1 or s.min == s.max then return num(s.med, digits) end
+  return ("%s (%s–%s)"):format(num(s.med, digits), num(s.min, digits), num(s.max, digits))
+end
+
+-- rows: { case, key, label, scale, digits, raw_from (case ids to take the best raw value from) }
+local ROWS = {
+  { "unc", "rate", "1. uncontended: cycles/s" },
+  { "unc", "p50_us", "1. uncontended: p50 latency, µs" },
+  { "unc", "p99_us", "1. uncontended: p99 latency, µs" },
+  { "unc", "req_per", "5. uncontended: ZooKeeper requests per cycle", digits = 2 },
+  { "pipe1", "rate", "raw pipelined 1 in flight: cycles/s" },
+  { "pipe16", "rate", "raw pipelined 16 in flight: cycles/s" },
+  { "pipe128", "rate", "raw pipelined 128 in flight: cycles/s" },
+  { "c8", "rate", "2. 8 waiters, one mutex: acquisitions/s" },
+  { "c8", "p99_wait_us", "2. 8 waiters: p99 wait, ms", scale = 1e-3 },
+  { "c64", "rate", "2. 64 waiters, one mutex: acquisitions/s" },
+  { "c64", "p99_wait_us", "2. 64 waiters: p99 wait, ms", scale = 1e-3 },
+  { "c64", "req_per", "5. 64 waiters: requests per acquisition", digits = 2 },
+  { "c64", "notif_per", "5. 64 waiters: watch notifications per acquisition", digits = 2 },
+  { "c1000", "rate", "2. 1000 waiters, one mutex: acquisitions/s" },
+  { "c1000", "p99_wait_us", "2. 1000 waiters: p99 wait, ms", scale = 1e-3 },
+  { "ind", "rate", "3. 1000 locks x 1 holder each: acquisitions/s (raw: best pipelined)",
+    raw_from = { "pipe1", "pipe16", "pipe128" } },
+  { "ind", "req_per", "3. 1000 locks: requests per acquisition", digits = 2 },
+  { "ind", "rss_kb", "3. 1000 locks: process RSS, MiB", scale = 1 / 1024 },
+  { "read", "rate", "4. read lock, 8 readers: acquisitions/s" },
+  { "read", "req_per", "4. read lock: requests per acquisition", digits = 2 },
+  { "sem", "rate", "4. semaphore max 4, 16 contenders: acquisitions/s" },
+  { "sem", "req_per", "4. semaphore: requests per acquisition", digits = 2 },
+  { "sem", "notif_per", "4. semaphore: watch notifications per acquisition", digits = 2 },
+  { "h100", "notif_per", "5. 100 waiters: watch notifications per release", digits = 3 },
+  { "h100", "req_per", "5. 100 waiters: requests per acquisition", digits = 2 },
+  { "h100", "watches_queued", "5. 100 waiters: watches at the server while queued", digits = 0 },
+  { "h100", "handoff_rate", "5. 100 waiters: handoffs/s (queue drain)" },
+  { "h1000", "notif_per", "1000 waiters: watch notifications per release", digits = 3 },
+  { "h1000", "rss_above_idle_kb", "1000 waiters: RSS above the idle client, MiB", scale = 1 / 1024 },
+  { "h1000", "handoff_rate", "1000 waiters: handoffs/s (queue drain)" },
+  { "h10k", "acquired", "10,000 waiters: acquisitions completed", digits = 0 },
+  { "h10k", "enqueue_secs", "10,000 waiters: time to queue all, s" },
+  { "h10k", "handoff_secs", "10,000 waiters: time to drain the queue, s" },
+  { "h10k", "notif_per", "10,000 waiters: watch notifications per release", digits = 3 },
+  { "h10k", "rss_above_idle_kb", "10,000 waiters: RSS above the idle client, MiB", scale = 1 / 1024 },
+  { "ns_unc", "rate", "forceSync=no: raw create+delete one at a time, cycles/s" },
+  { "ns_pipe", "rate", "forceSync=no: raw pipelined 128, cycles/s" },
+  { "ns_unc_l", "rate", "forceSync=no: uncontended cycles/s (raw: one at a time)", raw_from = { "ns_unc" } },
+  { "ns_unc_l", "p50_us", "forceSync=no: uncontended p50 latency, µs" },
+  { "ns_c64", "rate", "forceSync=no: 64 waiters, acquisitions/s" },
+  { "ns_c64", "req_per", "forceSync=no: 64 waiters, requests per acquisition", digits = 2 },
+}
+
+local function raw_stat(row)
+  if row.raw_from then -- the best of the given raw cases, by median
+    local best
+    for _, id in ipairs(row.raw_from) do
+      local s = stat(id, "raw", row[2], row.scale)
+      if s and (not best or s.med > best.med) then best = s end
+    end
+    return best
+  end
+  return stat(row[1], "raw", row[2], row.scale)
+end
+
+local function ratio(a, b)
+  if not a or not b or b.med == 0 then return nil end
+  return a.med / b.med
+end
+
+local lines = {}
+local function emit(s) lines[#lines + 1] = s end
+emit("| workload and metric | raw C | zklock 5.4 | zklock LuaJIT | Curator 5.4 | Kazoo 2.8 | zklock÷raw | zklock÷Curator | zklock÷Kazoo |")
+emit("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+local S_ = {}
+for _, row in ipairs(ROWS) do
+  local st = { raw = raw_stat(row) }
+  local any = st.raw ~= nil
+  for _, cid in ipairs(LOCKS) do
+    st[cid] = stat(row[1], cid, row[2], row.scale)
+    any = any or st[cid] ~= nil
+  end
+  S_[row[1] .. "." .. row[2]] = st
+  if any then
+    local function r(peer)
+      local a, b = ratio(st.zkl, st[peer]), ratio(st.jit, st[peer])
+      if not a and not b then return "-" end
+      return ("%s / %s"):format(num(a, 2), num(b, 2))
+    end
+    emit(("| %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(row[3], cell(st.raw, row.digits),
+      cell(st.zkl, row.digits), cell(st.jit, row.digits), cell(st.cur, row.digits), cell(st.kaz, row.digits),
+      r("raw"), r("cur"), r("kaz")))
+  end
+end
+local table_md = table.concat(lines, "\n")
+
+---------------------------------------------------------------- targets
+
+local targets = {}
+local function target(name, ok54, okjit, detail)
+  local function word(ok) if ok == nil then return "n/a" end return ok and "met" or "MISSED" end
+  targets[#targets + 1] = ("| %s | %s | %s | %s |"):format(name, word(ok54), word(okjit), detail)
+end
+local function med(key, cid) local s = S_[key] and S_[key][cid]; return s and s.med end
+local function cmp(a, op, b)
+  if a == nil or b == nil then return nil end
+  if op == ">=" then return a >= b elseif op == "<=" then return a <= b elseif op == "<" then return a < b
+  elseif op == ">" then return a > b else return a == b end
+end
+local function f2(x) return x and ("%.2f"):format(x) or "-" end
+local function f3(x) return x and ("%.3f"):format(x) or "-" end
+do
+  local raw = med("unc.rate", "raw")
+  local z, j, c = med("unc.rate", "zkl"), med("unc.rate", "jit"), med("unc.rate", "cur")
+  target("uncontended cycle >= 0.95x raw one-at-a-time create+delete (cycles/s)",
+    cmp(z, ">=", raw and 0.95 * raw), cmp(j, ">=", raw and 0.95 * raw),
+    ("%s / %s x raw"):format(f2(z and raw and z / raw), f2(j and raw and j / raw)))
+  local zp, jp, cp_ = med("unc.p50_us", "zkl"), med("unc.p50_us", "jit"), med("unc.p50_us", "cur")
+  target("uncontended cycle faster than Curator (p50 latency)", cmp(zp, "<", cp_), cmp(jp, "<", cp_),
+    ("p50 %s / %s µs vs Curator %s µs; cycles/s %s / %s x Curator"):format(num(zp), num(jp), num(cp_),
+      f2(z and c and z / c), f2(j and c and j / c)))
+end
+do
+  local c = med("c64.rate", "cur")
+  local z, j = med("c64.rate", "zkl"), med("c64.rate", "jit")
+  target("64 contenders on one lock >= 1.3x Curator acquisitions/s", cmp(z, ">=", c and 1.3 * c),
+    cmp(j, ">=", c and 1.3 * c), ("%s / %s x Curator"):format(f2(z and c and z / c), f2(j and c and j / c)))
+  local zr, jr = med("c64.req_per", "zkl"), med("c64.req_per", "jit")
+  target("64 contenders: <= 4 ZooKeeper requests per acquisition", cmp(zr, "<=", 4.05), cmp(jr, "<=", 4.05),
+    ("%s / %s (Curator %s, Kazoo %s)"):format(f2(zr), f2(jr), f2(med("c64.req_per", "cur")), f2(med("c64.req_per", "kaz"))))
+end
+do
+  local best = S_["ind.rate"] and S_["ind.rate"].raw
+  local b = best and best.med
+  local z, j = med("ind.rate", "zkl"), med("ind.rate", "jit")
+  target("1,000 coroutines on 1,000 locks >= 0.9x raw pipelined ceiling", cmp(z, ">=", b and 0.9 * b),
+    cmp(j, ">=", b and 0.9 * b), ("%s / %s x raw best pipelined (%s cycles/s)"):format(f2(z and b and z / b),
+      f2(j and b and j / b), num(b)))
+end
+do
+  local c = med("sem.rate", "cur")
+  local z, j = med("sem.rate", "zkl"), med("sem.rate", "jit")
+  target("semaphore (max 4, 16 contenders) >= 1.5x Curator", cmp(z, ">=", c and 1.5 * c), cmp(j, ">=", c and 1.5 * c),
+    ("%s / %s x Curator"):format(f2(z and c and z / c), f2(j and c and j / c)))
+  local zr, jr = med("sem.req_per", "zkl"), med("sem.req_per", "jit")
+  target("semaphore: <= 7 requests per acquisition", cmp(zr, "<=", 7.05), cmp(jr, "<=", 7.05),
+    ("%s / %s (Curator %s)"):format(f2(zr), f2(jr), f2(med("sem.req_per", "cur"))))
+end
+do
+  local c = med("read.rate", "cur")
+  local z, j = med("read.rate", "zkl"), med("read.rate", "jit")
+  target("read lock, 8 readers >= 1.2x Curator", cmp(z, ">=", c and 1.2 * c), cmp(j, ">=", c and 1.2 * c),
+    ("%s / %s x Curator"):format(f2(z and c and z / c), f2(j and c and j / c)))
+end
+do
+  local z, j = med("h1000.rss_above_idle_kb", "zkl"), med("h1000.rss_above_idle_kb", "jit")
+  target("1,000 waiting coroutines < 20 MiB RSS above an idle client", cmp(z, "<", 20), cmp(j, "<", 20),
+    ("%s / %s MiB (Curator %s MiB with threads, Kazoo %s MiB)"):format(num(z), num(j),
+      num(med("h1000.rss_above_idle_kb", "cur")), num(med("h1000.rss_above_idle_kb", "kaz"))))
+end
+do
+  local z, j = med("h10k.acquired", "zkl"), med("h10k.acquired", "jit")
+  local function verdict(v, cid)
+    if failed_runs["h10k/" .. cid] then return false end -- a failed run is a miss, not "n/a"
+    return cmp(v, "==", 10000)
+  end
+  target("10,000 waiters work", verdict(z, "zkl"), verdict(j, "jit"),
+    ("%s / %s of 10000 acquired; drain %s / %s s"):format(num(z, 0), num(j, 0),
+      num(med("h10k.handoff_secs", "zkl")), num(med("h10k.handoff_secs", "jit"))))
+end
+do
+  local function one(cid)
+    local ok, seen = true, false
+    for _, k in ipairs({ "h100", "h1000", "h10k" }) do
+      for _, v in ipairs(values(k, cid, "notif_per")) do
+        seen = true
+        if math.abs(v - 1) > 0.0015 then ok = false end
+      end
+    end
+    if not seen then return nil end
+    return ok
+  end
+  target("exactly one watch notification per mutex release, whatever the number of waiters",
+    one("zkl"), one("jit"), ("100 waiters: %s / %s; 1000: %s / %s; 10,000: %s / %s"):format(
+      f3(med("h100.notif_per", "zkl")), f3(med("h100.notif_per", "jit")), f3(med("h1000.notif_per", "zkl")),
+      f3(med("h1000.notif_per", "jit")), f3(med("h10k.notif_per", "zkl")), f3(med("h10k.notif_per", "jit"))))
+end
+local targets_md = "| target | zklock 5.4 | zklock LuaJIT | measured (5.4 / LuaJIT) |\n| --- | --- | --- | --- |\n"
+  .. table.concat(targets, "\n")
+
+---------------------------------------------------------------- report
+
+local function first_line(s) return (s or ""):match("[^\n]*") end
+local cpu = sh("grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'")
+local mem = sh("awk '/MemTotal/ {printf \"%.1f GiB\", $2/1048576}' /proc/meminfo")
+local facts = {
+  "- machine: " .. sh("uname -srm") .. ", " .. sh("nproc") .. " cores (" .. cpu .. "), " .. mem .. " RAM; "
+    .. sh("df -T /tmp | awk 'NR==2 {print $2}'") .. " under /tmp (ZooKeeper's data dir)",
+  "- ZooKeeper server " .. tostring(server_info.version or "?"):match("^[^,-]*") .. " (Debian `zookeeper`), standalone, "
+    .. "started by `zklock.testing` (tickTime 500 ms, containers checked every 60 s as in production, -Xmx256m; "
+    .. "the 10,000-waiter runs each on a fresh server with -Xmx1g)",
+  ("- server peak RSS: %s"):format((function()
+    local parts = {}
+    for _, g in ipairs({ "sync", "nosync", "big-zkl", "big-jit" }) do
+      local i = server_info[g]
+      if i then parts[#parts + 1] = ("%s %.0f MiB%s"):format(g, i.peak_rss_mib, i.alive and "" or " (DIED)") end
+    end
+    return table.concat(parts, ", ")
+  end)()),
+  "- " .. first_line(sh("java -version 2>&1")) .. "; Curator " .. sh("ls /usr/share/java/curator-recipes-*.jar | sed 's/.*-//; s/.jar//'")
+    .. " with ZooKeeper client " .. sh("ls /usr/share/java/zookeeper-3*.jar | sed 's/.*zookeeper-//; s/.jar//'"),
+  "- " .. first_line(sh("lua5.4 -v")) .. "; " .. first_line(sh("luajit -v")),
+  "- " .. sh("/usr/bin/python3 --version") .. ", Kazoo " .. sh("/usr/bin/python3 -c 'import kazoo.version as v; print(v.__version__)'"),
+  "- libzookeeper_st " .. sh("dpkg-query -W -f='${Version}' libzookeeper-st2 2>/dev/null || dpkg-query -W -f='${Version}' libzookeeper-st-dev"),
+  ("- load average (1/5/15 min) at start %s, at end %s: anything above what the benchmark itself "
+    .. "adds (about 1.5) is someone else's work on the same 2 cores"):format(load_start, load_end),
+  "- zklock " .. sh("git rev-parse --short HEAD") .. (sh("git status --porcelain -- csrc lua") ~= "" and " (with uncommitted changes in csrc/ or lua/)" or ""),
+}
+local header = {
+  "# zklock benchmarks: results",
+  "",
+  ("Run on %s, %d round(s)%s, %.0f s in all."):format(os.date("!%Y-%m-%d %H:%M UTC"), opt.rounds,
+    opt.smoke and " (SMOKE MODE: tiny sizes, numbers meaningless)" or "", elapsed),
+  "",
+  "Command: `" .. (os.getenv("BENCH_CMD") or "bench/run") .. "`",
+  "",
+  table.concat(facts, "\n"),
+  "",
+  "Cells: median over the rounds (min–max). Ratios: zklock's median over the peer's, Lua 5.4 / LuaJIT "
+    .. "(for rates > 1 is better for zklock, for latencies and counts < 1 is). Requests and notifications "
+    .. "are counted at the server (mntr `zk_packets_received` and `zk_sum_node_*_watch_count` deltas). "
+    .. "Workloads with a duration run " .. secs .. " s each.",
+  "",
+}
+local report = table.concat(header, "\n") .. "\n## Table\n\n" .. table_md .. "\n\n## Targets\n\n" .. targets_md .. "\n"
+if #failures > 0 then
+  report = report .. "\n## Failed runs\n\n```\n" .. table.concat(failures, "\n") .. "\n```\n"
+end
+
+print(table_md)
+print()
+print(targets_md)
+if opt.results then
+  -- keep the hand-written analysis below the marker of an existing file
+  local MARK = "<!-- analysis: kept by bench/run -->"
+  local keep = ""
+  local f = io.open(opt.results)
+  if f then
+    local old = f:read("*a")
+    f:close()
+    local at = old:find(MARK, 1, true)
+    if at then keep = "\n" .. old:sub(at) end
+  end
+  f = assert(io.open(opt.results, "w"))
+  f:write(report, keep)
+  f:close()
+  log("wrote %s", opt.results)
+end
+if #failures > 0 then
+  log("%d driver run(s) failed", #failures)
+  os.exit(1)
+end
