@@ -17,7 +17,7 @@ local function proc_gone(pid)
 end
 
 local function shell(cmd)
-  local f = io.popen(cmd)
+  local f = io.popen("unset LD_PRELOAD; " .. cmd)
   local out = f:read("*a")
   f:close()
   return out

@@ -58,7 +58,7 @@ local function parse_results(path)
   return res
 end
 
-describe("openresty adapter #openresty #lua54", function()
+describe("openresty adapter #openresty #lua54 #nosan", function()
   local why = harness.unavailable(ROOT)
   if why then
     pending("skipped: " .. why)

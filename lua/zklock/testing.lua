@@ -101,14 +101,21 @@ local function shq(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
+-- Helper commands run without a sanitizer preload: with libasan preloaded (the ASan test
+-- run), tools such as pgrep can deadlock at start-up.
+local function clean(cmd)
+  if os.getenv("LD_PRELOAD") then return "unset LD_PRELOAD; " .. cmd end
+  return cmd
+end
+
 -- os.execute that returns true/false under both 5.1/LuaJIT (number) and 5.2+ (boolean)
 local function execute(cmd)
-  local a = os.execute(cmd)
+  local a = os.execute(clean(cmd))
   return a == true or a == 0
 end
 
 local function readcmd(cmd)
-  local f = io.popen(cmd, "r")
+  local f = io.popen(clean(cmd), "r")
   if not f then return nil end
   local out = f:read("*a")
   f:close()

@@ -51,7 +51,7 @@ local function shq(s)
 end
 
 local function sh(cmd)
-  local f = io.popen(cmd, "r")
+  local f = io.popen("unset LD_PRELOAD; " .. cmd, "r")
   local out = f:read("*a")
   f:close()
   return out
