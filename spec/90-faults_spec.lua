@@ -427,7 +427,8 @@ describe("faults: lost replies, restarts and crashes #faults", function()
     assert.is_true(drive_until({ c }, function() return res ~= nil end, 4 * SESSION, w.sample))
     assert_code("ESESSION", res, "acquire cut off for longer than the session timeout")
     print(("\n  [SX-06] cut off: ESESSION after %.0f ms"):format(t_done - t0))
-    assert.is_true(t_done - t0 >= SESSION * 1000, "session given up before a session timeout had passed")
+    -- given up a session timeout (less a tenth) after the last reply, never at the first silence
+    assert.is_true(t_done - t0 >= SESSION * 1000 * 0.5, "session given up too early")
     assert.are.equal(1, w.count())
     proxy:send("heal", 5, pump_of({ c }))
     assert.is_true(drive_until({ c }, function() return c.state == "CONNECTED" end, 10))
@@ -559,8 +560,12 @@ describe("faults: lost replies, restarts and crashes #faults", function()
     local m = c:mutex(path)
     local w = child_watch(obs, path)
     proxy:send("drop")                   -- the create is applied, its reply lost
-    local res
-    c:spawn(function() res = pack(m:acquire(10)) end)
+    local res, finish
+    c:spawn(function() -- holds are per coroutine: this one also releases what it got
+      res = pack(m:acquire(10))
+      for _ = 1, 1000 do if finish then break end c:sleep(0.01) end
+      if res[1] then m:release() end
+    end)
     c:process()
     assert.is_true(drive_until({ obs }, function() return w.count() == 1 end, 3, w.sample), "the create never arrived")
     proxy:send("reset")                  -- then the connection is reset ...
@@ -573,12 +578,14 @@ describe("faults: lost replies, restarts and crashes #faults", function()
     if res[1] then
       -- granted: the adopted node is the only one, and it is ours
       assert.are.same({ w.order[1] }, util.children(obs, path))
-      c:spawn(function() m:release() end)
+      finish = true
       assert.is_true(c:run(5))
     else
       -- failed: it must leave nothing behind (the protected-prefix cleanup)
       assert.is_true(drive_until({ c }, function() return #util.children(obs, path) == 0 end, 2 * SESSION),
         ("acquire failed with %s and left its node behind: %s"):format(code, table.concat(util.children(obs, path), " ")))
+      finish = true
+      assert.is_true(c:run(5))
     end
     -- in any case another client can take the lock now
     local other = util.connect(zk.hosts, { session_timeout = SESSION, identity = "other" })
@@ -1000,7 +1007,9 @@ describe("faults: three-node ensemble (SX-10, SX-11) #faults #lua54", function()
     print(("\n  [SX-11] quorum lost %.0f ms: LOST %.0f ms after the loss; the old session's node %s, gone %.0f ms after the quorum returned"):format(
       t_quorum - t_down, (t_lost or 0) - t_down, orphan_seen and "survived the outage" or "was already gone", t_orphan_gone - t_quorum))
     assert.are.same({ "SUSPENDED", "LOST" }, hstates)
-    assert.is_true(t_lost - t_down >= SESSION * 1000 * 0.9, "LOST reported too early")
+    -- LOST comes a session timeout (less a tenth) after the server was last heard from, which is
+    -- up to a third of the timeout (the ping interval) before the loss: not at the first SUSPENDED
+    assert.is_true(t_lost - t_down >= SESSION * 1000 * 0.5, "LOST reported too early")
     assert.is_false(hm:is_held())
     assert.is_nil(hm:node())
     assert.truthy(index_of(s1, "EXPIRED"))

@@ -215,7 +215,17 @@ static ZooLogLevel zk_level(int level) {
 
 /* ---------------------------------------------------------------- session */
 
-int zkl__connected(const zkl_client *c) { return c->zh && c->state == ZKL_STATE_CONNECTED; }
+/* The ZooKeeper client's own view. It can drop a connection without any session event: when a
+ * request's immediate send fails it closes the socket and marks the handle not connected. So the
+ * session events alone are not enough; its state is consulted as well. */
+static int zk_link_up(zhandle_t *zh) {
+    int s = zoo_state(zh);
+    return s == ZOO_CONNECTED_STATE || s == ZOO_READONLY_STATE;
+}
+
+int zkl__connected(const zkl_client *c) {
+    return c->zh && c->state == ZKL_STATE_CONNECTED && zk_link_up(c->zh);
+}
 
 static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
     zkl_client *c = ctx;
@@ -304,6 +314,7 @@ static void handle_session(zkl_client *c) {
         return;
     }
     if (!c->zh) return;
+    if (c->zk_connected && !zk_link_up(c->zh)) c->zk_connected = 0; /* dropped silently */
     if (c->zk_connected && c->state != ZKL_STATE_CONNECTED) {
         const clientid_t *id = zoo_client_id(c->zh);
         int resumed = c->state == ZKL_STATE_SUSPENDED && id && id->client_id == c->session_id;
@@ -314,6 +325,7 @@ static void handle_session(zkl_client *c) {
         }
         c->state = ZKL_STATE_CONNECTED;
         c->suspended_at = 0;
+        c->last_heard_ms = zkl__now_ms();
         zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_CONNECTED);
         if (resumed) for_each_lock(c, lock_suspended, 0);
         kick_all(c);
@@ -327,10 +339,15 @@ static void handle_session(zkl_client *c) {
 
 /* ---------------------------------------------------------------- I/O and time */
 
+/* Ask the ZooKeeper client what it waits for and register that with epoll. While it has no socket
+ * it starts a new connection attempt on every call (after a failed round over all hosts it asks,
+ * through the timeout, for a pause of 1/60 of the session timeout first): so without a socket only
+ * its own deadline may call it again, or reconnects would run at the rate of our calls. */
 void zkl__refresh_interest(zkl_client *c) {
     int fd = -1, interest = 0;
     struct timeval tv = {0, 0};
     if (!c->zh) return;
+    if (c->zkfd < 0 && c->zk_deadline && zkl__now_ms() < c->zk_deadline) return;
     int rc;
     WITH_CLIENT(c, rc = zookeeper_interest(c->zh, &fd, &interest, &tv));
     (void)rc; /* connection errors surface through the session watcher */
@@ -344,12 +361,29 @@ void zkl__refresh_interest(zkl_client *c) {
         struct epoll_event ev;
         memset(&ev, 0, sizeof ev);
         ev.events = (interest & ZOOKEEPER_READ ? EPOLLIN : 0) | (interest & ZOOKEEPER_WRITE ? EPOLLOUT : 0);
-        /* The ZooKeeper client may have closed and reopened its socket under the same number:
-         * closing dropped the old registration, so MOD fails with ENOENT and we ADD. */
+        int zstate = zoo_state(c->zh);
+        /* Nothing changed: skip the syscall. The ZooKeeper client may close and reopen its socket
+         * under the same number, which drops the registration; that always passes through other
+         * handle states, so a state change forces a fresh registration. */
+        if (fd == c->zkfd && ev.events == c->zkfd_events && zstate == c->zkfd_state) return;
+        /* after a close and reopen under the same number MOD fails with ENOENT and we ADD */
         if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, fd, &ev) != 0) epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev);
         c->zkfd = fd;
         c->zkfd_events = ev.events;
+        c->zkfd_state = zstate;
     }
+}
+
+/* While suspended, when the session must be taken as lost. The server expires a session no sooner
+ * than a session timeout after it last heard from the client, and it heard from us no later than
+ * we last heard from it (less the reply's trip, covered by the margin). Counting from the moment
+ * the loss was noticed instead would be late: a reset is noticed at once, a silent server only
+ * after two thirds of the timeout. */
+static int64_t lost_deadline(const zkl_client *c) {
+    int64_t limit = c->zh ? zoo_recv_timeout(c->zh) : c->session_timeout_ms;
+    int64_t margin = limit / 10 < 1000 ? limit / 10 : 1000;
+    int64_t from = c->last_heard_ms && c->last_heard_ms < c->suspended_at ? c->last_heard_ms : c->suspended_at;
+    return from + limit - margin;
 }
 
 static void fire_deadlines(zkl_client *c, int64_t now) {
@@ -400,6 +434,8 @@ int zkl__process(zkl_client *c, int owner) {
             int rc;
             WITH_CLIENT(c, rc = zookeeper_process(c->zh, events));
             (void)rc;
+            /* something arrived on a link that is still up: the server touched the session */
+            if ((events & ZOOKEEPER_READ) && c->zh && zk_link_up(c->zh)) c->last_heard_ms = zkl__now_ms();
         }
     }
     handle_session(c);
@@ -407,11 +443,8 @@ int zkl__process(zkl_client *c, int owner) {
     handle_session(c);
     int64_t now = zkl__now_ms();
     fire_deadlines(c, now);
-    if (c->state == ZKL_STATE_SUSPENDED && c->suspended_at) {
-        int limit = c->zh ? zoo_recv_timeout(c->zh) : c->session_timeout_ms;
-        if (now - c->suspended_at >= limit) session_expired(c); /* nobody heard from us for a whole
-                                                                   session timeout: assume the worst */
-    }
+    if (c->state == ZKL_STATE_SUSPENDED && c->suspended_at && now >= lost_deadline(c))
+        session_expired(c); /* the server may have expired the session by now: assume the worst */
     zkl__refresh_interest(c);
     return (int)(c->ev_len - before);
 }
@@ -425,8 +458,8 @@ int zkl__client_timeout_ms(zkl_client *c) {
     FOLD(c->zk_deadline);
     FOLD(c->next_deadline);
     FOLD(c->reinit_at);
-    if (c->state == ZKL_STATE_SUSPENDED && c->suspended_at && c->zh) {
-        int64_t lost_at = c->suspended_at + zoo_recv_timeout(c->zh);
+    if (c->state == ZKL_STATE_SUSPENDED && c->suspended_at) {
+        int64_t lost_at = lost_deadline(c);
         FOLD(lost_at);
     }
 #undef FOLD

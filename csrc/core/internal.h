@@ -132,6 +132,7 @@ struct zkl_client {
     int epfd;
     int zkfd;              /* fd registered in epfd, -1 none */
     unsigned zkfd_events;
+    int zkfd_state;        /* zoo_state() when zkfd was last registered */
     int64_t zk_deadline;   /* ZooKeeper's own next deadline (ms, monotonic), 0 none */
     int64_t reinit_at;     /* retry creating a handle at this time (0 none) */
 
@@ -142,6 +143,7 @@ struct zkl_client {
     char passwd[16];
     int sessions;
     int64_t suspended_at;
+    int64_t last_heard_ms; /* last time data arrived on a live link (bounds the server's expiry) */
     int64_t last_process_ms; /* when process() last ran (pings only go out from there) */
     int closed;
 

@@ -15,7 +15,12 @@
 
 #include "internal.h"
 
-static int conn_lost(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
+/* Replies after which the request's outcome is unknown. ZRUNTIMEINCONSISTENCY: the ZooKeeper
+ * client dropped a connection without failing the requests sent on it, and fails them with this
+ * code when the first reply on the next connection does not match. */
+static int conn_lost(int rc) {
+    return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZRUNTIMEINCONSISTENCY;
+}
 /* Replies that mean the handle is going away: the session machinery decides what happens. */
 static int handle_gone(int rc) {
     return rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZINVALIDSTATE || rc == ZSESSIONMOVED;

@@ -26,6 +26,7 @@ int zkl__protected_prefix(char *buf, size_t size, const unsigned char rnd[16], z
 
 int zkl__protected_prefix_named(char *buf, size_t size, const unsigned char rnd[16], const char *token) {
     unsigned char u[16];
+    if (!buf || !rnd || !token) return -1;
     memcpy(u, rnd, 16);
     u[6] = (unsigned char)((u[6] & 0x0f) | 0x40); /* version 4 */
     u[8] = (unsigned char)((u[8] & 0x3f) | 0x80); /* IETF variant */
@@ -53,20 +54,37 @@ static const char *after_last(const char *name, const char *token) {
     return p ? p + strlen(token) : name;
 }
 
-/* Kazoo names end in <token><seq10> (seq may be negative: 11 characters). */
+/* 1 if s is exactly what ZooKeeper's "%010d" makes of a sequence counter: 10 digits, or once the
+ * counter has wrapped negative, "-" and 9 or 10 digits (the sign counts in the width: -1 is
+ * "-000000001", -2147483648 is "-2147483648"). */
+static int is_seq(const char *s) {
+    size_t digits;
+    if (*s == '-') {
+        digits = strspn(s + 1, "0123456789");
+        return (digits == 9 || digits == 10) && s[1 + digits] == '\0';
+    }
+    digits = strspn(s, "0123456789");
+    return digits == 10 && s[digits] == '\0';
+}
+
+/* Kazoo names end in <token><seq> (Kazoo's own pattern is -?\d{10}; the 9-digit negatives are
+ * accepted too so that every wrapped sequence still sorts by its sequence). */
 static const char *kazoo_seq(const char *name, const char *token) {
     const char *p = last_of(name, token);
     if (!p) return NULL;
-    const char *s = p + strlen(token), *d = s;
-    if (*d == '-') d++;
-    size_t digits = strspn(d, "0123456789");
-    if (digits != 10 || d[digits] != '\0') return NULL;
-    return s;
+    const char *s = p + strlen(token);
+    return is_seq(s) ? s : NULL;
+}
+
+/* Anything that is not a read-write side is ordered as the mutex, as zkl__recipe_token() names it. */
+static zkl_recipe recipe_of(zkl_recipe r) {
+    return r == ZKL_READ || r == ZKL_WRITE ? r : ZKL_MUTEX;
 }
 
 const char *zkl__sort_key(const char *name, zkl_recipe r) {
     const char *k;
-    if (r == ZKL_MUTEX) {
+    if (!name) return NULL;
+    if (recipe_of(r) == ZKL_MUTEX) {
         if (last_of(name, TOKEN_MUTEX)) return after_last(name, TOKEN_MUTEX);
         if ((k = kazoo_seq(name, KAZOO_WRITE)) != NULL) return k;
         return name;
@@ -81,15 +99,17 @@ const char *zkl__sort_key(const char *name, zkl_recipe r) {
 }
 
 int zkl__is_writer(const char *name) {
+    if (!name) return 0;
     return strstr(name, TOKEN_WRITE) != NULL || kazoo_seq(name, KAZOO_WRITE) != NULL;
 }
 
 int zkl__key_wrapped(const char *key) {
-    return key[0] == '-' && strspn(key + 1, "0123456789") == 10 && key[11] == '\0';
+    return key != NULL && key[0] == '-' && is_seq(key);
 }
 
 static int cmp_items(const void *a, const void *b) {
     const zkl__sort_item *x = a, *y = b;
+    if (!x->name || !y->name) return (x->name == NULL) - (y->name == NULL); /* NULLs last */
     int c = strcmp(x->key, y->key);
     return c ? c : strcmp(x->name, y->name);
 }
@@ -98,7 +118,7 @@ void zkl__sort_children(const char **names, int n, zkl_recipe r, zkl__sort_item 
     /* Keys are compared as byte strings: for ASCII names this is Java's String.compareTo, which
      * Curator uses. Ties (a downgraded read node shares its writer's key) break on the whole name. */
     int i;
-    if (n < 2) return;
+    if (n < 2 || !names || !scratch) return;
     for (i = 0; i < n; i++) {
         scratch[i].name = names[i];
         scratch[i].key = zkl__sort_key(names[i], r);
@@ -108,24 +128,32 @@ void zkl__sort_children(const char **names, int n, zkl_recipe r, zkl__sort_item 
 }
 
 int zkl__has_prefix(const char *name, const char *prefix) {
+    /* an empty prefix would match every child: recovery must never adopt a stranger's node */
+    if (!name || !prefix || !*prefix) return 0;
     return strncmp(name, prefix, strlen(prefix)) == 0;
 }
 
 void zkl__pick_predecessor(const char *const *sorted, int n, const char *own, zkl_recipe r,
                            zkl__pick *out) {
-    int i, first_writer = -1;
+    int i, first = -1, prev = -1, first_writer = -1;
+    if (!out) return;
     out->own = -1;
     out->holds = 0;
     out->watch = -1;
     out->watch_is_head = 0;
     out->wrapped = 0;
+    if (!sorted || !own) return;
+    r = recipe_of(r);
     for (i = 0; i < n; i++) {
+        if (!sorted[i]) continue; /* NULL entries are not children */
         if (strcmp(sorted[i], own) == 0) {
             out->own = i;
             break;
         }
         if (zkl__key_wrapped(zkl__sort_key(sorted[i], r))) out->wrapped = 1;
         if (r == ZKL_READ && first_writer < 0 && zkl__is_writer(sorted[i])) first_writer = i;
+        if (first < 0) first = i;
+        prev = i;
     }
     if (out->own < 0) return;
     if (zkl__key_wrapped(zkl__sort_key(own, r))) out->wrapped = 1;
@@ -134,9 +162,9 @@ void zkl__pick_predecessor(const char *const *sorted, int n, const char *own, zk
         out->watch = first_writer;
         return;
     }
-    out->holds = out->own == 0;
+    out->holds = prev < 0;
     if (!out->holds) {
-        out->watch = out->own - 1;
-        out->watch_is_head = r == ZKL_MUTEX && out->watch == 0;
+        out->watch = prev; /* the immediate predecessor */
+        out->watch_is_head = r == ZKL_MUTEX && prev == first;
     }
 }

@@ -2,7 +2,8 @@
 --   m:acquire(5, { retry = zklock.retry.exponential{ base = 0.1, max = 5, attempts = 5 } })
 -- A policy is a function(attempt, code) -> seconds to wait before trying again, or nil to give up.
 -- Acquires retry only failures that a new attempt can cure: the session expired (ESESSION) or the
--- server could not be reached (ZCONNECTIONLOSS, ZOPERATIONTIMEOUT, ZSESSIONEXPIRED, ZSESSIONMOVED),
+-- server could not be reached (ZCONNECTIONLOSS, ZOPERATIONTIMEOUT, ZRUNTIMEINCONSISTENCY, ZSESSIONEXPIRED,
+-- ZSESSIONMOVED),
 -- never a timeout, a cancel or a closed client. The acquire's own timeout bounds all attempts.
 local check = require("zklock.check")
 
@@ -15,6 +16,7 @@ local RETRYABLE = {
   ESESSION = true,
   ZCONNECTIONLOSS = true,
   ZOPERATIONTIMEOUT = true,
+  ZRUNTIMEINCONSISTENCY = true, -- a request lost with a silently dropped connection
   ZSESSIONEXPIRED = true,
   ZSESSIONMOVED = true,
 }

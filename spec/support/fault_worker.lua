@@ -28,6 +28,16 @@
 --          acquire_timeout= hold_ms= p_sem= parent= [zklog=path: the ZooKeeper client's log]
 --          `cos` coroutines loop for `seconds` over `locks` mutexes (lock_root/1..n) and one
 --          semaphore, logging every hold interval and every outcome (format in read_log).
+--   counter hosts= session= lock_root= locks= cos= iters= counters= go= seed= id= log=
+--          acquire_timeout= hold_ms= parent= [unlocked=1: the control, the same without the lock]
+--          connect, log "R <session>", wait (bounded, pumping) until the file `go` exists, then
+--          `cos` coroutines each run `iters` critical sections on lock_root/<j> (j seeded-random
+--          in 1..locks): read the integer in the file counters/<j>, yield for up to hold_ms,
+--          write it back plus one. Every grant is logged as a tab-separated line
+--            G <j> <pid> <co> <token> <seq> <start ms> <finish ms> <interrupted 0|1> <release> <node>
+--          (seq = the sequence number of the granted node), every failed acquire as F <j> <code>,
+--          a raised error as R.. (see spec/20-processes_spec.lua), then C <started> <acquired>
+--          <failed> <raised> and D.
 local MODNAME = ...
 
 ---------------------------------------------------------------- small helpers (both roles)
@@ -541,6 +551,128 @@ if mode == "acquire" then
   end
   c:close()
   os.exit(0)
+end
+
+if mode == "counter" then
+  local out = assert(io.open(opt.log, "w"))
+  out:setvbuf("full")
+  local function emit(...)
+    out:write(table.concat({ ... }, "\t"), "\n")
+  end
+  local id = tonumber(opt.id) or 1
+  local nlocks = tonumber(opt.locks) or 1
+  local ncos = tonumber(opt.cos) or 50
+  local iters = tonumber(opt.iters) or 1
+  local acq_timeout = tonumber(opt.acquire_timeout) or 60
+  local hold_ms = tonumber(opt.hold_ms) or 2
+  local seed = tonumber(opt.seed) or 1
+  local unlocked = opt.unlocked == "1"
+  local c, cerr = zklock.connect(opt.hosts, { session_timeout = tonumber(opt.session) or 10,
+                                               identity = "counter-" .. id .. "-" .. MY_PID })
+  if not c then
+    emit("X", "connect", tostring(cerr))
+    out:close()
+    os.exit(3)
+  end
+  local function counter_path(j) return opt.counters .. "/" .. j end
+  local function read_counter(j)
+    local f = io.open(counter_path(j), "r")
+    local v = f and f:read("*n")
+    if f then f:close() end
+    return v or 0
+  end
+  local function write_counter(j, v)
+    local f = assert(io.open(counter_path(j), "w"))
+    f:write(("%.0f\n"):format(v))
+    f:close()
+  end
+  local active = {}          -- hold -> true while inside its critical section
+  c:on_session(function(state)
+    if state ~= "CONNECTED" then for h in pairs(active) do h.interrupted = true end end
+  end)
+  emit("R", (c:session()) or "-")
+  out:flush()
+  -- barrier: every worker starts its critical sections at once
+  local deadline = now() + 60000
+  while not read_file(opt.go) do
+    if now() > deadline or not parent_alive() then
+      emit("X", "no go")
+      out:close()
+      os.exit(4)
+    end
+    c:sleep(0.005)
+  end
+  local counts = { started = 0, acquired = 0, failed = 0, raised = 0 }
+  local running = ncos
+  for i = 1, ncos do
+    c:spawn(function()
+      local r = rng(seed * 1000003 + id * 1009 + i)
+      local objs = {}
+      for _ = 1, iters do
+        local j = r(1, nlocks)
+        local m = objs[j]
+        if not m then
+          m = c:mutex(opt.lock_root .. "/" .. j)
+          objs[j] = m
+        end
+        counts.started = counts.started + 1
+        local pok, res, code, _
+        if not unlocked then pok, res, _, code = pcall(m.acquire, m, acq_timeout) end
+        if unlocked then -- the control run: the same critical section without the lock
+          counts.acquired = counts.acquired + 1
+          local start = now()
+          local v = read_counter(j)
+          c:sleep(r() * hold_ms / 1000)
+          write_counter(j, v + 1)
+          emit("G", tostring(j), tostring(MY_PID), tostring(i), "-", "-", fmt(start), fmt(now()), "0", "ok", "-")
+        elseif not pok then
+          counts.raised = counts.raised + 1
+          emit("R", "acquire", (tostring(res):gsub("[\t\n]", " ")))
+        elseif not res then
+          counts.failed = counts.failed + 1
+          emit("F", tostring(j), tostring(code))
+        else
+          counts.acquired = counts.acquired + 1
+          local h = { interrupted = false }
+          m:on_lost(function() h.interrupted = true end)
+          local node = m:node()
+          h.token = m:token()
+          h.start = now()
+          active[h] = true
+          local v = read_counter(j)          -- read, yield, write: a second holder loses an update
+          c:sleep(r() * hold_ms / 1000)
+          write_counter(j, v + 1)
+          h.finish = now()
+          active[h] = nil
+          m:on_lost(nil)
+          local rok, rres, _, rcode = pcall(m.release, m)
+          local rel = not rok and "raised" or (rres and "ok" or tostring(rcode))
+          if not rok then counts.raised = counts.raised + 1 end
+          emit("G", tostring(j), tostring(MY_PID), tostring(i), h.token and ("%.0f"):format(h.token) or "-",
+               tostring(node and node:match("%-(%-?%d+)$") or "-"), fmt(h.start), fmt(h.finish),
+               h.interrupted and "1" or "0", rel, tostring(node))
+        end
+      end
+      running = running - 1
+    end)
+  end
+  c:spawn(function() -- the spec process died: stop at once
+    while running > 0 do
+      c:sleep(0.5)
+      if not parent_alive() then
+        emit("X", "parent gone")
+        out:close()
+        os.exit(4)
+      end
+    end
+  end)
+  local ok, err = c:run(acq_timeout * iters + 120)
+  if not ok then emit("X", "run", tostring(err)) end
+  emit("C", tostring(counts.started), tostring(counts.acquired), tostring(counts.failed), tostring(counts.raised))
+  c:close()
+  emit("D", fmt(now()))
+  out:close()
+  os.exit(ok and 0 or 5)
 end
 
 if mode ~= "soak" then
