@@ -1,7 +1,8 @@
--- Host adapters: zklock inside a cqueues controller and inside a libuv loop (luv), against a real
--- ZooKeeper. Debian's lua-cqueues and lua-luv ship builds for Lua 5.1 (loaded by LuaJIT) and
--- 5.4, so both describe blocks run in both busted runs; each is pending when its module is
--- missing.
+-- Host adapters: the client's host API (connect{ wait = false }, next_timeout_ms, pending, the
+-- client as a cqueues pollable), zklock inside a cqueues controller and inside a libuv loop
+-- (luv), against a real ZooKeeper. Debian's lua-cqueues and lua-luv ship builds for Lua 5.1
+-- (loaded by LuaJIT) and 5.4, so every describe block runs in both busted runs; the cqueues and
+-- luv blocks are pending when their module is missing.
 --   busted --lua=lua5.4 spec/60-adapters_spec.lua
 --   busted --lua=luajit --run=luajit spec/60-adapters_spec.lua
 local zklock = require("zklock")
@@ -69,6 +70,145 @@ local function base_path(name)
   run_id = run_id + 1
   return ("/adapters/%s-%d-%d"):format(name, os.time(), run_id)
 end
+
+----------------------------------------------------------------------------- host API
+
+describe("client host API #adapters", function()
+  local zk
+
+  setup(function() zk = testing.server{} end)
+  teardown(function() if zk then zk:stop() end end)
+
+  local function raises(fn, ...)
+    local ok, err = pcall(fn, ...)
+    assert.is_false(ok, "expected an error")
+    return tostring(err)
+  end
+
+  it("connect{ wait = false } returns at once in CONNECTING; operations started meanwhile go out once connected", function()
+    local t0 = now_s()
+    local c = assert(zklock.connect(zk.hosts, { wait = false, identity = "no-wait" }))
+    assert.is_true(now_s() - t0 < 0.5, "connect{ wait = false } waited")
+    assert.are.equal("CONNECTING", c.state)
+    local seen = {}
+    c:on_session(function(state) seen[#seen + 1] = state end)
+    local path = base_path("no-wait")
+    -- the main thread blocks in create (pumping) until the session is up and the reply is in
+    assert.are.equal(path, assert(c:create(path, "x", { parents = true })))
+    assert.are.equal("CONNECTED", c.state)
+    assert.are.same({ "CONNECTED" }, seen)
+    local m = c:mutex(path .. "/lock")
+    assert(m:acquire(5))
+    assert(m:release())
+    c:close()
+  end)
+
+  it("connect{ wait = false } to a server that is not there: the client waits, operations time out from the call", function()
+    local t0 = now_s()
+    local c = assert(zklock.connect("127.0.0.1:1", { wait = false }))
+    assert.is_true(now_s() - t0 < 0.5, "connect{ wait = false } waited")
+    assert.are.equal("CONNECTING", c.state)
+    t0 = now_s()
+    local ok, err, code = c:mutex("/host-api/nobody"):acquire(0.3)
+    local waited = now_s() - t0
+    assert.is_nil(ok)
+    assert.are.equal("ETIMEDOUT", code, err)
+    assert.is_true(waited >= 0.28 and waited < 1.5, "waited " .. waited .. " s for a 0.3 s timeout")
+    assert.are.equal(0, c:pending())
+    c:close()
+  end)
+
+  it("connect rejects a wait option that is not a boolean, naming it", function()
+    for _, v in ipairs({ "no", 0, {}, "false" }) do
+      local msg = raises(zklock.connect, zk.hosts, { wait = v })
+      assert.is_truthy(msg:find("bad argument #2 to 'connect'", 1, true), msg)
+      assert.is_truthy(msg:find("option 'wait': expected a boolean", 1, true), msg)
+    end
+    -- and names it among the known options
+    local msg = raises(zklock.connect, zk.hosts, { wiat = false })
+    assert.is_truthy(msg:find("unknown option 'wiat'", 1, true), msg)
+    assert.is_truthy(msg:find("(known: ", 1, true) and msg:find("wait", msg:find("(known: ", 1, true), true), msg)
+    -- wait = true is the default: connected on return
+    local c = assert(zklock.connect(zk.hosts, { wait = true }))
+    assert.are.equal("CONNECTED", c.state)
+    c:close()
+  end)
+
+  it("next_timeout_ms() and pending() follow operations in flight and the builtin scheduler", function()
+    local a = assert(zklock.connect(zk.hosts, { session_timeout = 6 }))
+    local b = assert(zklock.connect(zk.hosts))
+    local path = base_path("host-api")
+    local holder = b:mutex(path)
+    assert(holder:acquire(5))
+
+    -- idle: nothing pending; the deadline is the core's (pings: within the session timeout)
+    assert.are.equal(0, a:pending())
+    local ms = a:next_timeout_ms()
+    assert.is_true(math.type == nil or math.type(ms) == "integer", "not an integer: " .. tostring(ms))
+    assert.is_true(ms >= -1 and ms <= 6000, "next_timeout_ms() = " .. ms)
+
+    -- a spawned coroutine ready to run: pending, and process() is due at once
+    local res
+    a:spawn(function() res = { a:mutex(path):acquire(30) } end)
+    assert.are.equal(1, a:pending())
+    assert.are.equal(0, a:next_timeout_ms())
+    assert.are.equal(0, a:timeout())
+
+    -- now it waits for the lock: one operation in flight with a waiter, nothing ready
+    a:process()
+    assert.is_nil(res)
+    assert.are.equal(1, a:pending())
+
+    -- a sleeping coroutine bounds the deadline (the core alone would say up to seconds)
+    local slept = false
+    a:spawn(function() a:sleep(0.05); slept = true end)
+    a:process() -- starts it: it sleeps
+    assert.are.equal(1, a:pending()) -- a sleep is not an operation
+    ms = a:next_timeout_ms()
+    assert.is_true(ms >= 0 and ms <= 50, "next_timeout_ms() = " .. ms .. " with a 50 ms sleeper")
+    assert.is_true(a:timeout() <= 0.05)
+
+    -- a host-style pump: wait for the fd or the deadline, then process()
+    local function pump_until(cond, limit)
+      local deadline = now_s() + limit
+      while not cond() do
+        if now_s() > deadline then return false end
+        local wait = a:next_timeout_ms()
+        if wait < 0 or wait > 50 then wait = 50 end
+        core.poll({ a:fd() }, wait)
+        a:process()
+      end
+      return true
+    end
+    assert.is_true(pump_until(function() return slept end, 5))
+    assert(holder:release())
+    assert.is_true(pump_until(function() return res ~= nil end, 10))
+    assert.are.equal("table", type(res[1]), tostring(res[2]))
+    assert.are.equal(0, a:pending())
+    -- the lock is held by a dead coroutine now; pending() counts operations, not holds
+    b:close()
+
+    a:close()
+    assert.are.equal(0, a:pending())
+    assert.are.equal(-1, a:next_timeout_ms())
+    assert.is_nil(a:pollfd())
+    assert.are.equal(0, a:timeout())
+    assert.are.equal("r", a:events())
+  end)
+
+  it("the client is a cqueues-style pollable: pollfd(), events(), timeout()", function()
+    local a = assert(zklock.connect(zk.hosts))
+    assert.are.equal(a:fd(), a:pollfd())
+    assert.are.equal("r", a:events())
+    local ms, t = a:next_timeout_ms(), a:timeout()
+    if ms < 0 then
+      assert.is_nil(t)
+    else
+      assert.is_true(type(t) == "number" and t >= 0 and t <= ms / 1000 + 0.001)
+    end
+    a:close()
+  end)
+end)
 
 ----------------------------------------------------------------------------- cqueues
 
@@ -199,25 +339,62 @@ describe("cqueues adapter #adapters", function()
     b:close()
   end)
 
-  it("zcq.pollable(client) lets a hand-written loop drive the client", function()
+  it("cqueues.poll(client) lets a hand-written loop drive the client; a closed client does not block it", function()
     local a = assert(zklock.connect(zk.hosts))
-    local p = zcq.pollable(a)
-    assert.are.equal(a:fd(), p:pollfd())
-    assert.are.equal("r", p:events())
     local path = base_path("cqueues-pollable")
     local cq = cqueues.new()
-    local got
+    local got, polls, after_close
     cq:wrap(function()
-      -- the builtin scheduler's coroutine, driven by a cqueues loop through the pollable
+      -- the builtin scheduler's coroutine, driven by a cqueues loop: the client is the pollable
       a:spawn(function() got = a:create(path, "x", { parents = true }) end)
+      polls = 0
       while not got do
-        cqueues.poll(p)
+        cqueues.poll(a)
+        polls = polls + 1
         a:process()
       end
+      -- cqueues must forget the fd before the client closes it (zcq.attach does this for you);
+      -- then a poll on the closed client returns at once
+      cqueues.cancel(a:fd())
+      a:close()
+      local t0 = cqueues.monotime()
+      cqueues.poll(a)
+      after_close = cqueues.monotime() - t0
     end)
     assert(cq:loop(10))
     assert.are.equal(path, got)
-    a:close()
+    assert.is_true(polls >= 1)
+    assert.is_true(after_close < 0.5, "a poll on a closed client took " .. tostring(after_close) .. " s")
+  end)
+
+  it("an attached client polls through its own pollable (no wrapper) and counts waiters in pending()", function()
+    local cq = cqueues.new()
+    local a = assert(zklock.connect(zk.hosts))
+    local b = assert(zklock.connect(zk.hosts))
+    zcq.attach(a, cq)
+    local path = base_path("cqueues-pending")
+    local holder = b:mutex(path)
+    assert(holder:acquire(5))
+    local seen, res = nil, {}
+    for _ = 1, 3 do
+      cq:wrap(function()
+        local m = a:mutex(path)
+        local r = { m:acquire(10) }
+        res[#res + 1] = r
+        if r[1] then m:release() end
+      end)
+    end
+    cq:wrap(function()
+      cqueues.sleep(0.3)
+      seen = a:pending() -- three coroutines wait on the lock
+      b:close()          -- the holder's session ends: its node goes, the waiters get the lock in turn
+      while #res < 3 do cqueues.sleep(0.01) end
+      a:close()
+    end)
+    assert(cq:loop(20))
+    assert.are.equal(3, seen)
+    for i = 1, 3 do assert.are.equal("table", type(res[i][1]), tostring(res[i][2])) end
+    assert.are.equal(0, a:pending())
   end)
 end)
 

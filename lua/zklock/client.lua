@@ -59,6 +59,7 @@ local function new(hosts, opts)
     log = check.is.func,
     log_level = check.is.oneof("none", "error", "warn", "info", "debug"),
     keepalive = check.is.boolean,
+    wait = check.is.boolean,
   })
   local levels = { none = core.LOG_NONE, error = core.LOG_ERROR, warn = core.LOG_WARN,
                    info = core.LOG_INFO, debug = core.LOG_DEBUG }
@@ -70,6 +71,7 @@ local function new(hosts, opts)
     hosts = hosts,
     _c = c,
     _waiters = {},                      -- op id -> waiter
+    _nwaiters = 0,                      -- entries of _waiters
     _holds = setmetatable({}, { __mode = "v" }), -- op id -> hold (weak: a dropped lock can be collected)
     _tasks = {},                        -- spawned coroutine -> true
     _ntasks = 0,
@@ -80,10 +82,15 @@ local function new(hosts, opts)
     _next_sweep = 0,
     state = "CONNECTING",
   }, Client)
-  local ok, err, ecode = self:_wait_connected(opts.connect_timeout or (session_ms / 1000))
-  if not ok then
-    self:close()
-    return nil, err, ecode
+  -- wait = false: return at once in state CONNECTING (for hosts whose thread must never block);
+  -- operations started meanwhile are sent once the session is up, their timeouts running from
+  -- the call. connect_timeout does not apply then.
+  if opts.wait ~= false then
+    local ok, err, ecode = self:_wait_connected(opts.connect_timeout or (session_ms / 1000))
+    if not ok then
+      self:close()
+      return nil, err, ecode
+    end
   end
   return self
 end
@@ -137,6 +144,7 @@ function Client:_dispatch()
       local w = self._waiters[id]
       if w then
         self._waiters[id] = nil
+        self._nwaiters = self._nwaiters - 1
         w.done, w.type, w.status = true, typ, st
         if typ == core.EV_OP_DONE then w.result = c:result(id) end
         if w.co then self:_ready_push(w.co, w)
@@ -207,6 +215,7 @@ function Client:_abandon_waiter(w)
   end
   if self._waiters[w.id] == w then
     self._waiters[w.id] = nil
+    self._nwaiters = self._nwaiters - 1
     if w.lock and self.state ~= "CLOSED" then self._c:abandon(w.id) end
   end
 end
@@ -320,7 +329,7 @@ end
 --   adapter.wake(client, w)       called from the pump when w's event arrived
 --   adapter.sleep(client, s)      sleeps a suspendable coroutine
 -- The adapter also drives the pump: it calls client:process() when client:fd() is readable or
--- client:timeout_ms() has passed.
+-- client:next_timeout_ms() has passed (see "Driving the client from a host event loop" below).
 function Client:use(adapter)
   self:_check_open("use")
   if type(adapter) ~= "table" or type(adapter.owns) ~= "function" or type(adapter.wait) ~= "function"
@@ -341,6 +350,7 @@ end
 -- Register a waiter for core operation `id`.
 function Client:_waiter(id, lock)
   local w = { id = id, client = self, lock = lock }
+  if self._waiters[id] == nil then self._nwaiters = self._nwaiters + 1 end
   self._waiters[id] = w
   return w
 end
@@ -501,9 +511,66 @@ function Client:add_auth(scheme, credentials)
   return self._c:add_auth(scheme, credentials)
 end
 
--- The pollable fd and the longest sleep before process() must run (for foreign event loops).
+---------------------------------------------------------------- driving the client from a host event loop
+--
+-- A host loop (cqueues, libuv, nginx, a hand-written poll loop) drives the client with one pump:
+-- wait until client:fd() is readable or client:next_timeout_ms() has passed, then call
+-- client:process(); repeat until the client is closed. One pump per client.
+
+-- client:fd() -> the client's pollable fd (readable when process() has work). Stable for the
+-- client's life; closed by client:close().
 function Client:fd() self:_check_open("fd"); return self._c:fd() end
+
+-- client:timeout_ms() -> ms until the C core needs process() (-1: none). The core's deadline only:
+-- a host should wait for next_timeout_ms(), which also covers client:spawn and client:sleep.
 function Client:timeout_ms() self:_check_open("timeout_ms"); return self._c:timeout() end
+
+-- client:next_timeout_ms() -> ms until client:process() must run, >= 0, or -1 for no deadline:
+-- the core's timeout_ms() folded with the builtin scheduler (0 while a spawned coroutine is
+-- ready to run, else at most the first client:sleep deadline). -1 on a closed client.
+function Client:next_timeout_ms()
+  if self.state == "CLOSED" then return -1 end
+  if #self._ready > 0 then return 0 end
+  local ms = self._c:timeout()
+  local t = self._timers[1]
+  if t then
+    local left = math.ceil(t.at - now())
+    if left < 0 then left = 0 end
+    if ms < 0 or left < ms then ms = left end
+  end
+  return ms
+end
+
+-- client:pending() -> number of operations in flight that something waits for (an acquire,
+-- release or znode call of any coroutine or thread), plus the spawned coroutines ready to run.
+-- 0 when idle (locks may still be held) and on a closed client. A host pump that cannot watch
+-- fd() (nginx) polls often while this is > 0 and sleeps up to next_timeout_ms() otherwise.
+function Client:pending()
+  if self.state == "CLOSED" then return 0 end
+  return self._nwaiters + #self._ready
+end
+
+-- The client is a cqueues pollable (cqueues.poll(client) returns when process() should run):
+--   client:pollfd() -> fd(), or nil once closed
+--   client:events() -> "r"
+--   client:timeout() -> next_timeout_ms() in seconds, nil for no deadline; 0 once closed (a poll
+--                       on a closed client returns at once)
+-- cqueues keeps a polled fd registered after the poll returns: in a loop of your own, call
+-- cqueues.cancel(client:fd()) before client:close() (zklock.adapters.cqueues does it).
+function Client:pollfd()
+  if self.state == "CLOSED" then return nil end
+  return self._c:fd()
+end
+function Client:events() return "r" end
+function Client:timeout()
+  if self.state == "CLOSED" then return 0 end
+  local ms = self:next_timeout_ms()
+  if ms < 0 then return nil end
+  return ms / 1000
+end
+
+-- client:process(): one round of work without waiting: read what the fd has, dispatch events,
+-- fire client:sleep timers, run ready spawned coroutines and wake adapter waiters.
 function Client:process()
   self:_check_open("process")
   self:_pump(0)
@@ -517,6 +584,7 @@ function Client:close()
   self.state = "CLOSED"
   for id, w in pairs(self._waiters) do
     self._waiters[id] = nil
+    self._nwaiters = self._nwaiters - 1
     if not w.done then
       w.done, w.type, w.status = true, core.EV_FAILED, core.errno.ECLOSED
       if w.co then self:_ready_push(w.co, w)

@@ -19,44 +19,26 @@
 -- API
 --   zcq.attach(client, cq [, opts]) -> client
 --       installs the adapter (client:use) and wraps a pump coroutine into controller cq: it
---       waits with cqueues.poll on the client's stable fd (readable) and timeout_ms(), then runs
---       client:process(). It ends when the client is closed. Coroutines run directly by cq
---       (cq:wrap) wait on a cqueues.condition; anything else (the main thread, a coroutine of
---       another controller, a plain coroutine nested inside a cq coroutine) blocks as usual.
+--       waits with cqueues.poll(client) (the client is a cqueues pollable: its fd, readable,
+--       and next_timeout_ms()), then runs client:process(). It ends when the client is closed.
+--       Coroutines run directly by cq (cq:wrap) wait on a cqueues.condition; anything else (the
+--       main thread, a coroutine of another controller, a plain coroutine nested inside a cq
+--       coroutine) blocks as usual.
 --       opts.on_error(err): called when client:process() raises (default: the error ends
 --       the pump and propagates from cq:loop()).
---   zcq.pollable(client) -> object with :pollfd(), :events() "r", :timeout() (seconds, or nil
---       for none): the client as a cqueues pollable, for your own loops:
---       cqueues.poll(zcq.pollable(client)); client:process()
+--   Without attach, drive the client from a loop of your own (one per client):
+--       while client.state ~= "CLOSED" do cqueues.poll(client); client:process() end
+--       (spawned coroutines, client:spawn, then run inside client:process()). cqueues keeps
+--       the fd registered after a poll: call cqueues.cancel(client:fd()) before client:close().
 --   zcq.detach(client)  ends the pump (the client stays open). Coroutines already waiting
 --       keep waiting until their events arrive, so something must drive the client (attach it
 --       again, or call client:process()); new waits block.
 local cqueues = require("cqueues")
 local condition = require("cqueues.condition")
-local util = require("zklock.adapters.util")
 
 local M = { _NAME = "zklock.adapters.cqueues" }
 
 local COND = setmetatable({}, { __tostring = function() return "zklock.adapters.cqueues.cond" end })
-
-local pollables = setmetatable({}, { __mode = "k" })
-
-function M.pollable(client)
-  local p = pollables[client]
-  if p then return p end
-  local fd = client:fd() -- stable for the client's life (and client:fd() raises once closed)
-  p = {
-    pollfd = function() return fd end,
-    events = function() return "r" end,
-    timeout = function()
-      local ms = util.next_ms(client)
-      if ms < 0 then return nil end
-      return ms / 1000
-    end,
-  }
-  pollables[client] = p
-  return p
-end
 
 local states = setmetatable({}, { __mode = "k" })
 
@@ -77,7 +59,6 @@ function M.attach(client, cq, opts)
     on_error = opts.on_error,
   }
   states[client] = st
-  local pollable = M.pollable(client)
 
   local adapter = { name = "cqueues" }
 
@@ -111,7 +92,7 @@ function M.attach(client, cq, opts)
     cqueues.sleep(s)
   end
 
-  util.install(client, adapter)
+  client:use(adapter)
 
   -- The fd is closed by client:close(): cqueues must forget it first (cqueues.cancel), which
   -- also wakes the pump so that it ends. Session handlers run before the fd is closed.
@@ -126,7 +107,7 @@ function M.attach(client, cq, opts)
   cq:wrap(function()
     st.pump_co = coroutine.running()
     while not st.stop and client.state ~= "CLOSED" do
-      cqueues.poll(pollable, st.kick)
+      cqueues.poll(client, st.kick)
       if st.stop or client.state == "CLOSED" then break end
       if st.on_error then
         local ok, err = pcall(client.process, client)

@@ -18,8 +18,8 @@
 -- API
 --   zluv.attach(client [, uv [, opts]]) -> client
 --       uv defaults to require("luv"). Installs the adapter (client:use), starts a uv poll
---       handle on client:fd() (readable) and one uv timer re-armed from timeout_ms() after
---       every client:process(). Both handles are closed when the client is closed (or by
+--       handle on client:fd() (readable) and one uv timer re-armed from next_timeout_ms()
+--       after every client:process(). Both handles are closed when the client is closed (or by
 --       zluv.detach). opts.on_error(err, co): called when a spawned coroutine raises, or when
 --       client:process() raises inside a uv callback (default: the error and its traceback go
 --       to stderr and the loop carries on; luv itself would exit the process).
@@ -34,8 +34,6 @@
 --   zluv.detach(client)       stop and close the handles (the client stays open; coroutines
 --                             already waiting are resumed when their events arrive, so
 --                             something must drive the client: attach it again)
-local util = require("zklock.adapters.util")
-
 local M = { _NAME = "zklock.adapters.luv" }
 
 local running, yield, resume, status = coroutine.running, coroutine.yield, coroutine.resume, coroutine.status
@@ -146,7 +144,7 @@ function M.attach(client, uv, opts)
   local pump
   local function rearm(ms)
     if st.closed then return end
-    if ms == nil then ms = util.next_ms(client) end
+    if ms == nil then ms = client:next_timeout_ms() end
     st.timer:stop()
     if ms >= 0 then st.timer:start(ms, 0, pump) end
   end
@@ -195,7 +193,7 @@ function M.attach(client, uv, opts)
     M.sleep(s)
   end
 
-  util.install(client, adapter)
+  client:use(adapter)
 
   -- The fd is closed by client:close(): the poll handle must be stopped first.
   client:on_session(function(state)

@@ -21,18 +21,20 @@
 -- API
 --   zngx.start(hosts [, connect_opts [, pump_opts]]) -> client | nil, msg, code
 --       makes this worker's client and starts its pump. Call it in init_worker_by_lua*. It does
---       not wait for the session (zklock.connect would block the worker until connected): the
---       client starts in state CONNECTING; acquires made meanwhile are sent once it connects
---       and their timeouts run from the call. connect_opts are zklock.connect's options.
+--       not wait for the session (it connects with zklock.connect(hosts, { wait = false }): a
+--       waiting connect would block the worker): the client starts in state CONNECTING;
+--       acquires made meanwhile are sent once it connects and their timeouts run from the call.
+--       connect_opts are zklock.connect's options (`wait` is always false here; never set
+--       `keepalive`: the worker's pump keeps the session alive).
 --   zngx.attach(client [, pump_opts]) -> client
 --       the same for a client you made yourself.
 --   zngx.client() -> this worker's client (from start), or nil
 --   zngx.stop()   close this worker's client now (its pump ends).
 --   pump_opts:
---     busy_interval (0.001 s)  pump period while an operation is in flight (nginx cannot watch
---                              the client's fd: the pump polls it)
---     idle_interval (0.1 s)    longest pump period when idle (capped by the client's own
---                              deadlines); a new operation wakes the pump at once
+--     busy_interval (0.001 s)  pump period while client:pending() > 0 (nginx cannot watch the
+--                              client's fd: the pump polls it)
+--     idle_interval (0.1 s)    longest pump period when idle (capped by
+--                              client:next_timeout_ms()); a new operation wakes the pump at once
 --     exit_grace (10 s)        on worker exit (reload, quit) the pump keeps serving in-flight
 --                              requests until no operation is pending and no lock is held, at
 --                              most this long, then closes the session: the old worker's lock
@@ -55,7 +57,8 @@
 if type(ngx) ~= "table" or not ngx.timer then
   error("zklock.adapters.openresty needs lua-nginx-module (OpenResty): no ngx here", 2)
 end
-local util = require("zklock.adapters.util")
+local zklock = require("zklock")
+local util = require("zklock.adapters.util") -- internals: reaping locks of vanished requests
 local semaphore = require("ngx.semaphore")
 
 local ngx = ngx
@@ -156,7 +159,7 @@ function M.attach(client, opts)
     st.woken = keep
   end
 
-  util.install(client, adapter)
+  client:use(adapter)
 
   -- Locks held by requests that ended without releasing them (an error in the critical
   -- section): their coroutine is dead, nobody can release them; give them back.
@@ -181,7 +184,7 @@ function M.attach(client, opts)
       local t = ngx.now()
       reap_abandoned(t)
       reap_dead_owners(t)
-      local busy = util.busy(client) or #st.woken > 0
+      local busy = client:pending() > 0 or #st.woken > 0
       if premature or ngx.worker.exiting() then
         exit_deadline = exit_deadline or (t + exit_grace)
         if (not busy and not util.held(client)) or t >= exit_deadline then
@@ -198,7 +201,7 @@ function M.attach(client, opts)
         d = busy_interval
       else
         d = idle_interval
-        local ms = util.next_ms(client)
+        local ms = client:next_timeout_ms()
         if ms >= 0 and ms / 1000 < d then d = ms / 1000 end
         if exit_deadline and d > 0.01 then d = 0.01 end
       end
@@ -229,7 +232,15 @@ function M.start(hosts, connect_opts, pump_opts)
   if worker_client and worker_client.state ~= "CLOSED" then
     return nil, "EEXIST: zklock.adapters.openresty.start: this worker already has a client", "EEXIST"
   end
-  local c, msg, code = util.connect(hosts, connect_opts)
+  local opts = connect_opts
+  if type(connect_opts) == "table" then
+    opts = {}
+    for k, v in pairs(connect_opts) do opts[k] = v end
+    opts.wait = false
+  elseif connect_opts == nil then
+    opts = { wait = false }
+  end
+  local c, msg, code = zklock.connect(hosts, opts)
   if not c then return nil, msg, code end
   M.attach(c, pump_opts)
   worker_client = c
