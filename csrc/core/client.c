@@ -404,6 +404,8 @@ static void fire_deadlines(zkl_client *c, int64_t now) {
 
 int zkl__client_process(zkl_client *c) { return zkl__process(c, 1); }
 
+#define PROCESS_ROUNDS 64
+
 /* owner = 0 when the keepalive thread drives the client: the result the owner may be reading
  * (last_done) must stay. */
 int zkl__process(zkl_client *c, int owner) {
@@ -420,7 +422,9 @@ int zkl__process(zkl_client *c, int owner) {
     }
     c->last_process_ms = start;
     if (!c->zh && c->reinit_at && zkl__now_ms() >= c->reinit_at) open_handle(c);
-    if (c->zh) {
+    /* zookeeper_process reads at most one reply per call: keep going while the socket has more,
+     * up to a bound so one busy connection cannot starve the caller's loop */
+    for (int round = 0; c->zh && round < PROCESS_ROUNDS; round++) {
         struct epoll_event ev;
         int n = epoll_wait(c->epfd, &ev, 1, 0);
         int events = 0;
@@ -430,13 +434,15 @@ int zkl__process(zkl_client *c, int owner) {
             events &= (int)((c->zkfd_events & EPOLLIN ? ZOOKEEPER_READ : 0) |
                             (c->zkfd_events & EPOLLOUT ? ZOOKEEPER_WRITE : 0));
         }
-        if (events) {
-            int rc;
-            WITH_CLIENT(c, rc = zookeeper_process(c->zh, events));
-            (void)rc;
-            /* something arrived on a link that is still up: the server touched the session */
-            if ((events & ZOOKEEPER_READ) && c->zh && zk_link_up(c->zh)) c->last_heard_ms = zkl__now_ms();
-        }
+        if (!events) break;
+        int rc;
+        WITH_CLIENT(c, rc = zookeeper_process(c->zh, events));
+        (void)rc;
+        if (!c->zh || !zk_link_up(c->zh)) break; /* dropped or expired: the session logic below */
+        /* something arrived on a link that is still up: the server touched the session */
+        if (events & ZOOKEEPER_READ) c->last_heard_ms = zkl__now_ms();
+        if (c->expired_flag) break;
+        zkl__refresh_interest(c); /* the socket may have been replaced, or need write interest */
     }
     handle_session(c);
     zkl__refresh_interest(c); /* may time out the connection and run completions */
