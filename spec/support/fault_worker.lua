@@ -38,6 +38,11 @@
 --          (seq = the sequence number of the granted node), every failed acquire as F <j> <code>,
 --          a raised error as R.. (see spec/20-processes_spec.lua), then C <started> <acquired>
 --          <failed> <raised> and D.
+--   lease  hosts= path= max= qty= session= identity= timeout= hold= log= [parent=]
+--          connect, take `qty` leases of the semaphore `path` (max_leases `max`) with
+--          acquire_many, log "acquired <ms> <lease node,...>" (or "failed <code> <msg>"), hold
+--          them `hold` seconds (or until the parent is gone), release each, log "released <ms>
+--          ok|<code>", close. For kill -9 tests: the leases must vanish with the session.
 local MODNAME = ...
 
 ---------------------------------------------------------------- small helpers (both roles)
@@ -658,7 +663,7 @@ if mode == "counter" then
   end
   c:spawn(function() -- the spec process died: stop at once
     while running > 0 do
-      c:sleep(0.5)
+      c:sleep(0.1)
       if not parent_alive() then
         emit("X", "parent gone")
         out:close()
@@ -673,6 +678,35 @@ if mode == "counter" then
   emit("D", fmt(now()))
   out:close()
   os.exit(ok and 0 or 5)
+end
+
+if mode == "lease" then
+  local out = assert(io.open(opt.log, "a"))
+  out:setvbuf("no")
+  local function say(...) out:write(table.concat({ ... }, " "), "\n") end
+  local c, err = zklock.connect(opt.hosts, { session_timeout = tonumber(opt.session) or 4,
+                                             identity = opt.identity or "lease-worker" })
+  if not c then say("error", tostring(err)) os.exit(3) end
+  say("connected", (c:session()), fmt(now()))
+  local sem = c:semaphore(opt.path, tonumber(opt.max) or 1)
+  local leases, msg, code = sem:acquire_many(tonumber(opt.qty) or 1, tonumber(opt.timeout) or 30)
+  if leases then
+    local nodes = {}
+    for i, l in ipairs(leases) do nodes[i] = l:node() end
+    say("acquired", fmt(now()), table.concat(nodes, ","))
+    local deadline = now() + (tonumber(opt.hold) or 0) * 1000
+    while now() < deadline and parent_alive() do c:sleep(0.02) end
+    local status = "ok"
+    for _, l in ipairs(leases) do
+      local rok, _, rcode = l:release()
+      if not rok then status = tostring(rcode) end
+    end
+    say("released", fmt(now()), status)
+  else
+    say("failed", tostring(code), tostring(msg))
+  end
+  c:close()
+  os.exit(0)
 end
 
 if mode ~= "soak" then
