@@ -67,6 +67,7 @@ struct zkl_op {
     char *node;                /* full path of own node, once known */
     char *watch_path;
     int watch_is_head;
+    int granted;           /* held at some point (its node was then the head, if exclusive) */
     const void *watch_token;   /* context of the armed watch (data watch on watch_path, or the
                                   leases children watch) */
     int drop_on_reply;         /* gave up while the watch-setting request was in flight */

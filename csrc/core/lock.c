@@ -154,6 +154,7 @@ static void acquired(zkl_client *c, zkl_op *op) {
     }
     c->stats.acquired++;
     op->phase = P_HELD;
+    op->granted = 1;
     op->step = 0;
     op->deadline = 0;
     op->gen++;
@@ -461,8 +462,22 @@ static void list_reply(int rc, const struct String_vector *v, const void *token)
 
 /* The predecessor is gone: with a mutex, if it was the head at our last listing, nothing can sort
  * before us any more (sequence numbers only grow), so the lock is ours without listing again. */
+/* Was the deleted predecessor a mutex node that this client itself held? Then it was the head
+ * when granted, and nothing sorted between it and us (it was our immediate predecessor), so we
+ * are the head now. The server notifies the watch before it answers our own delete, so the
+ * releasing op is still in the table; if not, the caller lists as usual. Mutex only, like the
+ * handoff above: a write lock's holder may have downgraded to a read node that sorts before us. */
+static int own_exclusive_predecessor(zkl_client *c, const zkl_op *op) {
+    if (op->recipe != ZKL_MUTEX || op->stage || !op->watch_path) return 0;
+    for (const zkl_op *o = c->ops; o; o = o->next) {
+        if (o == op || o->kind != OPK_LOCK || !o->granted || o->recipe != ZKL_MUTEX || o->stage) continue;
+        if (o->node && strcmp(o->node, op->watch_path) == 0) return 1;
+    }
+    return 0;
+}
+
 static void predecessor_gone(zkl_client *c, zkl_op *op) {
-    if (op->watch_is_head) {
+    if (op->watch_is_head || own_exclusive_predecessor(c, op)) {
         c->stats.handoffs++;
         acquired(c, op);
     }
