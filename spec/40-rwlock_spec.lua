@@ -676,15 +676,18 @@ describe("rwlock wake-ups (no herd)", function()
     util.drive(all, 0.3)
     local s1 = sums()
     local dA, dB, dW2 = util.stats_delta(s0.A, s1.A), util.stats_delta(s0.B, s1.B), util.stats_delta(s0.W2, s1.W2)
-    -- each reader of group A: one watch event, one listing, granted; no other request
+    -- each reader of group A: one watch event, granted after a listing; no other request. The
+    -- readers of one client woken together share a listing: at least one per client, never
+    -- more than one per reader
     assert.are.equal(30, dA.acquired, util.format_stats(dA))
     assert.are.equal(30, dA.watch_events, util.format_stats(dA))
-    assert.are.equal(30, dA.lists, util.format_stats(dA))
+    assert.is_true(dA.lists >= #ga and dA.lists <= 30, util.format_stats(dA))
     assert.are.equal(0, dA.gets + dA.creates + dA.exists + dA.deletes, util.format_stats(dA))
-    -- each reader of group B: one watch event, one listing, one getData+watch on W2; not granted
+    -- each reader of group B: one watch event, a (shared) listing, one getData+watch on W2;
+    -- not granted
     assert.are.equal(0, dB.acquired, util.format_stats(dB))
     assert.are.equal(20, dB.watch_events, util.format_stats(dB))
-    assert.are.equal(20, dB.lists, util.format_stats(dB))
+    assert.is_true(dB.lists >= #gb and dB.lists <= 20, util.format_stats(dB))
     assert.are.equal(20, dB.gets, util.format_stats(dB))
     assert.are.equal(0, dB.creates + dB.exists + dB.deletes, util.format_stats(dB))
     -- the queued writer heard nothing
@@ -704,7 +707,7 @@ describe("rwlock wake-ups (no herd)", function()
     local dB2 = util.stats_delta(s1.B, util.stats_sum(gb))
     assert.are.equal(20, dB2.acquired, util.format_stats(dB2))
     assert.are.equal(20, dB2.watch_events, util.format_stats(dB2))
-    assert.are.equal(20, dB2.lists, util.format_stats(dB2))
+    assert.is_true(dB2.lists >= #gb and dB2.lists <= 20, util.format_stats(dB2)) -- shared per client
     local dW2b = util.stats_delta(s1.W2, util.stats_sum({ w2 }))
     -- W2 watches one predecessor at a time: at most one wake-up per group-A reader that left
     assert.is_true(dW2b.watch_events <= 30, util.format_stats(dW2b))

@@ -422,6 +422,7 @@ int zkl__process(zkl_client *c, int owner) {
     }
     c->last_process_ms = start;
     if (!c->zh && c->reinit_at && zkl__now_ms() >= c->reinit_at) open_handle(c);
+    zkl__listings_flush(c); /* listings asked for since the last call go out before replies are read */
     /* zookeeper_process reads at most one reply per call: keep going while the socket has more,
      * up to a bound so one busy connection cannot starve the caller's loop */
     for (int round = 0; c->zh && round < PROCESS_ROUNDS; round++) {
@@ -451,13 +452,14 @@ int zkl__process(zkl_client *c, int owner) {
     fire_deadlines(c, now);
     if (c->state == ZKL_STATE_SUSPENDED && c->suspended_at && now >= lost_deadline(c))
         session_expired(c); /* the server may have expired the session by now: assume the worst */
+    zkl__listings_flush(c); /* listings asked for by this round's replies and watches */
     zkl__refresh_interest(c);
     return (int)(c->ev_len - before);
 }
 
 int zkl__client_timeout_ms(zkl_client *c) {
     if (c->closed) return -1;
-    if (c->ev_len) return 0;
+    if (c->ev_len || c->listings) return 0;
     int64_t now = zkl__now_ms(), t = -1;
 #define FOLD(x) \
     if (x) t = (t < 0 || (x)-now < t) ? ((x)-now < 0 ? 0 : (x)-now) : t
@@ -600,6 +602,7 @@ int zkl__client_close(zkl_client *c) {
         }
     }
     c->closed = 1;
+    zkl__listings_drop(c);
     close_handle(c);
     for (op = c->ops; op; op = next) {
         next = op->next;
@@ -615,6 +618,7 @@ void zkl__client_destroy(zkl_client *c) {
     keepalive_stop(c);
     if (c->zh) zkl__client_close(c);
     c->last_done = NULL;
+    zkl__listings_drop(c);
     while (c->ops) {
         zkl_op *op = c->ops;
         op->phase = P_DONE;

@@ -9,6 +9,7 @@
 #include "zklock.h"
 
 typedef struct zkl_op zkl_op;
+typedef struct zkl_listing zkl_listing;
 
 enum { OPK_LOCK = 1, OPK_PLAIN = 2, OPK_MULTI = 3 };
 
@@ -143,6 +144,11 @@ struct zkl_client {
     int64_t session_id;
     char passwd[16];
     int sessions;
+    zkl_listing *listings;  /* lock dirs to list at the next flush (lock.c, shared listings) */
+    const void *sorted_for; /* the reply being shared, while it is dispatched */
+    const char **sorted;    /* its children sorted for sorted_recipe (NULL: not yet) */
+    size_t sorted_n;
+    int sorted_recipe;
     int64_t suspended_at;
     int64_t last_heard_ms; /* last time data arrived on a live link (bounds the server's expiry) */
     int64_t last_process_ms; /* when process() last ran (pings only go out from there) */
@@ -226,6 +232,8 @@ int zkl__op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out);
 
 /* lock.c */
 void zkl__lock_kick(zkl_client *c, zkl_op *op);
+void zkl__listings_flush(zkl_client *c);
+void zkl__listings_drop(zkl_client *c);
 void zkl__lock_fail(zkl_client *c, zkl_op *op, int status);
 void zkl__lock_session_lost(zkl_client *c, zkl_op *op);
 void zkl__lock_suspended(zkl_client *c, zkl_op *op, int suspended);

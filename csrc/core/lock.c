@@ -231,6 +231,118 @@ static void issue_failed(zkl_client *c, zkl_op *op, int rc) {
     /* otherwise the connection is gone; the next CONNECTED state kicks the op again */
 }
 
+/* ---------------------------------------------------------------- shared listings */
+
+/* Listings of one lock dir asked for before the next flush go out as one getChildren. The server
+ * answers a session's requests in order, so a listing sent after an op's create (or after the
+ * watch notification that made it list again) reflects it: one reply serves every op that joined
+ * before the send. With many waiters of one client on one lock the server answers one listing
+ * per flush instead of one per waiter (10,000 pipelined listings of 10,000 children each exhaust
+ * its memory). The flush runs at the start and end of every process(). */
+struct zkl_listing {
+    zkl_listing *next;
+    zkl_client *c;
+    char *dir;
+    size_t n, cap;
+    const void **tokens; /* op tokens (id and generation) at the time each op joined */
+};
+
+static void listing_free(zkl_listing *l) {
+    zkl_client *c = l->c;
+    zkl__strfree(c, l->dir);
+    zkl__free(c, l->tokens, l->cap * sizeof *l->tokens);
+    zkl__free(c, l, sizeof *l);
+}
+
+/* op joins the next listing of its dir with its current token: 0, or -1 when out of memory. */
+static int listing_join(zkl_client *c, zkl_op *op) {
+    zkl_listing *l;
+    for (l = c->listings; l; l = l->next)
+        if (strcmp(l->dir, op->dir) == 0) break;
+    if (!l) {
+        l = zkl__alloc(c, sizeof *l);
+        if (!l) return -1;
+        memset(l, 0, sizeof *l);
+        l->c = c;
+        l->dir = zkl__strdup(c, op->dir);
+        if (!l->dir) {
+            zkl__free(c, l, sizeof *l);
+            return -1;
+        }
+        l->next = c->listings;
+        c->listings = l;
+    }
+    if (l->n == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 4;
+        const void **t = zkl__alloc(c, ncap * sizeof *t);
+        if (!t) return -1; /* an empty listing is simply freed at the flush */
+        if (l->n) memcpy(t, l->tokens, l->n * sizeof *t);
+        zkl__free(c, l->tokens, l->cap * sizeof *l->tokens);
+        l->tokens = t;
+        l->cap = ncap;
+    }
+    l->tokens[l->n++] = ZKL_TOKEN(op);
+    op->refs++;
+    return 0;
+}
+
+static void list_reply(int rc, const struct String_vector *v, const void *token);
+
+static void listing_reply(int rc, const struct String_vector *v, const void *data) {
+    zkl_listing *l = (zkl_listing *)(uintptr_t)data;
+    zkl_client *c = l->c;
+    c->sorted_for = v; /* evaluate() sorts once per recipe and shares the result */
+    for (size_t i = 0; i < l->n; i++) list_reply(rc, v, l->tokens[i]);
+    zkl__free(c, (void *)c->sorted, c->sorted_n * sizeof *c->sorted);
+    c->sorted_for = NULL;
+    c->sorted = NULL;
+    c->sorted_n = 0;
+    listing_free(l);
+}
+
+void zkl__listings_flush(zkl_client *c) {
+    zkl_listing **pp = &c->listings;
+    while (*pp) {
+        zkl_listing *l = *pp;
+        if (l->n == 0) {
+            *pp = l->next;
+            listing_free(l);
+            continue;
+        }
+        if (!c->zh) return; /* between handles: sent with the next one (stale tokens are ignored) */
+        int rc = zoo_aget_children(c->zh, l->dir, 0, listing_reply, l);
+        if (rc != ZOK) { /* the handle refused it: keep it for the next flush */
+            pp = &l->next;
+            continue;
+        }
+        c->stats.lists++;
+        *pp = l->next; /* the reply owns it now */
+    }
+}
+
+/* The client is closing: unsent listings go, releasing the ops they kept. */
+void zkl__listings_drop(zkl_client *c) {
+    while (c->listings) {
+        zkl_listing *l = c->listings;
+        c->listings = l->next;
+        for (size_t i = 0; i < l->n; i++) {
+            zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(l->tokens[i]));
+            if (op) {
+                op->refs--;
+                zkl__op_maybe_free(c, op);
+            }
+        }
+        listing_free(l);
+    }
+}
+
+/* A listing of op->dir for op's current token: shared when possible, else its own request. */
+static void request_list(zkl_client *c, zkl_op *op) {
+    if (listing_join(c, op) == 0) return;
+    c->stats.lists++;
+    ISSUE(c, op, zoo_aget_children(c->zh, op->dir, 0, list_reply, ZKL_TOKEN(op)));
+}
+
 static void issue_create_and_list(zkl_client *c, zkl_op *op) {
     char *path = join_path(c, op->dir, op->fixed_name ? op->fixed_name : op->prefix);
     if (!path) {
@@ -253,9 +365,8 @@ static void issue_create_and_list(zkl_client *c, zkl_op *op) {
     }
     op->refs++;
     if (op->grant_on_create) return; /* nothing to wait for: no list needed */
-    /* Pipelined: the server applies this after the create, so the list includes our node. */
-    c->stats.lists++;
-    ISSUE(c, op, zoo_aget_children(c->zh, op->dir, 0, list_reply, ZKL_TOKEN(op)));
+    /* Pipelined: the listing goes out after the create, so it includes our node. */
+    request_list(c, op);
 }
 
 static void issue_parents(zkl_client *c, zkl_op *op) {
@@ -281,8 +392,7 @@ static void issue_parents(zkl_client *c, zkl_op *op) {
 static void issue_list(zkl_client *c, zkl_op *op) {
     op->gen++;
     op->step = S_LIST;
-    c->stats.lists++;
-    ISSUE(c, op, zoo_aget_children(c->zh, op->dir, 0, list_reply, ZKL_TOKEN(op)));
+    request_list(c, op);
 }
 
 static void issue_delete(zkl_client *c, zkl_op *op) {
@@ -412,8 +522,22 @@ static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
         zkl__lock_fail(c, op, ZKL_ENOMEM);
         return;
     }
-    for (int i = 0; i < n; i++) names[i] = v->data[i];
-    zkl__sort_children(names, n, op->recipe, scratch);
+    if (v && v == c->sorted_for && c->sorted && c->sorted_recipe == (int)op->recipe) {
+        memcpy(names, c->sorted, (size_t)n * sizeof *names); /* a shared listing, sorted already */
+    } else {
+        for (int i = 0; i < n; i++) names[i] = v->data[i];
+        zkl__sort_children(names, n, op->recipe, scratch);
+        if (v && v == c->sorted_for && n > 0) { /* keep it for the other ops of this listing */
+            const char **keep = zkl__alloc(c, (size_t)n * sizeof *keep);
+            if (keep) {
+                zkl__free(c, (void *)c->sorted, c->sorted_n * sizeof *c->sorted);
+                memcpy(keep, names, (size_t)n * sizeof *keep);
+                c->sorted = keep;
+                c->sorted_n = (size_t)n;
+                c->sorted_recipe = (int)op->recipe;
+            }
+        }
+    }
     zkl__pick pick;
     zkl__pick_predecessor(names, n, own, op->recipe, &pick);
     if (pick.wrapped && !op->warned_wrap) {
