@@ -1,0 +1,445 @@
+-- spec/support/peers/peer.lua: the foreign contenders of the interop specs (70-curator, 71-kazoo)
+-- and the checks on their hold logs. Lua 5.4 and LuaJIT.
+--
+--   local peers = require("support.peers.peer")
+--   peers.curator(hosts [, opts])  start CuratorPeer.java in a JVM (compiled with javac on first use
+--                                  into $TMPDIR/zklock-curator-peer-<hash of source and jars>)
+--   peers.kazoo(hosts [, opts])    start kazoo_peer.py under /usr/bin/python3
+--     opts.session_ms (10000), opts.max_seconds (600: the peer exits after that in any case)
+--     p:send(cmd, args) -> seq      append "<seq> <cmd> k=v ..." to the peer's control file
+--     p:wait(seq, timeout, pump)   -> reply { status = "ok"|"timeout"|"err", f = { k = v }, text }
+--                                     (raises on timeout or if the peer died, with its output);
+--                                     pump(dt) is called while waiting (drive zklock clients there)
+--     p:reply(seq)                 -> the reply if it has arrived, else nil (never blocks)
+--     p:call(cmd, args, timeout, pump) = p:wait(p:send(cmd, args), timeout, pump)
+--     p:alive(), p:output(), p:stop()   (quit, then SIGKILL if needed)
+--   peers.zklock_loop(args)        start spec/support/peers/zklock_peer.lua (same interpreter
+--                                  and build as this process); w:wait_exit(timeout, pump), w:stop()
+--   peers.read_log(path, t)        parse a peer log into t (or a new table):
+--                                  t.holds (H lines), t.leases (S lines), t.fails, t.errors, t.summary
+--                                  holds are fault_worker.check() records plus node, seq, mode, runtime
+--   peers.check_rw(holds)          writers exclude every other hold; counts cross-runtime read overlaps
+--   peers.cross_overlaps(holds)    pairs of overlapping holds from different runtimes
+--   peers.fifo(holds)              grant order (by start) against node sequence order
+--   peers.stop_all()               stop every peer and worker started here, remove temp dirs
+--
+-- Clock: every peer writes CLOCK_MONOTONIC milliseconds with 3 decimals (zklock core.now(), Java
+-- System.nanoTime()/1e6, Python time.monotonic()*1000), so the intervals of all runtimes are
+-- directly comparable; the specs check this with "ping".
+local fw = require("support.fault_worker")
+
+local M = {}
+local ROOT = fw.ROOT
+M.ROOT = ROOT
+M.PYTHON = "/usr/bin/python3"
+M.JAVA_DIR = "/usr/share/java"
+-- Debian's jars: the same set bench/run compiles CuratorBench.java against (failureaccess if present)
+M.JARS = { "curator-recipes.jar", "curator-framework.jar", "curator-client.jar", "zookeeper.jar",
+           "zookeeper-jute.jar", "guava.jar", "failureaccess.jar", "slf4j-api.jar", "slf4j-nop.jar" }
+
+local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function sh(cmd)
+  local f = io.popen("unset LD_PRELOAD; " .. cmd, "r")
+  local out = f:read("*a")
+  f:close()
+  return out
+end
+
+local read_file = fw.read_file
+
+local function exists(p)
+  local f = io.open(p, "r")
+  if f then f:close() return true end
+  return false
+end
+
+local function write_file(path, s, mode)
+  local f = assert(io.open(path, mode or "w"))
+  f:write(s)
+  f:close()
+end
+
+local function proc_stat(pid)
+  local s = read_file("/proc/" .. tostring(pid) .. "/stat")
+  if not s then return nil end
+  local rest = s:match("^.*%) (.*)$")
+  if not rest then return nil end
+  local f = {}
+  for w in rest:gmatch("%S+") do f[#f + 1] = w end
+  return f[1], f[20]
+end
+
+local function pid_alive(pid, start)
+  local state, st = proc_stat(pid)
+  if not state or state == "Z" or state == "X" or state == "x" then return false end
+  if start and st ~= start then return false end
+  return true
+end
+
+local function mono() return require("zklock.core").now() / 1000 end
+
+local started, tmpdirs = {}, {}
+
+local function tmpdir(tag)
+  local d = (sh("mktemp -d -t zklock-peer-" .. tag .. ".XXXXXXXX"):gsub("%s+$", ""))
+  assert(d:match("^/.+zklock%-peer%-"), "mktemp failed")
+  tmpdirs[#tmpdirs + 1] = d
+  return d
+end
+M.tmpdir = tmpdir
+
+local function spawn_bg(cmd, log)
+  local out = sh("( exec " .. cmd .. " ) >" .. shq(log) .. " 2>&1 </dev/null & echo $!")
+  local pid = tonumber(out:match("(%d+)"))
+  assert(pid, "could not start: " .. cmd)
+  local _, st = proc_stat(pid)
+  return pid, st
+end
+
+local function terminate(pid, start, sig)
+  if not pid_alive(pid, start) then return true end
+  os.execute(("kill -%s %d 2>/dev/null"):format(sig or "KILL", pid))
+  local deadline = mono() + 5
+  while pid_alive(pid, start) and mono() < deadline do fw.sleep(0.02) end
+  return not pid_alive(pid, start)
+end
+
+---------------------------------------------------------------- Java build
+
+function M.classpath()
+  local parts = {}
+  for _, j in ipairs(M.JARS) do
+    local p = M.JAVA_DIR .. "/" .. j
+    if exists(p) then parts[#parts + 1] = p
+    elseif j ~= "failureaccess.jar" then error("missing " .. p .. " (apt-get install libcurator-recipes-java)") end
+  end
+  return table.concat(parts, ":")
+end
+
+-- Compile CuratorPeer.java once per (source, class path); returns the class directory.
+function M.curator_classes()
+  local src = ROOT .. "/spec/support/peers/CuratorPeer.java"
+  local cp = M.classpath()
+  local hash = sh(("{ cat %s; echo %s; javac -version 2>&1; } | sha1sum"):format(shq(src), shq(cp))):match("^(%x+)")
+  assert(hash, "sha1sum failed")
+  local base = os.getenv("TMPDIR") or "/tmp"
+  local dir = ("%s/zklock-curator-peer-%s"):format(base, hash:sub(1, 16))
+  if exists(dir .. "/CuratorPeer.class") then return dir, cp end
+  local tmp = (sh("mktemp -d " .. shq(base .. "/zklock-curator-build.XXXXXXXX")):gsub("%s+$", ""))
+  local out = sh(("javac -nowarn -d %s -cp %s %s 2>&1; echo rc=$?"):format(shq(tmp), shq(cp), shq(src)))
+  if not out:match("rc=0%s*$") then
+    sh("rm -rf -- " .. shq(tmp))
+    error("javac CuratorPeer.java failed:\n" .. out)
+  end
+  -- publish atomically; a concurrent build that won the race is just as good
+  sh(("mv -T %s %s 2>/dev/null || rm -rf -- %s"):format(shq(tmp), shq(dir), shq(tmp)))
+  assert(exists(dir .. "/CuratorPeer.class"), "compiled classes not found in " .. dir)
+  return dir, cp
+end
+
+---------------------------------------------------------------- long-lived peers
+
+local Peer = {}
+Peer.__index = Peer
+
+local function start_peer(kind, cmd_of, opts)
+  opts = opts or {}
+  local dir = tmpdir(kind)
+  write_file(dir .. "/control", "")
+  write_file(dir .. "/reply", "")
+  local cmd = cmd_of(dir, fw.pid, opts.max_seconds or 600, opts.session_ms or 10000)
+  local pid, start = spawn_bg(cmd, dir .. "/output")
+  local self = setmetatable({ kind = kind, pid = pid, start = start, dir = dir, seq = 0, replies = {},
+                              roffset = 0 }, Peer)
+  started[#started + 1] = self
+  local ok, r = pcall(self.wait, self, 0, opts.start_timeout or 60)
+  if not ok or r.status ~= "ready" then
+    local out = self:output()
+    self:stop()
+    error(("%s peer did not start: %s\n%s"):format(kind, ok and r.text or tostring(r), out))
+  end
+  self.ready = r
+  return self
+end
+
+function M.curator(hosts, opts)
+  local classes, cp = M.curator_classes()
+  return start_peer("curator", function(dir, parent, max, session)
+    -- as lua/zklock/testing.lua does for its servers: no sanitizer preload into java
+    return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx192m -XX:+UseSerialGC "
+      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s CuratorPeer %s %s %d %d %d"):format(
+      shq(classes .. ":" .. cp), shq(hosts), shq(dir), parent, max, session)
+  end, opts)
+end
+
+function M.kazoo(hosts, opts)
+  return start_peer("kazoo", function(dir, parent, max, session)
+    return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS %s %s %s %s %d %d %d"):format(
+      M.PYTHON, shq(ROOT .. "/spec/support/peers/kazoo_peer.py"), shq(hosts), shq(dir), parent, max, session)
+  end, opts)
+end
+
+function Peer:alive() return pid_alive(self.pid, self.start) end
+function Peer:output() return read_file(self.dir .. "/output") or "" end
+
+local function encode(args)
+  local keys = {}
+  for k in pairs(args or {}) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local out = {}
+  for _, k in ipairs(keys) do
+    local v = tostring(args[k])
+    assert(not v:find("[%s]"), "peer argument values may not contain white space: " .. k)
+    out[#out + 1] = k .. "=" .. v
+  end
+  return table.concat(out, " ")
+end
+
+function Peer:send(cmd, args)
+  self.seq = self.seq + 1
+  write_file(self.dir .. "/control", ("%d %s %s\n"):format(self.seq, cmd, encode(args)), "a")
+  return self.seq
+end
+
+local function parse_reply(line)
+  local seq, status, rest = line:match("^(%d+) (%S+)%s*(.*)$")
+  if not seq then return nil end
+  local f = {}
+  for k, v in rest:gmatch("([%w_]+)=(%S*)") do f[k] = v end
+  return tonumber(seq), { status = status, f = f, text = line }
+end
+
+function Peer:_read()
+  local s = read_file(self.dir .. "/reply") or ""
+  if #s <= self.roffset then return end
+  local chunk = s:sub(self.roffset + 1)
+  local last_nl = chunk:match("^.*()\n")
+  if not last_nl then return end
+  self.roffset = self.roffset + last_nl
+  for line in chunk:sub(1, last_nl):gmatch("[^\n]+") do
+    local seq, r = parse_reply(line)
+    if seq then self.replies[seq] = r end
+  end
+end
+
+function Peer:reply(seq)
+  self:_read()
+  return self.replies[seq]
+end
+
+function Peer:wait(seq, timeout, pump)
+  local deadline = mono() + (timeout or 30)
+  while true do
+    local r = self:reply(seq)
+    if r then return r end
+    if not self:alive() then
+      r = self:reply(seq)
+      if r then return r end
+      error(("%s peer died waiting for reply %d:\n%s"):format(self.kind, seq, self:output()), 2)
+    end
+    if mono() > deadline then
+      error(("%s peer: no reply to command %d within %g s"):format(self.kind, seq, timeout or 30), 2)
+    end
+    if pump then pump(0.005) else fw.sleep(0.01) end
+  end
+end
+
+function Peer:call(cmd, args, timeout, pump)
+  return self:wait(self:send(cmd, args), timeout, pump)
+end
+
+function Peer:stop()
+  if self.stopped then return true end
+  self.stopped = true
+  if self:alive() then
+    pcall(function()
+      local seq = self:send("quit", {})
+      local deadline = mono() + 3
+      while self:alive() and not self:reply(seq) and mono() < deadline do fw.sleep(0.02) end
+    end)
+  end
+  return terminate(self.pid, self.start, "KILL")
+end
+
+---------------------------------------------------------------- zklock worker processes
+
+local Worker = {}
+Worker.__index = Worker
+
+function M.zklock_loop(args)
+  local dir = tmpdir("zklock")
+  local lpath = ROOT .. "/lua/?.lua;" .. ROOT .. "/lua/?/init.lua;" .. ROOT .. "/spec/?.lua"
+  local setup = ("package.path=%q;package.cpath=%q"):format(lpath, fw.cpath())
+  local argv = {}
+  local a = {}
+  for k, v in pairs(args) do a[k] = v end
+  a.parent = fw.pid
+  a.log = a.log or (dir .. "/loop.log")
+  for k, v in pairs(a) do argv[#argv + 1] = shq(k .. "=" .. tostring(v)) end
+  table.sort(argv)
+  local cmd = ("env ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 %s -e %s %s %s"):format(
+    fw.interpreter(), shq(setup), shq(ROOT .. "/spec/support/peers/zklock_peer.lua"), table.concat(argv, " "))
+  local pid, start = spawn_bg(cmd, dir .. "/output")
+  local self = setmetatable({ pid = pid, start = start, dir = dir, log = a.log }, Worker)
+  started[#started + 1] = self
+  return self
+end
+
+function Worker:alive() return pid_alive(self.pid, self.start) end
+function Worker:output() return read_file(self.dir .. "/output") or "" end
+
+function Worker:wait_exit(timeout, pump)
+  local deadline = mono() + (timeout or 30)
+  while self:alive() do
+    if mono() > deadline then return false end
+    if pump then pump(0.02) else fw.sleep(0.05) end
+  end
+  return true
+end
+
+function Worker:stop()
+  if self.stopped then return true end
+  self.stopped = true
+  return terminate(self.pid, self.start, "KILL")
+end
+
+function M.stop_all()
+  for i = #started, 1, -1 do
+    pcall(started[i].stop, started[i])
+    started[i] = nil
+  end
+  for i = #tmpdirs, 1, -1 do
+    local d = tmpdirs[i]
+    if d:match("^/.+/zklock%-peer%-[%w]+%.[%w]+$") then os.execute("rm -rf -- " .. shq(d)) end
+    tmpdirs[i] = nil
+  end
+end
+
+---------------------------------------------------------------- logs and checks
+
+-- The sequence number at the end of a node name: "..-lock-0000000042" -> 42, "..__lock__0000000007"
+-- -> 7, a wrapped counter "..-lock--2147483648" -> -2147483648 (as util.seq).
+function M.seq(name)
+  if type(name) ~= "string" then return nil end
+  local s = name:match("%-(%-?%d+)$") or name:match("(%d+)$")
+  return s and tonumber(s) or nil
+end
+
+local function runtime_of(owner) return (owner:match("^(%a+)%-")) or owner end
+
+-- Parse a log (CuratorPeer.java format) into t.holds / t.leases (fw.check records with node,
+-- seq, mode, runtime), t.fails (F lines), t.errors (X lines), t.summary (zklock's C line).
+function M.read_log(path, t)
+  t = t or { holds = {}, leases = {}, fails = {}, errors = {}, summary = nil, done = false }
+  local s = read_file(path) or ""
+  for line in s:gmatch("[^\n]+") do
+    local f = {}
+    for w in (line .. "\t"):gmatch("([^\t]*)\t") do f[#f + 1] = w end
+    local k = f[1]
+    if k == "H" or k == "S" then
+      local h = { key = f[2], owner = f[3] .. "/" .. f[4], token = tonumber(f[5]), start = tonumber(f[6]),
+                  finish = tonumber(f[7]), sess = f[8], lev = f[9], held_at_end = f[10] == "1",
+                  release = f[11], node = f[12], mode = f[13], runtime = runtime_of(f[3]) }
+      h.interrupted = h.sess ~= "-" or h.lev ~= "-"
+      h.seq = M.seq(h.node)
+      local list = k == "H" and t.holds or t.leases
+      list[#list + 1] = h
+    elseif k == "F" then
+      t.fails[#t.fails + 1] = { mode = f[2], code = f[3], waited = tonumber(f[4]) }
+    elseif k == "X" then
+      t.errors[#t.errors + 1] = line
+    elseif k == "C" then
+      t.summary = { started = tonumber(f[2]), acquired = tonumber(f[3]), failed = tonumber(f[4]),
+                    raised = tonumber(f[5]) }
+    elseif k == "D" then
+      t.done = true
+    end
+  end
+  return t
+end
+
+function M.count_by(list, field)
+  local c = {}
+  for _, h in ipairs(list) do c[h[field]] = (c[h[field]] or 0) + 1 end
+  return c
+end
+
+local function overlaps(a, b) return a.start < b.finish and b.start < a.finish end
+
+-- Pairs of overlapping holds of different runtimes (optionally only with modes ma / mb).
+function M.cross_overlaps(list, ma, mb)
+  local sorted = {}
+  for _, h in ipairs(list) do sorted[#sorted + 1] = h end
+  table.sort(sorted, function(a, b) return a.start < b.start end)
+  local n, example = 0, nil
+  for i = 1, #sorted do
+    local a = sorted[i]
+    for j = i + 1, #sorted do
+      local b = sorted[j]
+      if b.start >= a.finish then break end
+      if a.runtime ~= b.runtime and overlaps(a, b)
+         and (not ma or ((a.mode == ma and b.mode == mb) or (a.mode == mb and b.mode == ma))) then
+        n = n + 1
+        example = example or ("%s %s [%.3f..%.3f] and %s %s [%.3f..%.3f]"):format(a.owner, a.mode, a.start,
+          a.finish, b.owner, b.mode, b.start, b.finish)
+      end
+    end
+  end
+  return n, example
+end
+
+-- Read-write exclusion: a write hold overlaps no other hold (read or write).
+function M.check_rw(list)
+  local r = { holds = #list, reads = 0, writes = 0, violations = 0, examples = {}, interrupted = 0 }
+  local sorted = {}
+  for _, h in ipairs(list) do
+    if h.interrupted then r.interrupted = r.interrupted + 1 else sorted[#sorted + 1] = h end
+    if h.mode == "write" then r.writes = r.writes + 1 else r.reads = r.reads + 1 end
+  end
+  table.sort(sorted, function(a, b) return a.start < b.start end)
+  for i = 1, #sorted do
+    local a = sorted[i]
+    for j = i + 1, #sorted do
+      local b = sorted[j]
+      if b.start >= a.finish then break end
+      if (a.mode == "write" or b.mode == "write") and overlaps(a, b) then
+        r.violations = r.violations + 1
+        if #r.examples < 6 then
+          r.examples[#r.examples + 1] = ("%s %s %s [%.3f..%.3f] overlaps %s %s %s [%.3f..%.3f]"):format(a.owner,
+            a.mode, tostring(a.node), a.start, a.finish, b.owner, b.mode, tostring(b.node), b.start, b.finish)
+        end
+      end
+    end
+  end
+  r.cross_read_overlaps, r.read_example = M.cross_overlaps(sorted, "read", "read")
+  return r
+end
+
+-- FIFO: in grant order (by start) the node sequence numbers must strictly increase.
+function M.fifo(list)
+  local sorted = {}
+  for _, h in ipairs(list) do sorted[#sorted + 1] = h end
+  table.sort(sorted, function(a, b) return a.start < b.start end)
+  local r = { checked = 0, violations = 0, examples = {}, switches = 0 }
+  local prev
+  for _, h in ipairs(sorted) do
+    if h.seq then
+      r.checked = r.checked + 1
+      if prev then
+        if not (h.seq > prev.seq) then
+          r.violations = r.violations + 1
+          if #r.examples < 6 then
+            r.examples[#r.examples + 1] = ("%s seq %d granted at %.3f after %s seq %d at %.3f"):format(h.owner,
+              h.seq, h.start, prev.owner, prev.seq, prev.start)
+          end
+        end
+        if prev.runtime ~= h.runtime then r.switches = r.switches + 1 end
+      end
+      prev = h
+    end
+  end
+  return r
+end
+
+return M
