@@ -173,10 +173,22 @@ function Client:_pump(max_ms)
   end
   if max_ms and max_ms > 0 then max_ms = math.ceil(max_ms) end
   c:wait(max_ms or -1)
+  self._pumped_at = now()
   self:_dispatch()
   self:_fire_timers()
   self:_sweep()
   self:_run_ready()
+end
+
+-- Before answering "is it held?": if nobody has pumped this client for a while (a Lua thread
+-- busy elsewhere), drive the core once so that a session it has lost meanwhile is noticed and
+-- reported (LOST) now, instead of a stale hold being reported as held. Runs no coroutine.
+local REFRESH_AFTER_MS = 50
+function Client:_refresh()
+  if self.state == "CLOSED" or now() - (self._pumped_at or 0) < REFRESH_AFTER_MS then return end
+  self._pumped_at = now()
+  self._c:wait(0)
+  self:_dispatch()
 end
 
 function Client:_fire_timers()

@@ -69,6 +69,7 @@ function Lock:_acquire_once(timeout)
   local client = self.client
   client:_check_open("acquire")
   local ms = check.timeout("acquire", 1, timeout)
+  client:_refresh() -- a hold lost while nobody pumped must not be re-entered
   local co = me()
   local hold = self._holds[co]
   if hold then
@@ -121,6 +122,7 @@ end
 -- release() -> true | nil, msg, code. Raises if the calling coroutine does not hold the lock.
 -- Waits until the queue node is deleted (retried across connection loss while the session lives).
 function Lock:release()
+  self.client:_refresh() -- a loss not yet noticed is reported to this hold before it goes
   local co = me()
   local hold = self._holds[co]
   if not hold then
@@ -137,12 +139,15 @@ function Lock:release()
   local ok, msg, code = client._c:release(hold.id)
   if not ok then
     if code == "ELOST" then
+      -- the LOST event may be still queued, and this hold is no longer listed to receive it
+      if not hold.lost then self:_state_changed(hold, "LOST") end
       return fail(core.errno.ELOST, ("%s %s was lost with the session before release"):format(self.kind, self.path))
     end
     return nil, msg, code
   end
   local w = client:_await(client:_waiter(hold.id))
   if not w.done or w.status == 0 then return true end
+  if w.status == core.errno.ELOST and not hold.lost then self:_state_changed(hold, "LOST") end
   return fail(w.status, ("releasing %s %s: %s"):format(self.kind, self.path, core.strerror(w.status)))
 end
 
@@ -155,6 +160,7 @@ end
 
 -- Held by the calling coroutine (and not lost)?
 function Lock:is_held()
+  self.client:_refresh()
   local hold = self._holds[me()]
   return hold ~= nil and not hold.lost and not hold.closed
 end
@@ -162,6 +168,7 @@ end
 -- Fencing token of the calling coroutine's hold: the czxid of its queue node. Tokens of
 -- successive holders of one lock path only grow.
 function Lock:token()
+  self.client:_refresh()
   local hold = self._holds[me()]
   if hold and not hold.lost and not hold.closed then return hold.token end
   return nil
@@ -169,6 +176,7 @@ end
 
 -- Full path of the calling coroutine's queue node, while held.
 function Lock:node()
+  self.client:_refresh()
   local hold = self._holds[me()]
   if hold and not hold.lost and not hold.closed then return hold.node end
   return nil
