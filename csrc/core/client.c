@@ -579,6 +579,31 @@ int zkl_client_new(const zkl_config *cfg, zkl_client **out) {
     return ZKL_OK;
 }
 
+/* Read the replies still due before closing. zookeeper_close sends closeSession and then waits
+ * for input, but input already due (a reply to an earlier request) ends that wait at once: the
+ * socket is closed with unread data, the kernel sends a reset, and the server may drop the
+ * closeSession it had not read yet, so the session and its nodes would live on for a session
+ * timeout. Bounded by a third of the session timeout, at most 1 s. */
+static void drain_replies(zkl_client *c) {
+    int limit = c->session_timeout_ms / 3 < 1000 ? c->session_timeout_ms / 3 : 1000;
+    int64_t end = zkl__now_ms() + limit;
+    while (c->zh && zk_link_up(c->zh)) {
+        const zkl_op *op = c->ops;
+        while (op && op->refs <= 0) op = op->next;
+        if (!op) return; /* nothing in flight */
+        int64_t left = end - zkl__now_ms();
+        if (left <= 0) return;
+        struct epoll_event ev;
+        if (epoll_wait(c->epfd, &ev, 1, (int)left) != 1) return;
+        int events = (ev.events & (EPOLLIN | EPOLLERR | EPOLLHUP) ? ZOOKEEPER_READ : 0) |
+                     (ev.events & (EPOLLOUT | EPOLLERR | EPOLLHUP) ? ZOOKEEPER_WRITE : 0);
+        int rc;
+        WITH_CLIENT(c, rc = zookeeper_process(c->zh, events));
+        (void)rc;
+        zkl__refresh_interest(c);
+    }
+}
+
 int zkl__client_close(zkl_client *c) {
     zkl_op *op, *next;
     if (c->closed) return ZKL_OK;
@@ -603,6 +628,7 @@ int zkl__client_close(zkl_client *c) {
     }
     c->closed = 1;
     zkl__listings_drop(c);
+    drain_replies(c);
     close_handle(c);
     for (op = c->ops; op; op = next) {
         next = op->next;
