@@ -77,7 +77,7 @@ static int scenario(const char *hosts, const zkl_allocator *alloc, const char *b
     cfg.alloc = alloc;
     zkl_client *c = NULL, *d = NULL;
     int bad = 0, st = 0, type;
-    uint64_t a, b, e;
+    uint64_t a = 0, b = 0, e = 0; /* stay 0 when a start fails under the failing allocator */
     char path[256], sem[256], rw[256];
     snprintf(path, sizeof path, "%s/mutex", base);
     snprintf(sem, sizeof sem, "%s/sem", base);
