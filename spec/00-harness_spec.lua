@@ -6,22 +6,13 @@
 -- Runtime ~10 s (2 cores).
 local testing = require("zklock.testing")
 
-local function exists(path)
-  local f = io.open(path, "r")
-  if f then f:close() return true end
-  return false
-end
+local exists = testing.exists
 
 local function proc_gone(pid)
   return not exists("/proc/" .. pid .. "/stat")
 end
 
-local function shell(cmd)
-  local f = io.popen("unset LD_PRELOAD; " .. cmd)
-  local out = f:read("*a")
-  f:close()
-  return out
-end
+local shell = testing.sh
 
 -- processes whose command line mentions `needle` (our temp dirs are unique)
 local function procs_mentioning(needle)
@@ -306,5 +297,30 @@ describe("zklock.testing cleanup", function()
     while not proc_gone(pid) and testing.now() - t0 < 8 do testing.sleep(0.1) end
     print(("\n  [harness] server gone %.2f s after its test process was SIGKILLed"):format(testing.now() - t0))
     assert.is_true(proc_gone(pid))
+  end)
+end)
+
+describe("zklock.testing shell, file and process helpers", function()
+  it("quote, run, read, write and look at processes", function()
+    local path = os.tmpname()
+    finally(function() os.remove(path) end)
+    testing.write_file(path, "a'b\n")
+    testing.write_file(path, "c\n", "a")
+    assert.are.equal("a'b\nc\n", testing.read_file(path))
+    assert.is_true(testing.exists(path))
+    assert.is_nil(testing.read_file(path .. ".none"))
+    assert.is_false(testing.exists(path .. ".none"))
+    assert.are.equal("a'b $x\n", testing.sh("printf '%s\\n' " .. testing.shq("a'b $x")))
+    assert.are.equal("", testing.sh("printf %s \"$LD_PRELOAD\""))
+    assert.is_true(testing.execute("true"))
+    assert.is_false(testing.execute("exit 3"))
+    assert.has_error(function() testing.write_file(path .. ".none/x", "") end)
+    local state, start = testing.proc_stat(testing.pid)
+    assert.is_string(state)
+    assert.are.equal(testing.pid_start, start)
+    assert.is_true(testing.pid_alive(testing.pid, testing.pid_start))
+    assert.is_false(testing.pid_alive(testing.pid, "1"))
+    local gone = tonumber(testing.sh("sh -c 'echo $$'"):match("%d+"))
+    assert.is_false(testing.pid_alive(gone))
   end)
 end)

@@ -10,12 +10,7 @@ local THIS_FILE = debug.getinfo(1, "S").short_src
 
 -- Raise-check: fn must raise, and the message must contain every word.
 local function assert_raises(words, fn, ...)
-  local msg = util.error_of(fn, ...)
-  assert(msg ~= nil, "expected an error mentioning " .. table.concat(words, ", ") .. ", but the call returned")
-  for _, w in ipairs(words) do
-    assert(msg:find(w, 1, true), ("error %q does not mention %q"):format(msg, w))
-  end
-  return msg
+  return util.assert_words(util.error_of(fn, ...), words)
 end
 
 describe("zklock API", function()

@@ -8,34 +8,22 @@ local util = require("support.util")
 
 local unpack_ = table.unpack or unpack
 
--- Results of an acquire as a table, so that nil holes survive.
-local function pack(...)
-  return { n = select("#", ...), ... }
-end
+local pack, assert_code = util.pack, util.assert_code
 
-local function assert_code(code, res, what)
-  assert(res, (what or "call") .. " has not returned")
-  assert(res[1] == nil, (what or "call") .. " succeeded, expected " .. code)
-  assert(type(res[2]) == "string" and res[2]:find("^" .. code .. ": "),
-    ("%s: message %q does not start with %q"):format(what or "call", tostring(res[2]), code .. ": "))
-  assert(res[3] == code, ("%s: code %s, expected %s"):format(what or "call", tostring(res[3]), code))
+-- Drive `clients` until `name` is the only child of `path` as client c sees it (within `timeout` s).
+local function only_child_soon(c, path, name, timeout, clients)
+  return util.wait_until(function()
+    local ch = util.children(c, path)
+    return #ch == 1 and ch[1] == name
+  end, timeout, clients)
 end
 
 describe("mutex", function()
   local zk
 
-  setup(function()
-    zk = testing.server{}
-  end)
-
-  teardown(function()
-    util.close_all()
-    if zk then zk:stop() end
-  end)
-
-  after_each(function()
-    util.close_all()
-  end)
+  setup(function() zk = testing.server{} end)
+  teardown(function() util.close_all() if zk then zk:stop() end end)
+  after_each(util.close_all)
 
   local function connect(identity)
     return util.connect(zk.hosts, { identity = identity })
@@ -243,10 +231,7 @@ describe("mutex", function()
     assert_code("ETIMEDOUT", res, "try-once")
     assert.is_false(mb:is_held())
     assert.is_nil(mb:token())
-    assert.is_true(util.wait_until(function()
-      local ch = util.children(a, path)
-      return #ch == 1 and ch[1] == holder
-    end, 1, { a, b }), "the try-once node was not removed within 1 s")
+    assert.is_true(only_child_soon(a, path, holder, 1, { a, b }), "the try-once node was not removed within 1 s")
     assert.is_true(ma:is_held())
     assert.is_true(ma:release())
     assert.are.equal(mb, mb:acquire(0))   -- free now: try-once wins
@@ -266,10 +251,7 @@ describe("mutex", function()
     assert.truthy(res[2]:find(path, 1, true), res[2])
     assert.is_true(dt >= 0.298, ("gave up after %.4f s, before the timeout"):format(dt))
     assert.is_true(dt < 1.5, ("gave up after %.3f s"):format(dt))
-    assert.is_true(util.wait_until(function()
-      local ch = util.children(a, path)
-      return #ch == 1 and ch[1] == holder
-    end, 1, { a, b }), "the timed-out node was not removed within 1 s")
+    assert.is_true(only_child_soon(a, path, holder, 1, { a, b }), "the timed-out node was not removed within 1 s")
     assert.is_true(ma:is_held())
     assert.is_true(ma:release())
   end)
@@ -289,10 +271,7 @@ describe("mutex", function()
     assert.is_true(b:run(2))
     assert.is_true(util.now() - t0 < 1)
     assert_code("ECANCELED", res, "cancelled acquire")
-    assert.is_true(util.wait_until(function()
-      local ch = util.children(a, path)
-      return #ch == 1 and ch[1] == holder
-    end, 1, { a, b }), "the cancelled node was not removed within 1 s")
+    assert.is_true(only_child_soon(a, path, holder, 1, { a, b }), "the cancelled node was not removed within 1 s")
     assert.is_true(ma:release())
     assert.are.equal(mb, mb:acquire(2))
     assert.is_true(mb:release())
@@ -309,10 +288,7 @@ describe("mutex", function()
     assert.is_true(util.wait_until(function() return #util.children(b, path) == 2 end, 3, { b }))
     assert.is_true(coroutine.close(co))
     local t0 = util.now()
-    assert.is_true(util.wait_until(function()
-      local ch = util.children(a, path)
-      return #ch == 1 and ch[1] == holder
-    end, 0.5, { a, b }), "the closed coroutine's node was not removed within 0.5 s")
+    assert.is_true(only_child_soon(a, path, holder, 0.5, { a, b }), "the closed coroutine's node was not removed within 0.5 s")
     assert.is_true(util.now() - t0 < 0.5)
     assert.is_false(returned)
     assert.is_true(ma:release())
@@ -348,10 +324,7 @@ describe("mutex", function()
     assert.is_true((coroutine.resume(co)))       -- a foreign resume: acquire returns, co finishes
     assert.are.equal("dead", coroutine.status(co))
     assert.is_nil(res[1])                        -- not acquired
-    assert.is_true(util.wait_until(function()
-      local ch = util.children(a, path)
-      return #ch == 1 and ch[1] == holder
-    end, 0.5, { a, b }), "the dead coroutine's node was not removed within 0.5 s")
+    assert.is_true(only_child_soon(a, path, holder, 0.5, { a, b }), "the dead coroutine's node was not removed within 0.5 s")
     assert.is_true(ma:release())
   end)
 
@@ -527,18 +500,9 @@ end)
 describe("mutex under many waiters", function()
   local zk
 
-  setup(function()
-    zk = testing.server{}
-  end)
-
-  teardown(function()
-    util.close_all()
-    if zk then zk:stop() end
-  end)
-
-  after_each(function()
-    util.close_all()
-  end)
+  setup(function() zk = testing.server{} end)
+  teardown(function() util.close_all() if zk then zk:stop() end end)
+  after_each(util.close_all)
 
   it("no herd: 200 waiters over 10 clients, every release wakes exactly one", function()
     local path = "/herd/lock"
@@ -632,14 +596,8 @@ end)
 describe("mutex with many coroutines in one process", function()
   local zk
 
-  setup(function()
-    zk = testing.server{}
-  end)
-
-  teardown(function()
-    util.close_all()
-    if zk then zk:stop() end
-  end)
+  setup(function() zk = testing.server{} end)
+  teardown(function() util.close_all() if zk then zk:stop() end end)
 
   it("1,000 coroutines on one client share 10 locks: exact counters, never two holders", function()
     local c = util.connect(zk.hosts, { identity = "many" })

@@ -1,31 +1,19 @@
 -- A lock object or lease dropped while held is released in the background when collected
 -- (with a warning), never blocking; the next holder gets it.
-local zklock = require("zklock")
 local testing = require("zklock.testing")
 local core = require("zklock.core")
+local util = require("support.util")
 
 describe("garbage collection", function()
   local zk, a, b
   setup(function()
     zk = testing.server{}
-    a = assert(zklock.connect(zk.hosts))
-    b = assert(zklock.connect(zk.hosts))
+    a = util.connect(zk.hosts)
+    b = util.connect(zk.hosts)
   end)
-  teardown(function()
-    if a then a:close() end
-    if b then b:close() end
-    if zk then zk:stop() end
-  end)
+  teardown(function() util.close_all() if zk then zk:stop() end end)
 
-  local function wait_children(c, path, n, seconds)
-    local deadline = core.now() + seconds * 1000
-    while core.now() < deadline do
-      local names = c:children(path)
-      if names and #names == n then return true end
-      c:sleep(0.02)
-    end
-    return false
-  end
+  local wait_children = util.wait_children
 
   it("releases a mutex whose object was collected while held", function()
     -- in a function of its own, so no dead stack slot of this frame keeps the object alive

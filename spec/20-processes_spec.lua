@@ -20,26 +20,12 @@ local SESSION = 4 -- s, for the crash test: the server expires a dead holder aft
 
 local function now() return core.now() end -- monotonic ms, the clock the workers log with
 
-local function read_file(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function write_file(path, s)
-  local f = assert(io.open(path, "w"))
-  f:write(s)
-  f:close()
-end
+local read_file, write_file = testing.read_file, testing.write_file
 
 -- A "counter" worker's log (format in spec/support/fault_worker.lua).
 local function parse_log(path)
   local t = { holds = {}, fails = {}, raised = {}, errors = {}, session = nil, summary = nil, done = false }
-  for line in (read_file(path) or ""):gmatch("[^\n]+") do
-    local f = {}
-    for w in (line .. "\t"):gmatch("([^\t]*)\t") do f[#f + 1] = w end
+  for f, line in fw.log_records(path) do
     local k = f[1]
     if k == "G" then
       t.holds[#t.holds + 1] = { key = f[2], pid = f[3], owner = f[3] .. "/" .. f[4], token = tonumber(f[5]),
@@ -54,8 +40,7 @@ local function parse_log(path)
     elseif k == "X" then
       t.errors[#t.errors + 1] = line
     elseif k == "C" then
-      t.summary = { started = tonumber(f[2]), acquired = tonumber(f[3]), failed = tonumber(f[4]),
-                    raised = tonumber(f[5]) }
+      t.summary = fw.summary_of(f)
     elseif k == "D" then
       t.done = true
     end

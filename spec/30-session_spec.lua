@@ -25,36 +25,10 @@ local fw = require("support.fault_worker")
 
 local function now() return core.now() end -- monotonic ms
 
-local function pack(...) return { n = select("#", ...), ... } end
-
-local function assert_code(code, res, what)
-  assert(res, (what or "call") .. " has not returned")
-  assert(res[1] == nil, ("%s succeeded, expected %s"):format(what or "call", code))
-  assert(type(res[2]) == "string" and res[2]:find("^" .. code .. ": "),
-    ("%s: message %q does not start with %q"):format(what or "call", tostring(res[2]), code .. ": "))
-  assert(res[3] == code, ("%s: code %s, expected %s"):format(what or "call", tostring(res[3]), code))
-end
-
-local function record_session(c)
-  local t = {}
-  c:on_session(function(state) t[#t + 1] = state end)
-  return t
-end
-
+local pack, assert_code = util.pack, util.assert_code
+local record_session, index_of = util.record_session, util.index_of
 -- lock events of one lock object, as names (t) and with times (t.at)
-local function record_lock(m)
-  local t = { at = {} }
-  m:on_lost(function(state)
-    t[#t + 1] = state
-    t.at[#t.at + 1] = now()
-  end)
-  return t
-end
-
-local function index_of(list, v, from)
-  for i = from or 1, #list do if list[i] == v then return i end end
-  return nil
-end
+local function record_lock(m) return util.record_lock(m, true) end
 
 local function count_of(list, v)
   local n = 0
@@ -64,16 +38,8 @@ end
 
 local function names(list) return "{" .. table.concat(list, ",") .. "}" end
 
--- Drive `clients` until pred() is true or `timeout` s pass.
-local function drive_until(clients, pred, timeout)
-  local deadline = now() + timeout * 1000
-  for _ = 1, 100000 do
-    if pred() then return true end
-    if now() >= deadline then return false end
-    util.drive(clients, 0.01)
-  end
-  return false
-end
+-- drive_until(clients, pred, timeout): drive `clients` until pred() is true or `timeout` s pass.
+local drive_until = util.drive_until
 
 local function owner_of(c, node)
   local _, st = c:get(node)
@@ -110,10 +76,7 @@ describe("sessions", function()
   teardown(function()
     util.close_all()
     fw.stop_all()
-    if zk then
-      pcall(function() if zk.paused then zk:resume() end end)
-      zk:stop()
-    end
+    util.stop_server(zk)
   end)
 
   after_each(function()

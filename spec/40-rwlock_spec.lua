@@ -20,17 +20,7 @@ local WRITE_NODE = "^_c_" .. UUID .. "%-__WRIT__" .. SEQ10 .. "$"
 
 local REQUEST_KEYS = { "creates", "lists", "gets", "deletes", "exists", "ops", "acquired" }
 
-local function pack(...)
-  return { n = select("#", ...), ... }
-end
-
-local function assert_code(code, res, what)
-  assert(res, (what or "call") .. " has not returned")
-  assert(res[1] == nil, (what or "call") .. " succeeded, expected " .. code)
-  assert(type(res[2]) == "string" and res[2]:find("^" .. code .. ": "),
-    ("%s: message %q does not start with %q"):format(what or "call", tostring(res[2]), code .. ": "))
-  assert(res[3] == code, ("%s: code %s, expected %s"):format(what or "call", tostring(res[3]), code))
-end
+local pack, assert_code = util.pack, util.assert_code
 
 -- "_c_<uuid>-__WRIT__0000000007" -> "0000000007"
 local function seq10(name)
@@ -76,18 +66,9 @@ end
 describe("rwlock", function()
   local zk
 
-  setup(function()
-    zk = testing.server{}
-  end)
-
-  teardown(function()
-    util.close_all()
-    if zk then zk:stop() end
-  end)
-
-  after_each(function()
-    util.close_all()
-  end)
+  setup(function() zk = testing.server{} end)
+  teardown(function() util.close_all() if zk then zk:stop() end end)
+  after_each(util.close_all)
 
   local function connect(identity)
     return util.connect(zk.hosts, { identity = identity })
@@ -567,14 +548,8 @@ end)
 describe("rwlock wake-ups (no herd)", function()
   local zk
 
-  setup(function()
-    zk = testing.server{} -- its own server: the mntr maxima below count this test only
-  end)
-
-  teardown(function()
-    util.close_all()
-    if zk then zk:stop() end
-  end)
+  setup(function() zk = testing.server{} end) -- its own server: the mntr maxima below count this test only
+  teardown(function() util.close_all() if zk then zk:stop() end end)
 
   it("a writer's release wakes each waiting reader once (first earlier writer), never the queued writer", function()
     -- Queue: W (held) <- 30 readers (group A, 3 clients x 10) <- W2 <- 20 readers (group B, 2 x 10).

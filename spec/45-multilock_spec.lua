@@ -2,36 +2,19 @@
 local zklock = require("zklock")
 local testing = require("zklock.testing")
 local core = require("zklock.core")
+local util = require("support.util")
 
-local function children(c, path)
-  local names = c:children(path)
-  return names and #names or 0
-end
-
-local function wait_empty(c, paths, seconds)
-  local deadline = core.now() + seconds * 1000
-  repeat
-    local n = 0
-    for _, p in ipairs(paths) do n = n + children(c, p) end
-    if n == 0 then return true end
-    c:sleep(0.02)
-  until core.now() > deadline
-  return false
-end
+local children, wait_empty = util.child_count, util.wait_empty
 
 describe("multilock", function()
   local zk, a, b
   setup(function()
     -- containers are never reaped here: the rollback-order tests read the parents' pzxid
     zk = testing.server{ tick = 500, min_session = 1000, container_check_ms = 3600000 }
-    a = assert(zklock.connect(zk.hosts, { session_timeout = 4 }))
-    b = assert(zklock.connect(zk.hosts, { session_timeout = 4 }))
+    a = util.connect(zk.hosts, { session_timeout = 4 })
+    b = util.connect(zk.hosts, { session_timeout = 4 })
   end)
-  teardown(function()
-    if a then a:close() end
-    if b then b:close() end
-    if zk then zk:stop() end
-  end)
+  teardown(function() util.close_all() if zk then zk:stop() end end)
 
   it("holds every component, mixed kinds, and releases them all", function()
     local m, rw, sm = a:mutex("/ml/1/m"), a:rwlock("/ml/1/rw"), a:semaphore_mutex("/ml/1/sm")

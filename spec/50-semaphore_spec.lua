@@ -19,17 +19,7 @@ local UUID = "%x%x%x%x%x%x%x%x%-%x%x%x%x%-4%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%
 local SEQ10 = ("%d"):rep(10)
 local LEASE_NODE = "^_c_" .. UUID .. "%-lease%-" .. SEQ10 .. "$"
 
-local function pack(...)
-  return { n = select("#", ...), ... }
-end
-
-local function assert_code(code, res, what)
-  assert(res, (what or "call") .. " has not returned")
-  assert(res[1] == nil, (what or "call") .. " succeeded, expected " .. code)
-  assert(type(res[2]) == "string" and res[2]:find("^" .. code .. ": "),
-    ("%s: message %q does not start with %q"):format(what or "call", tostring(res[2]), code .. ": "))
-  assert(res[3] == code, ("%s: code %s, expected %s"):format(what or "call", tostring(res[3]), code))
-end
+local pack, assert_code = util.pack, util.assert_code
 
 -- Raise-check: fn must raise, and the message must contain every word. fn is called from a frame
 -- of this file (not a tail call), so a message that points at its caller names this file.
@@ -38,11 +28,7 @@ local function assert_raises(words, fn, ...)
     local r = fn(...)
     return r
   end, ...)
-  assert(msg ~= nil, "expected an error mentioning " .. table.concat(words, ", ") .. ", but the call returned")
-  for _, w in ipairs(words) do
-    assert(msg:find(w, 1, true), ("error %q does not mention %q"):format(msg, w))
-  end
-  return msg
+  return util.assert_words(msg, words)
 end
 
 -- Watches of every kind on the server (mntr counts child watches too; wchp shows data watches only).
@@ -79,19 +65,9 @@ end
 describe("semaphore", function()
   local zk
 
-  setup(function()
-    zk = testing.server{}
-  end)
-
-  teardown(function()
-    util.close_all()
-    fw.stop_all()
-    if zk then zk:stop() end
-  end)
-
-  after_each(function()
-    util.close_all()
-  end)
+  setup(function() zk = testing.server{} end)
+  teardown(function() util.close_all() fw.stop_all() if zk then zk:stop() end end)
+  after_each(util.close_all)
 
   local function connect(identity, opts)
     opts = opts or {}

@@ -71,6 +71,42 @@ local function base_path(name)
   return ("/adapters/%s-%d-%d"):format(name, os.time(), run_id)
 end
 
+-- The contention test's N_LOCKS mutexes under `base`, one object per lock for each of a and b.
+local function lock_objects(a, b, base)
+  local locks = { [a] = {}, [b] = {} }
+  for k = 1, N_LOCKS do
+    locks[a][k] = a:mutex(base .. "/lock-" .. k)
+    locks[b][k] = b:mutex(base .. "/lock-" .. k)
+  end
+  return locks
+end
+
+-- Start the N_COROUTINES contenders with spawn(client, fn), alternately on a and b; each calls
+-- after_each_one() when it is done (or failed).
+local function start_contenders(t, a, b, locks, spawn, after_each_one)
+  for i = 1, N_COROUTINES do
+    local client = (i % 2 == 0) and a or b
+    local k = i % N_LOCKS + 1
+    spawn(client, function()
+      local ok, err = pcall(contend, t, client, locks[client][k], k, function() client:sleep(0.001) end)
+      if not ok then t.errors[#t.errors + 1] = tostring(err) end
+      after_each_one()
+    end)
+  end
+end
+
+-- The contention test's checks: the tally, the unrelated timer (tm: ticks, max_late, max_at) and
+-- no node left behind.
+local function check_contention(label, t, tm, t0, elapsed, hosts, base)
+  check_tally(t)
+  print(("\n  [%s %s] %d coroutines, %d locks, 2 clients: %.2f s; timer ticks %d, max lateness %.1f ms at +%.2f s")
+    :format(label, jit and "luajit" or _VERSION, N_COROUTINES, N_LOCKS, elapsed, tm.ticks, tm.max_late * 1000,
+      tm.max_at - t0))
+  assert.is_true(tm.max_late < MAX_LATENESS, ("timer %.3f s late"):format(tm.max_late))
+  assert.is_true(tm.ticks >= math.floor(elapsed / TICK / 2), "the timer hardly ran: " .. tm.ticks .. " ticks")
+  assert_no_nodes(hosts, base)
+end
+
 ----------------------------------------------------------------------------- host API
 
 describe("client host API #adapters", function()
@@ -232,15 +268,11 @@ describe("cqueues adapter #adapters", function()
     zcq.attach(a, cq)
     zcq.attach(b, cq)
     local base = base_path("cqueues")
-    local locks = { [a] = {}, [b] = {} }
-    for k = 1, N_LOCKS do
-      locks[a][k] = a:mutex(base .. "/lock-" .. k)
-      locks[b][k] = b:mutex(base .. "/lock-" .. k)
-    end
+    local locks = lock_objects(a, b, base)
     local t = new_tally()
     local finished = condition.new()
     local stop_timer = false
-    local ticks, max_late, max_at = 0, 0, 0
+    local tm = { ticks = 0, max_late = 0, max_at = 0 }
 
     -- an unrelated periodic timer in the same controller
     cq:wrap(function()
@@ -248,23 +280,17 @@ describe("cqueues adapter #adapters", function()
       while not stop_timer do
         cqueues.sleep(math.max(0, next_at - cqueues.monotime()))
         local late = cqueues.monotime() - next_at
-        if late > max_late then max_late, max_at = late, now_s() end
-        ticks = ticks + 1
+        if late > tm.max_late then tm.max_late, tm.max_at = late, now_s() end
+        tm.ticks = tm.ticks + 1
         next_at = next_at + TICK
         if late > TICK then next_at = cqueues.monotime() + TICK end
       end
     end)
 
     local t0 = now_s()
-    for i = 1, N_COROUTINES do
-      local client = (i % 2 == 0) and a or b
-      local k = i % N_LOCKS + 1
-      cq:wrap(function()
-        local ok, err = pcall(contend, t, client, locks[client][k], k, function() client:sleep(0.001) end)
-        if not ok then t.errors[#t.errors + 1] = tostring(err) end
-        if t.done + #t.errors == N_COROUTINES then finished:signal() end
-      end)
-    end
+    start_contenders(t, a, b, locks, function(_, fn) cq:wrap(fn) end, function()
+      if t.done + #t.errors == N_COROUTINES then finished:signal() end
+    end)
     cq:wrap(function()
       if t.done + #t.errors < N_COROUTINES then finished:wait(120) end
       stop_timer = true
@@ -275,12 +301,7 @@ describe("cqueues adapter #adapters", function()
     local elapsed = now_s() - t0
     assert(ok, err)
     assert.is_true(cq:empty(), "the pumps did not end with their clients")
-    check_tally(t)
-    print(("\n  [cqueues %s] %d coroutines, %d locks, 2 clients: %.2f s; timer ticks %d, max lateness %.1f ms at +%.2f s")
-      :format(jit and "luajit" or _VERSION, N_COROUTINES, N_LOCKS, elapsed, ticks, max_late * 1000, max_at - t0))
-    assert.is_true(max_late < MAX_LATENESS, ("timer %.3f s late"):format(max_late))
-    assert.is_true(ticks >= math.floor(elapsed / TICK / 2), "the timer hardly ran: " .. ticks .. " ticks")
-    assert_no_nodes(zk.hosts, base)
+    check_contention("cqueues", t, tm, t0, elapsed, zk.hosts, base)
   end)
 
   it("acquire timeouts fire on time; the main thread and nested coroutines still block", function()
@@ -432,24 +453,20 @@ describe("luv adapter #adapters", function()
     zluv.attach(a, uv, { on_error = on_error })
     zluv.attach(b, uv, { on_error = on_error })
     local base = base_path("luv")
-    local locks = { [a] = {}, [b] = {} }
-    for k = 1, N_LOCKS do
-      locks[a][k] = a:mutex(base .. "/lock-" .. k)
-      locks[b][k] = b:mutex(base .. "/lock-" .. k)
-    end
+    local locks = lock_objects(a, b, base)
     local t = new_tally()
 
     -- an unrelated timer in the same loop, re-armed every TICK; lateness is measured against
     -- the loop time it was armed at (a libuv repeat timer drifts by design)
-    local ticks, max_late, max_at = 0, 0, 0
+    local tm = { ticks = 0, max_late = 0, max_at = 0 }
     local timer = uv.new_timer()
     local tick_ms = math.floor(TICK * 1000)
     local due
     local function on_tick()
       uv.update_time()
       local late = (uv.now() - due) / 1000
-      if late > max_late then max_late, max_at = late, now_s() end
-      ticks = ticks + 1
+      if late > tm.max_late then tm.max_late, tm.max_at = late, now_s() end
+      tm.ticks = tm.ticks + 1
       due = uv.now() + tick_ms
       timer:start(tick_ms, 0, on_tick)
     end
@@ -466,24 +483,11 @@ describe("luv adapter #adapters", function()
         b:close()
       end
     end
-    for i = 1, N_COROUTINES do
-      local client = (i % 2 == 0) and a or b
-      local k = i % N_LOCKS + 1
-      zluv.spawn(client, function()
-        local ok, err = pcall(contend, t, client, locks[client][k], k, function() client:sleep(0.001) end)
-        if not ok then t.errors[#t.errors + 1] = tostring(err) end
-        finish_if_done()
-      end)
-    end
+    start_contenders(t, a, b, locks, zluv.spawn, finish_if_done)
     assert.is_true(run_loop(180), "the loop did not finish in time")
     local elapsed = now_s() - t0
     assert.are.same({}, errors)
-    check_tally(t)
-    print(("\n  [luv %s] %d coroutines, %d locks, 2 clients: %.2f s; timer ticks %d, max lateness %.1f ms at +%.2f s")
-      :format(jit and "luajit" or _VERSION, N_COROUTINES, N_LOCKS, elapsed, ticks, max_late * 1000, max_at - t0))
-    assert.is_true(max_late < MAX_LATENESS, ("timer %.3f s late"):format(max_late))
-    assert.is_true(ticks >= math.floor(elapsed / TICK / 2), "the timer hardly ran: " .. ticks .. " ticks")
-    assert_no_nodes(zk.hosts, base)
+    check_contention("luv", t, tm, t0, elapsed, zk.hosts, base)
   end)
 
   it("acquire timeouts fire on time; coroutines not made by spawn block instead", function()

@@ -24,23 +24,12 @@ local ROOT = repo_root()
 local LOCK = "/openresty/counter"
 local WORKERS = 4
 
-local function read_file(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local read_file, execute = testing.read_file, testing.execute
 
 local function lines_of(path)
   local out = {}
   for line in (read_file(path) or ""):gmatch("[^\n]+") do out[#out + 1] = line end
   return out
-end
-
-local function sh(cmd)
-  local r = os.execute(cmd)
-  return r == true or r == 0
 end
 
 -- "<value> <pid> <waited ms> <http code> <seconds>" lines written by Server:curl_loop
@@ -103,7 +92,7 @@ describe("openresty adapter #openresty #lua54 #nosan", function()
       parts[#parts + 1] = "(" .. srv:curl_loop(path, per, out, max_time) .. ") &"
     end
     local done = ("%s/bg-%d.done"):format(tmp, bg_seq)
-    assert(sh("sh -c '" .. table.concat(parts, " "):gsub("'", "'\\''") .. " wait; touch " .. done
+    assert(execute("sh -c '" .. table.concat(parts, " "):gsub("'", "'\\''") .. " wait; touch " .. done
       .. "' </dev/null >/dev/null 2>&1 &"))
     return function(timeout)
       local deadline = harness.now() + (timeout or 60)
@@ -133,7 +122,7 @@ describe("openresty adapter #openresty #lua54 #nosan", function()
 
   setup(function()
     tmp = assert(io.popen("mktemp -d /tmp/zklock-openresty-spec.XXXXXX")):read("*l")
-    assert(sh("chmod 0777 '" .. tmp .. "'")) -- nginx workers run as nobody when started as root
+    assert(execute("chmod 0777 '" .. tmp .. "'")) -- nginx workers run as nobody when started as root
     counter_file = tmp .. "/counter"
     zk = testing.server{}
     srv = harness.start{
@@ -151,7 +140,7 @@ describe("openresty adapter #openresty #lua54 #nosan", function()
     end
     if client then client:close() end
     if zk then zk:stop() end
-    if tmp then sh("rm -rf '" .. tmp .. "'") end
+    if tmp then execute("rm -rf '" .. tmp .. "'") end
     -- the adapter reports no errors (the one expected error comes from /locked_error)
     for line in log:gmatch("[^\n]+") do
       if line:find("[error]", 1, true) and line:find("zklock", 1, true)

@@ -31,16 +31,7 @@ local START_DELAY = 1500
 local function now() return core.now() end
 local function ms(t) return ("%.3f"):format(t) end
 
-local function names(list)
-  local t = {}
-  for name in (list or ""):gmatch("[^,]+") do t[#t + 1] = name end
-  return t
-end
-
-local function contains(list, x)
-  for _, v in ipairs(list) do if v == x then return true end end
-  return false
-end
+local names, contains = peers.names, peers.contains
 
 local KAZOO_NODE = "^" .. ("%x"):rep(32) .. "__lock__%d%d%d%d%d%d%d%d%d%d$"
 local KAZOO_RNODE = "^" .. ("%x"):rep(32) .. "__rlock__%d%d%d%d%d%d%d%d%d%d$"

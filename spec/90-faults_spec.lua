@@ -22,42 +22,16 @@ local SESSION = 4 -- seconds: the C client gives up on a silent connection after
 
 local function now() return core.now() end -- monotonic ms
 
-local function pack(...) return { n = select("#", ...), ... } end
-
-local function assert_code(code, res, what)
-  assert(res, (what or "call") .. " has not returned")
-  assert(res[1] == nil, ("%s succeeded, expected %s"):format(what or "call", code))
-  assert(res[3] == code, ("%s: %s, expected %s"):format(what or "call", tostring(res[2]), code))
-end
+local pack = util.pack
+-- only the code is checked here (res[3])
+local function assert_code(code, res, what) return util.assert_code(code, res, what, true) end
 
 -- Session and lock state names in order, for one client / one lock object.
-local function record_session(c)
-  local t = {}
-  c:on_session(function(state) t[#t + 1] = state end)
-  return t
-end
+local record_session, record_lock, index_of = util.record_session, util.record_lock, util.index_of
 
-local function record_lock(m)
-  local t = {}
-  m:on_lost(function(state) t[#t + 1] = state end)
-  return t
-end
-
-local function index_of(list, v, from)
-  for i = from or 1, #list do if list[i] == v then return i end end
-  return nil
-end
-
--- Drive `clients` until pred() is true or `timeout` s pass; calls `sample` between rounds.
+-- Drive `clients` until pred() is true or `timeout` s pass (0.02 s rounds); calls `sample` between rounds.
 local function drive_until(clients, pred, timeout, sample)
-  local deadline = now() + timeout * 1000
-  for _ = 1, 100000 do
-    if pred() then return true end
-    if now() >= deadline then return false end
-    util.drive(clients, 0.02)
-    if sample then sample() end
-  end
-  return false
+  return util.drive_until(clients, pred, timeout, sample, 0.02)
 end
 
 -- Keeps every child name ever seen under `path` (with when it was first and last seen) and the

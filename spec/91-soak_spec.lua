@@ -40,10 +40,7 @@ describe("soak: workers under a seeded nemesis #soak #slow", function()
   teardown(function()
     util.close_all()
     fw.stop_all()
-    if zk then
-      pcall(function() if zk.paused then zk:resume() end end)
-      zk:stop()
-    end
+    util.stop_server(zk)
   end)
 
   it(("keeps exclusion, the lease limit and token order; accounts for every operation; leaks nothing (%d s)"):format(SECONDS), function()

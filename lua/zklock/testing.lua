@@ -66,6 +66,20 @@
 --   testing.sleep(seconds)              fractional sleep
 --   testing.now()                       monotonic seconds (for measuring), 10 ms resolution
 --
+--   Shell, file and process helpers (also used by the spec support code and its workers):
+--   testing.shq(s)                      s quoted for POSIX sh ('...')
+--   testing.sh(cmd)                     run cmd under sh (LD_PRELOAD unset) -> its stdout string;
+--                                       raises if no shell can be started
+--   testing.execute(cmd)                run cmd under sh (LD_PRELOAD unset) -> true if it exits 0
+--   testing.read_file(path)             -> the whole file | nil if it cannot be opened
+--   testing.write_file(path, s [, mode])  write (mode "w", or "a" to append); raises on failure
+--   testing.exists(path)                -> boolean (the file can be opened for reading)
+--   testing.proc_stat(pid)              -> state letter, starttime, ppid (strings, from
+--                                          /proc/<pid>/stat) | nil if there is no such process
+--   testing.pid_alive(pid [, starttime]) -> boolean: exists, is not a zombie, and (if starttime
+--                                          is given) is the same process, not a reused pid
+--   testing.pid, testing.pid_start      this process's pid (number) and its starttime (string)
+--
 -- Failure convention: a server that cannot be started raises an error that carries the
 -- tail of its log; four()/mntr()/mode()/leader()/wait_quorum()/expire() return nil, err.
 --
@@ -100,6 +114,7 @@ local QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 local function shq(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
+M.shq = shq
 
 -- Helper commands run without a sanitizer preload: with libasan preloaded (the ASan test
 -- run), tools such as pgrep can deadlock at start-up.
@@ -113,12 +128,19 @@ local function execute(cmd)
   local a = os.execute(clean(cmd))
   return a == true or a == 0
 end
+M.execute = execute
 
 local function readcmd(cmd)
   local f = io.popen(clean(cmd), "r")
   if not f then return nil end
   local out = f:read("*a")
   f:close()
+  return out
+end
+
+function M.sh(cmd)
+  local out = readcmd(cmd)
+  if not out then error("zklock.testing: cannot run a shell for: " .. tostring(cmd), 2) end
   return out
 end
 
@@ -129,19 +151,22 @@ local function read_file(path)
   f:close()
   return s
 end
+M.read_file = read_file
 
-local function write_file(path, s)
-  local f, err = io.open(path, "w")
+local function write_file(path, s, mode)
+  local f, err = io.open(path, mode or "w")
   if not f then error("zklock.testing: cannot write " .. path .. ": " .. tostring(err), 3) end
   f:write(s)
   f:close()
 end
+function M.write_file(path, s, mode) write_file(path, s, mode) end
 
 local function file_exists(path)
   local f = io.open(path, "r")
   if f then f:close() return true end
   return false
 end
+M.exists = file_exists
 
 function M.sleep(seconds)
   if seconds and seconds > 0 then
@@ -175,7 +200,7 @@ end
 
 ---------------------------------------------------------------- processes
 
--- pid (string) -> state letter, starttime (string) from /proc/<pid>/stat, or nil
+-- pid -> state letter, starttime, ppid (strings) from /proc/<pid>/stat, or nil
 local function proc_stat(pid)
   local s = read_file("/proc/" .. tostring(pid) .. "/stat")
   if not s then return nil end
@@ -183,9 +208,10 @@ local function proc_stat(pid)
   if not rest then return nil end
   local fields = {}
   for w in rest:gmatch("%S+") do fields[#fields + 1] = w end
-  -- fields[1] = state (stat field 3), fields[20] = starttime (stat field 22)
-  return fields[1], fields[20]
+  -- fields[1] = state (stat field 3), fields[2] = ppid (field 4), fields[20] = starttime (field 22)
+  return fields[1], fields[20], fields[2]
 end
+M.proc_stat = proc_stat
 
 local function pid_alive(pid, starttime)
   if not pid then return false end
@@ -194,6 +220,7 @@ local function pid_alive(pid, starttime)
   if starttime and st ~= starttime then return false end   -- pid was reused
   return true
 end
+M.pid_alive = pid_alive
 
 -- The PID of this Lua process, read from /proc/self/stat, or $PPID of a child shell.
 local MY_PID, MY_START
@@ -208,6 +235,7 @@ do
     MY_START = st
   end
 end
+M.pid, M.pid_start = tonumber(MY_PID), MY_START
 
 ---------------------------------------------------------------- ports
 

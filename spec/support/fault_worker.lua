@@ -14,7 +14,17 @@
 --   fw.stop_all()                     stop every proxy and worker started here (teardown)
 --   fw.check(holds, capacity)         exclusion / overlap / fencing check of hold intervals
 --   fw.read_log(path)                 a soak worker's log parsed
+--   fw.log_records(path)              iterator over a worker log's lines: f (tab-separated fields), line
+--   fw.summary_of(f), fw.hold_of(f)   a C (summary) / H or S (hold) record's fields as a table
 --   fw.rng(seed)                      a seeded generator: r() in [0,1), r(lo, hi) integer
+--   fw.scope(prefix)                  processes and temp dirs to clean up together: s.tmpdir(tag)
+--                                     ($TMPDIR/<prefix>-<tag>.*), s.add(obj with :stop()) -> obj,
+--                                     s.stop_all() (what fw.tmpdir/fw.stop_all use, "zklock-fault")
+--   fw.wait_exit(proc, timeout, pump [, idle])  until proc:alive() is false: pump(0.02) or sleep
+--                                     idle s (0.02) between looks -> true | false on timeout
+--   fw.spawn_bg(cmd, log)             run the shell command `cmd` in the background (exec'd, output
+--                                     to the file `log`) -> pid, starttime (for testing.pid_alive)
+--   fw.pid, fw.ROOT                   this process's pid, the repository root (the cwd)
 --
 -- As a worker:  <lua> -e "package.path=...;package.cpath=..." fault_worker.lua MODE key=value...
 --   acquire hosts= path= session= timeout= hold= log= [parent=]
@@ -47,60 +57,12 @@ local MODNAME = ...
 
 ---------------------------------------------------------------- small helpers (both roles)
 
-local function read_file(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function write_file(path, s, mode)
-  local f = assert(io.open(path, mode or "w"))
-  f:write(s)
-  f:close()
-end
-
-local function shq(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function sh(cmd)
-  local f = io.popen("unset LD_PRELOAD; " .. cmd, "r")
-  local out = f:read("*a")
-  f:close()
-  return out
-end
-
-local function proc_stat(pid)
-  local s = read_file("/proc/" .. tostring(pid) .. "/stat")
-  if not s then return nil end
-  local rest = s:match("^.*%) (.*)$")
-  if not rest then return nil end
-  local f = {}
-  for w in rest:gmatch("%S+") do f[#f + 1] = w end
-  return f[1], f[20]
-end
-
-local function pid_alive(pid, start)
-  local state, st = proc_stat(pid)
-  if not state or state == "Z" or state == "X" or state == "x" then return false end
-  if start and st ~= start then return false end
-  return true
-end
-
-local MY_PID = tonumber((read_file("/proc/self/stat") or ""):match("^(%d+)"))
-
-local function sleep(s)
-  if s > 0 then os.execute(("sleep %.3f"):format(s)) end
-end
-
-local function mono()
-  local f = io.open("/proc/uptime", "r")
-  local t = f and f:read("*n")
-  if f then f:close() end
-  return t or os.time()
-end
+-- Shell, file and process helpers from the public test harness (the worker's package.path,
+-- set by fw.worker(), includes lua/ as well).
+local testing = require("zklock.testing")
+local read_file, write_file, shq, sh = testing.read_file, testing.write_file, testing.shq, testing.sh
+local proc_stat, pid_alive, sleep, mono = testing.proc_stat, testing.pid_alive, testing.sleep, testing.now
+local MY_PID = testing.pid
 
 -- Park-Miller minimal standard generator in doubles (exact: 16807 * 2^31 < 2^53).
 local function rng(seed)
@@ -116,21 +78,45 @@ end
 
 ---------------------------------------------------------------- module role
 
-local M = { rng = rng, pid = MY_PID, sleep = sleep, read_file = read_file }
+local M = { rng = rng, pid = MY_PID }
 
 local ROOT = (sh("pwd"):gsub("%s+$", ""))
 M.ROOT = ROOT
 M.PYTHON = "/usr/bin/python3"
 
-local started = {}   -- { kind, pid, start, obj }
-local tmpdirs = {}
-
-local function tmpdir(tag)
-  local d = (sh("mktemp -d -t zklock-fault-" .. tag .. ".XXXXXXXX"):gsub("%s+$", ""))
-  assert(d:match("^/.+zklock%-fault%-"), "mktemp failed")
-  tmpdirs[#tmpdirs + 1] = d
-  return d
+-- A set of started processes (objects with :stop()) and temp dirs named $TMPDIR/<prefix>-<tag>.*;
+-- scope.stop_all() stops the processes (newest first) and removes the dirs.
+function M.scope(prefix)
+  local started, tmpdirs = {}, {}
+  local scope = {}
+  local name = prefix:gsub("%-", "%%-")
+  local made, mine = "^/.+" .. name .. "%-", "^/.+/" .. name .. "%-[%w]+%.[%w]+$"
+  function scope.tmpdir(tag)
+    local d = (sh("mktemp -d -t " .. prefix .. "-" .. tag .. ".XXXXXXXX"):gsub("%s+$", ""))
+    assert(d:match(made), "mktemp failed")
+    tmpdirs[#tmpdirs + 1] = d
+    return d
+  end
+  function scope.add(obj)
+    started[#started + 1] = obj
+    return obj
+  end
+  function scope.stop_all()
+    for i = #started, 1, -1 do
+      pcall(started[i].stop, started[i])
+      started[i] = nil
+    end
+    for i = #tmpdirs, 1, -1 do
+      local d = tmpdirs[i]
+      if d:match(mine) then os.execute("rm -rf -- " .. shq(d)) end
+      tmpdirs[i] = nil
+    end
+  end
+  return scope
 end
+
+local scope = M.scope("zklock-fault")
+local tmpdir = scope.tmpdir
 M.tmpdir = tmpdir
 
 -- Start `cmd` in the background, output to `log`; returns its pid (the command is exec'd by
@@ -142,6 +128,7 @@ local function spawn_bg(cmd, log)
   local _, st = proc_stat(pid)
   return pid, st
 end
+M.spawn_bg = spawn_bg
 
 local function wait_gone(pid, start, timeout)
   local deadline = mono() + timeout
@@ -194,7 +181,7 @@ function M.proxy(target, opts)
   local pid, start = spawn_bg(cmd, dir .. "/proxy.log")
   local self = setmetatable({ pid = pid, start = start, dir = dir, control = control, seq = 0,
                               target = target }, Proxy)
-  started[#started + 1] = self
+  scope.add(self)
   local deadline = mono() + 10
   while true do
     local p = read_file(control .. ".port")
@@ -284,7 +271,7 @@ function M.worker(mode, args)
   local out = dir .. "/worker.out"
   local pid, start = spawn_bg(cmd, out)
   local self = setmetatable({ pid = pid, start = start, dir = dir, out = out, log = args.log, mode = mode }, Worker)
-  started[#started + 1] = self
+  scope.add(self)
   return self
 end
 
@@ -322,14 +309,18 @@ function Worker:signal(sig)
   if self:alive() then os.execute(("kill -%s %d 2>/dev/null"):format(sig, self.pid)) end
 end
 
-function Worker:wait_exit(timeout, pump)
-  local deadline = mono() + (timeout or 10)
-  while self:alive() do
+-- Wait up to `timeout` s until proc:alive() is false, calling pump(0.02) (or sleeping `idle` s,
+-- 0.02) in between; true if it is gone.
+function M.wait_exit(proc, timeout, pump, idle)
+  local deadline = mono() + timeout
+  while proc:alive() do
     if mono() > deadline then return false end
-    if pump then pump(0.02) else sleep(0.02) end
+    if pump then pump(0.02) else sleep(idle or 0.02) end
   end
   return true
 end
+
+function Worker:wait_exit(timeout, pump) return M.wait_exit(self, timeout or 10, pump) end
 
 function Worker:stop()
   if self.stopped then return true end
@@ -337,17 +328,7 @@ function Worker:stop()
   return terminate(self.pid, self.start, "KILL")
 end
 
-function M.stop_all()
-  for i = #started, 1, -1 do
-    pcall(started[i].stop, started[i])
-    started[i] = nil
-  end
-  for i = #tmpdirs, 1, -1 do
-    local d = tmpdirs[i]
-    if d:match("^/.+/zklock%-fault%-[%w]+%.[%w]+$") then os.execute("rm -rf -- " .. shq(d)) end
-    tmpdirs[i] = nil
-  end
-end
+M.stop_all = scope.stop_all
 
 ---------------------------------------------------------------- checker
 
@@ -447,21 +428,42 @@ end
 --   I <session-id> <time>                    a session (re)established
 --   C <started> <acquired> <failed> <raised> counters at the end;  K <code> <n> failures by code
 --   D done
+-- The lines of a worker log as tab-separated fields: for f, line in fw.log_records(path) do
+-- ... end, f[1] the record kind ({} lines if the file is missing).
+function M.log_records(path)
+  local next_line = (read_file(path) or ""):gmatch("[^\n]+")
+  return function()
+    local line = next_line()
+    if not line then return nil end
+    local f = {}
+    for w in (line .. "\t"):gmatch("([^\t]*)\t") do f[#f + 1] = w end
+    return f, line
+  end
+end
+
+-- "C <started> <acquired> <failed> <raised>" fields -> { started =, acquired =, failed =, raised = }
+function M.summary_of(f)
+  return { started = tonumber(f[2]), acquired = tonumber(f[3]), failed = tonumber(f[4]), raised = tonumber(f[5]) }
+end
+
+-- "H|S <key> <pid> <co> <token> <start> <finish> <sess> <lev> <held_at_end> <release> ..." fields
+-- -> a hold record for M.check (interrupted: a session or lock event came during the hold)
+function M.hold_of(f)
+  local h = { key = f[2], owner = f[3] .. "/" .. f[4], token = tonumber(f[5]), start = tonumber(f[6]),
+              finish = tonumber(f[7]), sess = f[8], lev = f[9], held_at_end = f[10] == "1", release = f[11] }
+  h.interrupted = h.sess ~= "-" or h.lev ~= "-"
+  return h
+end
+
 function M.read_log(path)
   local t = { holds = {}, leases = {}, fails = {}, raised = {}, events = {}, codes = {}, sessions = {},
               summary = nil, done = false, lines = 0 }
-  local s = read_file(path) or ""
-  for line in s:gmatch("[^\n]+") do
+  for f, line in M.log_records(path) do
     t.lines = t.lines + 1
-    local f = {}
-    for w in (line .. "\t"):gmatch("([^\t]*)\t") do f[#f + 1] = w end
     local k = f[1]
     if k == "H" or k == "S" then
-      local h = { key = f[2], owner = f[3] .. "/" .. f[4], token = tonumber(f[5]), start = tonumber(f[6]),
-                  finish = tonumber(f[7]), sess = f[8], lev = f[9], held_at_end = f[10] == "1", release = f[11] }
-      h.interrupted = h.sess ~= "-" or h.lev ~= "-"
       local list = k == "H" and t.holds or t.leases
-      list[#list + 1] = h
+      list[#list + 1] = M.hold_of(f)
     elseif k == "F" then
       t.fails[#t.fails + 1] = { kind = f[2], code = f[3], waited = tonumber(f[4]) }
     elseif k == "R" then
@@ -471,8 +473,7 @@ function M.read_log(path)
     elseif k == "I" then
       t.sessions[#t.sessions + 1] = f[2]
     elseif k == "C" then
-      t.summary = { started = tonumber(f[2]), acquired = tonumber(f[3]), failed = tonumber(f[4]),
-                    raised = tonumber(f[5]) }
+      t.summary = M.summary_of(f)
     elseif k == "K" then
       t.codes[f[2]] = tonumber(f[3])
     elseif k == "D" then
@@ -508,14 +509,42 @@ end
 
 local function fmt(t) return ("%.3f"):format(t) end
 
-if mode == "crash" then
+-- crash, acquire and lease workers: log lines "word ..." (unbuffered, appended to opt.log),
+-- connect and log "connected <session> <ms>" (or "error <msg>" and exit 3) -> client, say
+local function connect_logged(default_identity)
   local out = assert(io.open(opt.log, "a"))
   out:setvbuf("no")
   local function say(...) out:write(table.concat({ ... }, " "), "\n") end
   local c, err = zklock.connect(opt.hosts, { session_timeout = tonumber(opt.session) or 4,
-                                             identity = opt.identity or "crash-worker" })
+                                             identity = opt.identity or default_identity })
   if not c then say("error", tostring(err)) os.exit(3) end
   say("connected", (c:session()), fmt(now()))
+  return c, say
+end
+
+-- counter and soak workers: a coroutine of c checks every `period` s, while busy(), that the
+-- parent (the spec process) is alive; if not, it logs X "parent gone" and exits at once (code 4).
+local function exit_when_parent_gone(c, period, busy, emit, out)
+  c:spawn(function()
+    while busy() do
+      c:sleep(period)
+      if not parent_alive() then
+        emit("X", "parent gone")
+        out:close()
+        os.exit(4)
+      end
+    end
+  end)
+end
+
+-- Pump c for opt.hold seconds, or until the parent process is gone.
+local function hold_while_parent(c)
+  local deadline = now() + (tonumber(opt.hold) or 0) * 1000
+  while now() < deadline and parent_alive() do c:sleep(0.02) end
+end
+
+if mode == "crash" then
+  local c, say = connect_logged("crash-worker")
   local m = c:mutex(opt.path)
   c:spawn(function()
     local ok, msg = m:acquire(tonumber(opt.timeout) or 30)
@@ -536,19 +565,12 @@ if mode == "crash" then
 end
 
 if mode == "acquire" then
-  local out = assert(io.open(opt.log, "a"))
-  out:setvbuf("no")
-  local function say(...) out:write(table.concat({ ... }, " "), "\n") end
-  local c, err = zklock.connect(opt.hosts, { session_timeout = tonumber(opt.session) or 4,
-                                             identity = opt.identity or "acquire-worker" })
-  if not c then say("error", tostring(err)) os.exit(3) end
-  say("connected", (c:session()), fmt(now()))
+  local c, say = connect_logged("acquire-worker")
   local m = c:mutex(opt.path)
   local ok, msg, code = m:acquire(tonumber(opt.timeout) or 30)
   if ok then
     say("acquired", fmt(now()), ("%.0f"):format(m:token()))
-    local deadline = now() + (tonumber(opt.hold) or 0) * 1000
-    while now() < deadline and parent_alive() do c:sleep(0.02) end
+    hold_while_parent(c)
     local rok, _, rcode = m:release()
     say("released", fmt(now()), rok and "ok" or tostring(rcode))
   else
@@ -661,16 +683,7 @@ if mode == "counter" then
       running = running - 1
     end)
   end
-  c:spawn(function() -- the spec process died: stop at once
-    while running > 0 do
-      c:sleep(0.1)
-      if not parent_alive() then
-        emit("X", "parent gone")
-        out:close()
-        os.exit(4)
-      end
-    end
-  end)
+  exit_when_parent_gone(c, 0.1, function() return running > 0 end, emit, out) -- the spec process died
   local ok, err = c:run(acq_timeout * iters + 120)
   if not ok then emit("X", "run", tostring(err)) end
   emit("C", tostring(counts.started), tostring(counts.acquired), tostring(counts.failed), tostring(counts.raised))
@@ -681,21 +694,14 @@ if mode == "counter" then
 end
 
 if mode == "lease" then
-  local out = assert(io.open(opt.log, "a"))
-  out:setvbuf("no")
-  local function say(...) out:write(table.concat({ ... }, " "), "\n") end
-  local c, err = zklock.connect(opt.hosts, { session_timeout = tonumber(opt.session) or 4,
-                                             identity = opt.identity or "lease-worker" })
-  if not c then say("error", tostring(err)) os.exit(3) end
-  say("connected", (c:session()), fmt(now()))
+  local c, say = connect_logged("lease-worker")
   local sem = c:semaphore(opt.path, tonumber(opt.max) or 1)
   local leases, msg, code = sem:acquire_many(tonumber(opt.qty) or 1, tonumber(opt.timeout) or 30)
   if leases then
     local nodes = {}
     for i, l in ipairs(leases) do nodes[i] = l:node() end
     say("acquired", fmt(now()), table.concat(nodes, ","))
-    local deadline = now() + (tonumber(opt.hold) or 0) * 1000
-    while now() < deadline and parent_alive() do c:sleep(0.02) end
+    hold_while_parent(c)
     local status = "ok"
     for _, l in ipairs(leases) do
       local rok, _, rcode = l:release()
@@ -870,16 +876,7 @@ for i = 1, ncos do
     running = running - 1
   end)
 end
-c:spawn(function() -- watchdog: the spec process died: stop at once
-  while running > 0 do
-    c:sleep(0.5)
-    if not parent_alive() then
-      emit("X", "parent gone")
-      out:close()
-      os.exit(4)
-    end
-  end
-end)
+exit_when_parent_gone(c, 0.5, function() return running > 0 end, emit, out) -- watchdog
 
 local ok, err = c:run(seconds + acq_timeout + 60)
 if not ok then emit("X", "run", tostring(err)) end

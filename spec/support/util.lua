@@ -15,6 +15,21 @@
 --   util.error_of(fn, ...)              the error message fn raises, or nil if it does not raise
 --   util.has_words(msg, ...)            msg contains every word (plain find)
 --   util.is_integer(x)
+--   util.pack(...)                      the values as a table with n (nil holes survive)
+--   util.assert_code(code, res [, what [, code_only]])  res = pack(call()) failed with `code`:
+--                                       nil, "<code>: ...", code (code_only: only res[3] checked)
+--   util.assert_words(msg, words)       msg is a string that contains every word; -> msg
+--   util.record_session(c)              list of c's on_session states, in order
+--   util.record_lock(m [, times])       list of m's on_lost states; times: also t.at, the
+--                                       core.now() ms of each (t is then not a plain list)
+--   util.index_of(list, v [, from])     first index of v at or after `from`, or nil
+--   util.drive_until(clients, pred, timeout [, sample [, step]])  drive clients (util.drive,
+--                                       `step` s a round, 0.01) until pred() or timeout s;
+--                                       calls sample() between rounds; true | false
+--   util.child_count(c, path)           number of children (0 if no such node)
+--   util.wait_children(c, path, n, seconds)  c:sleep(0.02) until path has n children; true | false
+--   util.wait_empty(c, paths, seconds)  c:sleep(0.02) until no path has children; true | false
+--   util.stop_server(zk)                resume zk if a test left it paused, then zk:stop() (nil: no-op)
 local zklock = require("zklock")
 local testing = require("zklock.testing")
 local core = require("zklock.core")
@@ -90,6 +105,18 @@ function M.wait_until(pred, timeout, clients)
   return false
 end
 
+-- Drive `clients` until pred() is true or `timeout` s pass; calls `sample` between rounds.
+function M.drive_until(clients, pred, timeout, sample, step)
+  local deadline = core.now() + timeout * 1000
+  for _ = 1, 100000 do
+    if pred() then return true end
+    if core.now() >= deadline then return false end
+    M.drive(clients, step or 0.01)
+    if sample then sample() end
+  end
+  return false
+end
+
 ---------------------------------------------------------------- znodes
 
 -- "..._c_<uuid>-lock-0000000042" -> 42; a wrapped counter gives "lock--2147483648" -> -2147483648.
@@ -113,6 +140,32 @@ function M.children(client, path)
     return a < b
   end)
   return names
+end
+
+function M.child_count(c, path)
+  local names = c:children(path)
+  return names and #names or 0
+end
+
+function M.wait_children(c, path, n, seconds)
+  local deadline = core.now() + seconds * 1000
+  while core.now() < deadline do
+    local names = c:children(path)
+    if names and #names == n then return true end
+    c:sleep(0.02)
+  end
+  return false
+end
+
+function M.wait_empty(c, paths, seconds)
+  local deadline = core.now() + seconds * 1000
+  repeat
+    local n = 0
+    for _, p in ipairs(paths) do n = n + M.child_count(c, p) end
+    if n == 0 then return true end
+    c:sleep(0.02)
+  until core.now() > deadline
+  return false
 end
 
 function M.basename(path)
@@ -149,6 +202,12 @@ end
 
 ---------------------------------------------------------------- server side
 
+function M.stop_server(zk)
+  if not zk then return end
+  pcall(function() if zk.paused then zk:resume() end end)
+  zk:stop()
+end
+
 function M.mntr(zk, key)
   local m, err = zk:mntr()
   assert(m, "mntr failed: " .. tostring(err))
@@ -184,6 +243,50 @@ function M.watched_paths(zk)
   return out
 end
 
+---------------------------------------------------------------- results and events
+
+-- Results of a call as a table, so that nil holes survive.
+function M.pack(...)
+  return { n = select("#", ...), ... }
+end
+
+-- res = pack(call()) must be a failure with `code`: nil, "<code>: message", code.
+-- With code_only, only the code (res[3]) is checked.
+function M.assert_code(code, res, what, code_only)
+  what = what or "call"
+  assert(res, what .. " has not returned")
+  assert(res[1] == nil, ("%s succeeded, expected %s"):format(what, code))
+  if code_only then
+    assert(res[3] == code, ("%s: %s, expected %s"):format(what, tostring(res[2]), code))
+    return
+  end
+  assert(type(res[2]) == "string" and res[2]:find("^" .. code .. ": "),
+    ("%s: message %q does not start with %q"):format(what, tostring(res[2]), code .. ": "))
+  assert(res[3] == code, ("%s: code %s, expected %s"):format(what, tostring(res[3]), code))
+end
+
+-- Session state names in order, for one client.
+function M.record_session(c)
+  local t = {}
+  c:on_session(function(state) t[#t + 1] = state end)
+  return t
+end
+
+-- Lock events of one lock object, as names (t) and, with `times`, their times (t.at, core.now() ms).
+function M.record_lock(m, times)
+  local t = { at = times and {} or nil }
+  m:on_lost(function(state)
+    t[#t + 1] = state
+    if times then t.at[#t.at + 1] = core.now() end
+  end)
+  return t
+end
+
+function M.index_of(list, v, from)
+  for i = from or 1, #list do if list[i] == v then return i end end
+  return nil
+end
+
 ---------------------------------------------------------------- errors
 
 -- The message fn(...) raises (as a string), or nil if it returns normally.
@@ -191,6 +294,15 @@ function M.error_of(fn, ...)
   local ok, err = pcall(fn, ...)
   if ok then return nil end
   return tostring(err)
+end
+
+-- msg (from error_of) must be a string that contains every word in `words`; returns msg.
+function M.assert_words(msg, words)
+  assert(msg ~= nil, "expected an error mentioning " .. table.concat(words, ", ") .. ", but the call returned")
+  for _, w in ipairs(words) do
+    assert(msg:find(w, 1, true), ("error %q does not mention %q"):format(msg, w))
+  end
+  return msg
 end
 
 function M.has_words(msg, ...)

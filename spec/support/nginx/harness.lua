@@ -15,76 +15,17 @@ local M = {}
 M.NGINX = "/usr/sbin/nginx"
 M.MODULES = "/usr/lib/nginx/modules"
 
-local function shq(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function execute(cmd)
-  local a = os.execute(cmd)
-  return a == true or a == 0
-end
-
-local function readcmd(cmd)
-  local f = io.popen(cmd, "r")
-  if not f then return nil end
-  local out = f:read("*a")
-  f:close()
-  return out
-end
-
-local function read_file(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function write_file(path, s)
-  local f = assert(io.open(path, "w"))
-  f:write(s)
-  f:close()
-end
-
-local function exists(path)
-  local f = io.open(path, "r")
-  if f then f:close() return true end
-  return false
-end
-
-local function sleep(s)
-  execute(("sleep %.3f"):format(s))
-end
-
-local function now()
-  local f = io.open("/proc/uptime", "r")
-  local t = f and f:read("*n")
-  if f then f:close() end
-  return t or os.time()
-end
+-- Shell, file and process helpers of the public test harness (commands run with LD_PRELOAD unset).
+local testing = require("zklock.testing")
+local shq, execute, readcmd = testing.shq, testing.execute, testing.sh
+local read_file, write_file, exists = testing.read_file, testing.write_file, testing.exists
+local sleep, now = testing.sleep, testing.now
 M.now = now
 
-local function proc_stat(pid)
-  local s = read_file("/proc/" .. tostring(pid) .. "/stat")
-  if not s then return nil end
-  local rest = s:match("^.*%) (.*)$")
-  if not rest then return nil end
-  local fields = {}
-  for w in rest:gmatch("%S+") do fields[#fields + 1] = w end
-  return fields -- [1] state, [2] ppid, [20] starttime
-end
-
-local MY_PID, MY_START
-do
-  local s = read_file("/proc/self/stat")
-  MY_PID = s and s:match("^(%d+)")
-  local f = MY_PID and proc_stat(MY_PID)
-  MY_START = f and f[20]
-end
+local MY_PID, MY_START = testing.pid, testing.pid_start
 
 local function alive(pid)
-  local f = pid and proc_stat(pid)
-  return f ~= nil and f[1] ~= "Z" and f[1] ~= "X"
+  return pid ~= nil and testing.pid_alive(pid)
 end
 
 -- Why the OpenResty spec cannot run here, or nil.
@@ -227,8 +168,8 @@ function Server:workers()
   local pids = {}
   local list = readcmd("ls /proc") or ""
   for pid in list:gmatch("(%d+)") do
-    local f = proc_stat(pid)
-    if f and tonumber(f[2]) == self.pid and f[1] ~= "Z" then
+    local state, _, ppid = testing.proc_stat(pid)
+    if state and tonumber(ppid) == self.pid and state ~= "Z" then
       local cmdline = (read_file("/proc/" .. pid .. "/cmdline") or ""):gsub("%z", " ")
       pids[#pids + 1] = { pid = tonumber(pid), cmdline = cmdline,
                           shutting_down = cmdline:find("shutting down", 1, true) ~= nil }

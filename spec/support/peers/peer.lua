@@ -21,6 +21,8 @@
 --   peers.check_rw(holds)          writers exclude every other hold; counts cross-runtime read overlaps
 --   peers.cross_overlaps(holds)    pairs of overlapping holds from different runtimes
 --   peers.fifo(holds)              grant order (by start) against node sequence order
+--   peers.seq(name)                the sequence number at the end of a node name (util.seq)
+--   peers.names(csv)               "a,b" (a reply field) -> { "a", "b" }; peers.contains(list, x)
 --   peers.stop_all()               stop every peer and worker started here, remove temp dirs
 --
 -- Clock: every peer writes CLOCK_MONOTONIC milliseconds with 3 decimals (zklock core.now(), Java
@@ -37,71 +39,23 @@ M.JAVA_DIR = "/usr/share/java"
 M.JARS = { "curator-recipes.jar", "curator-framework.jar", "curator-client.jar", "zookeeper.jar",
            "zookeeper-jute.jar", "guava.jar", "failureaccess.jar", "slf4j-api.jar", "slf4j-nop.jar" }
 
-local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function sh(cmd)
-  local f = io.popen("unset LD_PRELOAD; " .. cmd, "r")
-  local out = f:read("*a")
-  f:close()
-  return out
-end
-
-local read_file = fw.read_file
-
-local function exists(p)
-  local f = io.open(p, "r")
-  if f then f:close() return true end
-  return false
-end
-
-local function write_file(path, s, mode)
-  local f = assert(io.open(path, mode or "w"))
-  f:write(s)
-  f:close()
-end
-
-local function proc_stat(pid)
-  local s = read_file("/proc/" .. tostring(pid) .. "/stat")
-  if not s then return nil end
-  local rest = s:match("^.*%) (.*)$")
-  if not rest then return nil end
-  local f = {}
-  for w in rest:gmatch("%S+") do f[#f + 1] = w end
-  return f[1], f[20]
-end
-
-local function pid_alive(pid, start)
-  local state, st = proc_stat(pid)
-  if not state or state == "Z" or state == "X" or state == "x" then return false end
-  if start and st ~= start then return false end
-  return true
-end
+local testing = require("zklock.testing")
+local shq, sh, read_file, write_file = testing.shq, testing.sh, testing.read_file, testing.write_file
+local exists, proc_stat, pid_alive, sleep = testing.exists, testing.proc_stat, testing.pid_alive, testing.sleep
 
 local function mono() return require("zklock.core").now() / 1000 end
 
-local started, tmpdirs = {}, {}
-
-local function tmpdir(tag)
-  local d = (sh("mktemp -d -t zklock-peer-" .. tag .. ".XXXXXXXX"):gsub("%s+$", ""))
-  assert(d:match("^/.+zklock%-peer%-"), "mktemp failed")
-  tmpdirs[#tmpdirs + 1] = d
-  return d
-end
+local scope = fw.scope("zklock-peer")
+local tmpdir = scope.tmpdir
 M.tmpdir = tmpdir
 
-local function spawn_bg(cmd, log)
-  local out = sh("( exec " .. cmd .. " ) >" .. shq(log) .. " 2>&1 </dev/null & echo $!")
-  local pid = tonumber(out:match("(%d+)"))
-  assert(pid, "could not start: " .. cmd)
-  local _, st = proc_stat(pid)
-  return pid, st
-end
+local spawn_bg = fw.spawn_bg
 
 local function terminate(pid, start, sig)
   if not pid_alive(pid, start) then return true end
   os.execute(("kill -%s %d 2>/dev/null"):format(sig or "KILL", pid))
   local deadline = mono() + 5
-  while pid_alive(pid, start) and mono() < deadline do fw.sleep(0.02) end
+  while pid_alive(pid, start) and mono() < deadline do sleep(0.02) end
   return not pid_alive(pid, start)
 end
 
@@ -152,7 +106,7 @@ local function start_peer(kind, cmd_of, opts)
   local pid, start = spawn_bg(cmd, dir .. "/output")
   local self = setmetatable({ kind = kind, pid = pid, start = start, dir = dir, seq = 0, replies = {},
                               roffset = 0 }, Peer)
-  started[#started + 1] = self
+  scope.add(self)
   local ok, r = pcall(self.wait, self, 0, opts.start_timeout or 60)
   if not ok or r.status ~= "ready" then
     local out = self:output()
@@ -241,7 +195,7 @@ function Peer:wait(seq, timeout, pump)
     if mono() > deadline then
       error(("%s peer: no reply to command %d within %g s"):format(self.kind, seq, timeout or 30), 2)
     end
-    if pump then pump(0.005) else fw.sleep(0.01) end
+    if pump then pump(0.005) else sleep(0.01) end
   end
 end
 
@@ -256,7 +210,7 @@ function Peer:stop()
     pcall(function()
       local seq = self:send("quit", {})
       local deadline = mono() + 3
-      while self:alive() and not self:reply(seq) and mono() < deadline do fw.sleep(0.02) end
+      while self:alive() and not self:reply(seq) and mono() < deadline do sleep(0.02) end
     end)
   end
   return terminate(self.pid, self.start, "KILL")
@@ -282,21 +236,14 @@ function M.zklock_loop(args)
     fw.interpreter(), shq(setup), shq(ROOT .. "/spec/support/peers/zklock_peer.lua"), table.concat(argv, " "))
   local pid, start = spawn_bg(cmd, dir .. "/output")
   local self = setmetatable({ pid = pid, start = start, dir = dir, log = a.log }, Worker)
-  started[#started + 1] = self
+  scope.add(self)
   return self
 end
 
 function Worker:alive() return pid_alive(self.pid, self.start) end
 function Worker:output() return read_file(self.dir .. "/output") or "" end
 
-function Worker:wait_exit(timeout, pump)
-  local deadline = mono() + (timeout or 30)
-  while self:alive() do
-    if mono() > deadline then return false end
-    if pump then pump(0.02) else fw.sleep(0.05) end
-  end
-  return true
-end
+function Worker:wait_exit(timeout, pump) return fw.wait_exit(self, timeout or 30, pump, 0.05) end
 
 function Worker:stop()
   if self.stopped then return true end
@@ -304,26 +251,24 @@ function Worker:stop()
   return terminate(self.pid, self.start, "KILL")
 end
 
-function M.stop_all()
-  for i = #started, 1, -1 do
-    pcall(started[i].stop, started[i])
-    started[i] = nil
-  end
-  for i = #tmpdirs, 1, -1 do
-    local d = tmpdirs[i]
-    if d:match("^/.+/zklock%-peer%-[%w]+%.[%w]+$") then os.execute("rm -rf -- " .. shq(d)) end
-    tmpdirs[i] = nil
-  end
-end
+M.stop_all = scope.stop_all
 
 ---------------------------------------------------------------- logs and checks
 
 -- The sequence number at the end of a node name: "..-lock-0000000042" -> 42, "..__lock__0000000007"
 -- -> 7, a wrapped counter "..-lock--2147483648" -> -2147483648 (as util.seq).
-function M.seq(name)
-  if type(name) ~= "string" then return nil end
-  local s = name:match("%-(%-?%d+)$") or name:match("(%d+)$")
-  return s and tonumber(s) or nil
+M.seq = require("support.util").seq
+
+-- "a,b,c" (a reply field) -> { "a", "b", "c" }; nil -> {}
+function M.names(list)
+  local t = {}
+  for name in (list or ""):gmatch("[^,]+") do t[#t + 1] = name end
+  return t
+end
+
+function M.contains(list, x)
+  for _, v in ipairs(list) do if v == x then return true end end
+  return false
 end
 
 local function runtime_of(owner) return (owner:match("^(%a+)%-")) or owner end
@@ -332,16 +277,11 @@ local function runtime_of(owner) return (owner:match("^(%a+)%-")) or owner end
 -- seq, mode, runtime), t.fails (F lines), t.errors (X lines), t.summary (zklock's C line).
 function M.read_log(path, t)
   t = t or { holds = {}, leases = {}, fails = {}, errors = {}, summary = nil, done = false }
-  local s = read_file(path) or ""
-  for line in s:gmatch("[^\n]+") do
-    local f = {}
-    for w in (line .. "\t"):gmatch("([^\t]*)\t") do f[#f + 1] = w end
+  for f, line in fw.log_records(path) do
     local k = f[1]
     if k == "H" or k == "S" then
-      local h = { key = f[2], owner = f[3] .. "/" .. f[4], token = tonumber(f[5]), start = tonumber(f[6]),
-                  finish = tonumber(f[7]), sess = f[8], lev = f[9], held_at_end = f[10] == "1",
-                  release = f[11], node = f[12], mode = f[13], runtime = runtime_of(f[3]) }
-      h.interrupted = h.sess ~= "-" or h.lev ~= "-"
+      local h = fw.hold_of(f)
+      h.node, h.mode, h.runtime = f[12], f[13], runtime_of(f[3])
       h.seq = M.seq(h.node)
       local list = k == "H" and t.holds or t.leases
       list[#list + 1] = h
@@ -350,8 +290,7 @@ function M.read_log(path, t)
     elseif k == "X" then
       t.errors[#t.errors + 1] = line
     elseif k == "C" then
-      t.summary = { started = tonumber(f[2]), acquired = tonumber(f[3]), failed = tonumber(f[4]),
-                    raised = tonumber(f[5]) }
+      t.summary = fw.summary_of(f)
     elseif k == "D" then
       t.done = true
     end
