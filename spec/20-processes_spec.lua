@@ -1,7 +1,7 @@
 -- The mutex across OS processes (issue 2's checklist; test catalogue MX-03, CR-01, §3.1-3.3):
 -- worker processes (spec/support/fault_worker.lua, mode "counter") run many coroutines each on
 -- real ZooKeeper; their logs are checked afterwards:
---   * a shared counter in a plain file, read-modify-written (with a yield in between) only under
+--   * a shared counter znode, read-modify-written (get, a yield, an unconditional set) only under
 --     the lock, ends exact;
 --   * hold intervals (CLOCK_MONOTONIC, comparable across processes) never overlap (fw.check);
 --   * fencing tokens strictly increase in hold order;
@@ -55,18 +55,18 @@ end
 -- between polls while the workers work. Returns { holds, logs, counters, elapsed, span }.
 local function run_counter(zk, obs, o)
   local dir = fw.tmpdir("counter")
-  local counters = dir .. "/counters"
-  assert(os.execute("mkdir -p " .. counters))
+  -- the shared counters are znodes: every increment is a get and an unconditional set
+  local counters = o.root .. "-counters"
   for j = 1, o.locks do
     assert(obs:create(o.root .. "/" .. j, "", { parents = true }))
-    write_file(counters .. "/" .. j, "0\n")
+    assert(obs:create(counters .. "/" .. j, "0", { parents = true }))
   end
   local go = dir .. "/go"
   local workers = {}
   for i = 1, o.procs do
     workers[i] = fw.worker("counter", {
       hosts = zk.hosts, session = 10, lock_root = o.root, locks = o.locks, cos = o.cos, iters = o.iters,
-      counters = counters, go = go, seed = o.seed or 7, id = i, log = dir .. "/w" .. i .. ".log",
+      counters = counters, store = "znode", go = go, seed = o.seed or 7, id = i, log = dir .. "/w" .. i .. ".log",
       acquire_timeout = 60, hold_ms = o.hold_ms or 2, unlocked = o.unlocked and 1 or nil,
     })
   end
@@ -98,7 +98,7 @@ local function run_counter(zk, obs, o)
   end
   if first then res.span = last - first end -- from the first grant to the last release
   for j = 1, o.locks do
-    res.counters[tostring(j)] = tonumber((read_file(counters .. "/" .. j) or ""):match("%-?%d+"))
+    res.counters[tostring(j)] = tonumber((obs:get(counters .. "/" .. j)))
   end
   return res
 end

@@ -404,6 +404,10 @@ function Server:_spawn()
   for _, a in ipairs(cfg.jvm_opts) do argv[#argv + 1] = shq(a) end
   argv[#argv + 1] = shq("-Dznode.container.checkIntervalMs=" .. self.opts.container_check_ms)
   for _, a in ipairs(self.opts.jvm_opts or {}) do argv[#argv + 1] = shq(a) end
+  -- ZKL_TEST_TAG (set by .ci/run) marks the servers of one run, so a check for servers left
+  -- behind looks only at its own
+  local tag = os.getenv("ZKL_TEST_TAG")
+  if tag and tag:match("^[%w%-_.]+$") then argv[#argv + 1] = shq("-Dzklock.tag=" .. tag) end
   argv[#argv + 1] = "-cp " .. shq(classpath())
   argv[#argv + 1] = self.main
   argv[#argv + 1] = shq(self.cfg)

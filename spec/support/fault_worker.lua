@@ -38,7 +38,7 @@
 --          acquire_timeout= hold_ms= p_sem= parent= [zklog=path: the ZooKeeper client's log]
 --          `cos` coroutines loop for `seconds` over `locks` mutexes (lock_root/1..n) and one
 --          semaphore, logging every hold interval and every outcome (format in read_log).
---   counter hosts= session= lock_root= locks= cos= iters= counters= go= seed= id= log=
+--   counter hosts= session= lock_root= locks= cos= iters= counters= [store=znode] go= seed= id= log=
 --          acquire_timeout= hold_ms= parent= [unlocked=1: the control, the same without the lock]
 --          connect, log "R <session>", wait (bounded, pumping) until the file `go` exists, then
 --          `cos` coroutines each run `iters` critical sections on lock_root/<j> (j seeded-random
@@ -601,14 +601,26 @@ if mode == "counter" then
     out:close()
     os.exit(3)
   end
+  -- store=znode: counters=<znode path>, each counter a znode (get, then an unconditional set:
+  -- a read-modify-write that loses updates unless the lock excludes); otherwise files in a dir
+  local on_znode = opt.store == "znode"
   local function counter_path(j) return opt.counters .. "/" .. j end
   local function read_counter(j)
+    if on_znode then
+      local data, err = c:get(counter_path(j))
+      assert(data, err)
+      return tonumber(data) or 0
+    end
     local f = io.open(counter_path(j), "r")
     local v = f and f:read("*n")
     if f then f:close() end
     return v or 0
   end
   local function write_counter(j, v)
+    if on_znode then
+      assert(c:set(counter_path(j), ("%.0f"):format(v)))
+      return
+    end
     local f = assert(io.open(counter_path(j), "w"))
     f:write(("%.0f\n"):format(v))
     f:close()
