@@ -298,6 +298,7 @@ static void session_expired(zkl_client *c) {
         if (op->kind == OPK_LOCK) zkl__lock_session_lost(c, op);
         zkl__op_maybe_free(c, op);
     }
+    zkl__listings_drop(c); /* every token in them is stale now */
     c->stats.sessions_expired++;
     c->state = ZKL_STATE_EXPIRED;
     zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_EXPIRED);
@@ -362,10 +363,13 @@ void zkl__refresh_interest(zkl_client *c) {
         memset(&ev, 0, sizeof ev);
         ev.events = (interest & ZOOKEEPER_READ ? EPOLLIN : 0) | (interest & ZOOKEEPER_WRITE ? EPOLLOUT : 0);
         int zstate = zoo_state(c->zh);
-        /* Nothing changed: skip the syscall. The ZooKeeper client may close and reopen its socket
-         * under the same number, which drops the registration; that always passes through other
-         * handle states, so a state change forces a fresh registration. */
-        if (fd == c->zkfd && ev.events == c->zkfd_events && zstate == c->zkfd_state) return;
+        /* Nothing changed on an established link: skip the syscall. While connecting, always
+         * register: a failed connect closes the socket (dropping its registration) and the next
+         * attempt may reopen the same number with the same interest and state. An established
+         * link is only reached through a connecting state, which registered afresh. */
+        if (fd == c->zkfd && ev.events == c->zkfd_events && zstate == c->zkfd_state &&
+            (zstate == ZOO_CONNECTED_STATE || zstate == ZOO_READONLY_STATE))
+            return;
         /* after a close and reopen under the same number MOD fails with ENOENT and we ADD */
         if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, fd, &ev) != 0) epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev);
         c->zkfd = fd;
@@ -420,6 +424,9 @@ int zkl__process(zkl_client *c, int owner) {
          * has expired the session by now. Say so before anything could report a stale lock. */
         session_expired(c);
     }
+    /* Data read now arrived at some time since the previous call: after a long gap (a busy
+     * owner thread) credit it to the previous call, so the LOST deadline stays on the safe side. */
+    int64_t heard_at = c->last_process_ms && start - c->last_process_ms > 50 ? c->last_process_ms : start;
     c->last_process_ms = start;
     if (!c->zh && c->reinit_at && zkl__now_ms() >= c->reinit_at) open_handle(c);
     zkl__listings_flush(c); /* listings asked for since the last call go out before replies are read */
@@ -441,7 +448,7 @@ int zkl__process(zkl_client *c, int owner) {
         (void)rc;
         if (!c->zh || !zk_link_up(c->zh)) break; /* dropped or expired: the session logic below */
         /* something arrived on a link that is still up: the server touched the session */
-        if (events & ZOOKEEPER_READ) c->last_heard_ms = zkl__now_ms();
+        if ((events & ZOOKEEPER_READ) && heard_at > c->last_heard_ms) c->last_heard_ms = heard_at;
         if (c->expired_flag) break;
         zkl__refresh_interest(c); /* the socket may have been replaced, or need write interest */
     }
@@ -459,7 +466,7 @@ int zkl__process(zkl_client *c, int owner) {
 
 int zkl__client_timeout_ms(zkl_client *c) {
     if (c->closed) return -1;
-    if (c->ev_len || c->listings) return 0;
+    if (c->ev_len || (c->listings && c->zh)) return 0;
     int64_t now = zkl__now_ms(), t = -1;
 #define FOLD(x) \
     if (x) t = (t < 0 || (x)-now < t) ? ((x)-now < 0 ? 0 : (x)-now) : t
