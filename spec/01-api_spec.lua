@@ -327,6 +327,42 @@ describe("zklock API", function()
   end)
 
   -- Keep this last: everything above that was rejected must have left nothing on the server.
+  describe("plain znode calls", function()
+    -- A parent made as a container can be reaped by the server after create() made it and
+    -- before the child's create reaches the server. Here the vanishing is real (another
+    -- session deletes the parent at exactly that moment); create must make it again.
+    it("create{parents=true} makes the parents again when one vanishes before the child is created", function()
+      local other = util.connect(zk.hosts, { identity = "reaper" })
+      local c = util.connect(zk.hosts, { identity = "creator" })
+      local leaf, parent = "/api/reaped/p/leaf", "/api/reaped/p"
+      local real, deleted = c._c, 0
+      c._c = setmetatable({
+        op = function(_, optype, path, ...)
+          if path == leaf and deleted == 0 then
+            deleted = 1
+            assert(other:delete(parent))
+          end
+          return real:op(optype, path, ...)
+        end,
+      }, { __index = function(_, k)
+        local v = real[k]
+        if type(v) ~= "function" then return v end
+        return function(_, ...) return v(real, ...) end
+      end })
+      local created, msg = c:create(leaf, "x", { parents = true })
+      c._c = real
+      assert.are.equal(1, deleted, "the parent was not deleted in between: the test did not test")
+      assert.are.equal(leaf, created, tostring(msg))
+      assert.are.equal("x", (c:get(leaf)))
+      -- without parents the same vanishing is the caller's ZNONODE
+      assert(c:delete(leaf)); assert(c:delete(parent))
+      local r, m, code = c:create(leaf, "x")
+      assert.is_nil(r)
+      assert.are.equal("ZNONODE", code, m)
+      assert(c:delete("/api/reaped"))
+    end)
+  end)
+
   describe("afterwards", function()
     it("the server holds no znodes under the test paths and no ephemerals", function()
       local checker = util.connect(zk.hosts)

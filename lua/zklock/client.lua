@@ -440,20 +440,27 @@ function Client:create(path, data, opts)
   if data ~= nil and type(data) ~= "string" then
     check.argerror("create", 2, "data: expected a string or nil, got " .. check.describe(data))
   end
-  if opts.parents and type(path) == "string" then
-    local at = 1
-    while true do
-      local slash = path:find("/", at + 1, true)
-      if not slash then break end
-      local ok, msg, code = plain(self, "create", core.OP_CREATE, path:sub(1, slash - 1), "", 4)
-      if not ok and code ~= "ZNODEEXISTS" then return nil, msg, code end
-      at = slash
-    end
-  end
   local flags = (opts.ephemeral and 1 or 0) + (opts.sequential and 2 or 0) + (opts.container and 4 or 0)
-  local r, msg, code = plain(self, "create", core.OP_CREATE, path, data or "", flags)
-  if not r then return nil, msg, code end
-  return r.data
+  -- An ancestor made as a container can be reaped by the server between our creating it and
+  -- creating the child (it was empty for a moment): ZNONODE then means "make the parents again".
+  local msg, code
+  for _ = 1, opts.parents and 5 or 1 do
+    if opts.parents and type(path) == "string" then
+      local at = 1
+      while true do
+        local slash = path:find("/", at + 1, true)
+        if not slash then break end
+        local ok, pmsg, pcode = plain(self, "create", core.OP_CREATE, path:sub(1, slash - 1), "", 4)
+        if not ok and pcode ~= "ZNODEEXISTS" then return nil, pmsg, pcode end
+        at = slash
+      end
+    end
+    local r
+    r, msg, code = plain(self, "create", core.OP_CREATE, path, data or "", flags)
+    if r then return r.data end
+    if code ~= "ZNONODE" or not opts.parents then break end
+  end
+  return nil, msg, code
 end
 
 -- client:set(path, data, version) -> stat
