@@ -78,6 +78,11 @@
 --                                          /proc/<pid>/stat) | nil if there is no such process
 --   testing.pid_alive(pid [, starttime]) -> boolean: exists, is not a zombie, and (if starttime
 --                                          is given) is the same process, not a reused pid
+--   testing.spawn{ command = sh_cmd, log = path, pidfile = path [, cwd = dir]
+--                  [, stop = "TERM"] [, grace = 3] }
+--                                       run a long-lived command that goes away with this
+--                                       process (babysitter shell, as for the servers; on exit:
+--                                       `stop` signal, KILL after `grace` s) -> pid | nil, err
 --   testing.pid, testing.pid_start      this process's pid (number) and its starttime (string)
 --
 -- Failure convention: a server that cannot be started raises an error that carries the
@@ -397,6 +402,54 @@ local function write_config(self)
   write_file(self.cfg, table.concat(lines, "\n") .. "\n")
 end
 
+-- Run a long-lived command under a babysitter shell in its own session (setsid): the shell
+-- starts the command in the background and reaps it, and a watcher polls once a second that
+-- this Lua process (pid + start time) still exists; once it is gone it sends CONT and `stop`
+-- to the command, then KILL after `grace` seconds. Sanitizer preloads are unset (they belong
+-- to Lua, not to the child). Returns the command's pid (a string) once it is in pidfile.
+function M.spawn(o)
+  if not MY_PID then return nil, "cannot tell this process's pid (no /proc/self/stat)" end
+  local pidfile = o.pidfile
+  os.remove(pidfile)
+  local tries = math.max(1, math.floor((o.grace or 3) * 2 + 0.5))
+  local script = table.concat({
+    "set -f",
+    "unset LD_PRELOAD ASAN_OPTIONS UBSAN_OPTIONS",
+    "cd " .. shq(o.cwd or "/") .. " || exit 1",
+    "echo \"=== start $(date '+%F %T')\" >>" .. shq(o.log),
+    o.command .. " </dev/null >>" .. shq(o.log) .. " 2>&1 &",
+    "J=$!",
+    "echo $J >" .. shq(pidfile .. ".tmp") .. " && mv -f " .. shq(pidfile .. ".tmp") .. " " .. shq(pidfile),
+    "(",
+    "  while :; do",
+    "    s=$(cat /proc/" .. MY_PID .. "/stat 2>/dev/null) || break",
+    "    s=${s##*) }; set -- $s",
+    "    [ \"$1\" != Z ] || break",
+    MY_START and ("    [ \"${20}\" = " .. MY_START .. " ] || break") or "    :",
+    "    kill -0 $J 2>/dev/null || exit 0",
+    "    sleep 1",
+    "  done",
+    "  kill -CONT $J 2>/dev/null; kill -" .. (o.stop or "TERM") .. " $J 2>/dev/null",
+    "  i=0; while [ $i -lt " .. tries .. " ]; do kill -0 $J 2>/dev/null || exit 0; sleep 0.5; i=$((i+1)); done",
+    "  kill -KILL $J 2>/dev/null",
+    ") </dev/null >/dev/null 2>&1 &",
+    "W=$!",
+    "wait $J",
+    "kill $W 2>/dev/null",
+  }, "\n")
+  if not execute("setsid sh -c " .. shq(script) .. " </dev/null >/dev/null 2>&1 &") then
+    return nil, "could not start the babysitter shell (setsid sh)"
+  end
+  local deadline = now() + 5
+  repeat
+    local s = read_file(pidfile)
+    local pid = s and s:match("(%d+)")
+    if pid then return pid end
+    sleep(0.01)
+  until now() > deadline
+  return nil, "the command did not start (no pid file after 5 s)"
+end
+
 -- Start the JVM under a babysitter shell; sets self.pid / self.pid_start.
 function Server:_spawn()
   local cfg = M.config
@@ -414,48 +467,10 @@ function Server:_spawn()
   local java_cmd = table.concat(argv, " ")
   self.command = java_cmd
 
-  local pidfile = self.dir .. "/java.pid"
-  os.remove(pidfile)
-  -- The babysitter: runs java in the background and waits for it (so it reaps it at once);
-  -- a watcher subshell polls once a second that the Lua process (pid + start time) still
-  -- exists, and otherwise stops java (CONT+TERM, then KILL after 3 s).
-  local script = table.concat({
-    "set -f",
-    "unset LD_PRELOAD ASAN_OPTIONS UBSAN_OPTIONS", -- sanitizer runs preload into Lua, not java
-    "cd / || exit 1",
-    "echo \"=== start $(date '+%F %T')\" >>" .. shq(self.log),
-    java_cmd .. " </dev/null >>" .. shq(self.log) .. " 2>&1 &",
-    "J=$!",
-    "echo $J >" .. shq(pidfile .. ".tmp") .. " && mv -f " .. shq(pidfile .. ".tmp") .. " " .. shq(pidfile),
-    "(",
-    "  while :; do",
-    "    s=$(cat /proc/" .. MY_PID .. "/stat 2>/dev/null) || break",
-    "    s=${s##*) }; set -- $s",
-    "    [ \"$1\" != Z ] || break",
-    MY_START and ("    [ \"${20}\" = " .. MY_START .. " ] || break") or "    :",
-    "    kill -0 $J 2>/dev/null || exit 0",
-    "    sleep 1",
-    "  done",
-    "  kill -CONT $J 2>/dev/null; kill -TERM $J 2>/dev/null",
-    "  for i in 1 2 3 4 5 6; do kill -0 $J 2>/dev/null || exit 0; sleep 0.5; done",
-    "  kill -KILL $J 2>/dev/null",
-    ") </dev/null >/dev/null 2>&1 &",
-    "W=$!",
-    "wait $J",
-    "kill $W 2>/dev/null",
-  }, "\n")
-  if not execute("setsid sh -c " .. shq(script) .. " </dev/null >/dev/null 2>&1 &") then
-    error("zklock.testing: could not start the babysitter shell (setsid sh)", 3)
-  end
-  local deadline = now() + 5
-  local pid
-  repeat
-    local s = read_file(pidfile)
-    pid = s and s:match("(%d+)")
-    if not pid then sleep(0.01) end
-  until pid or now() > deadline
+  local pid, err = M.spawn{ command = java_cmd, log = self.log, pidfile = self.dir .. "/java.pid",
+                            stop = "TERM", grace = 3 }
   if not pid then
-    error("zklock.testing: java did not start (no pid file after 5 s)\ncommand: " .. java_cmd
+    error("zklock.testing: " .. err .. "\ncommand: " .. java_cmd
       .. "\nlog " .. self.log .. ":\n" .. tail(read_file(self.log), 25), 3)
   end
   local _, st = proc_stat(pid)

@@ -22,7 +22,7 @@ local read_file, write_file, exists = testing.read_file, testing.write_file, tes
 local sleep, now = testing.sleep, testing.now
 M.now = now
 
-local MY_PID, MY_START = testing.pid, testing.pid_start
+local MY_PID = testing.pid
 
 local function alive(pid)
   return pid ~= nil and testing.pid_alive(pid)
@@ -97,40 +97,14 @@ end
 function Server:_spawn()
   local dir = self.dir
   local pidfile = dir .. "/master.pid"
-  os.remove(pidfile)
   local cmd = table.concat({ shq(M.NGINX), "-p", shq(dir .. "/"), "-c", shq(self.conf) }, " ")
-  local script = table.concat({
-    "cd " .. shq(dir) .. " || exit 1",
-    cmd .. " </dev/null >>" .. shq(dir .. "/logs/stdout.log") .. " 2>&1 &",
-    "N=$!",
-    "echo $N >" .. shq(pidfile .. ".tmp") .. " && mv -f " .. shq(pidfile .. ".tmp") .. " " .. shq(pidfile),
-    "(",
-    "  while :; do",
-    "    s=$(cat /proc/" .. MY_PID .. "/stat 2>/dev/null) || break",
-    "    s=${s##*) }; set -- $s",
-    "    [ \"$1\" != Z ] || break",
-    MY_START and ("    [ \"${20}\" = " .. MY_START .. " ] || break") or "    :",
-    "    kill -0 $N 2>/dev/null || exit 0",
-    "    sleep 1",
-    "  done",
-    "  kill -QUIT $N 2>/dev/null",
-    "  for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 $N 2>/dev/null || exit 0; sleep 0.5; done",
-    "  kill -KILL $N 2>/dev/null",
-    ") </dev/null >/dev/null 2>&1 &",
-    "W=$!",
-    "wait $N",
-    "kill $W 2>/dev/null",
-  }, "\n")
-  assert(execute("setsid sh -c " .. shq(script) .. " </dev/null >/dev/null 2>&1 &"), "setsid sh failed")
-  local deadline = now() + 5
-  repeat
-    local s = read_file(pidfile)
-    self.pid = s and tonumber(s:match("(%d+)"))
-    if not self.pid then sleep(0.02) end
-  until self.pid or now() > deadline
-  if not self.pid then return nil, "no master pid" end
+  -- babysat: QUIT (graceful), then KILL after 5 s, once this Lua process is gone
+  local pid, err = testing.spawn{ command = cmd, cwd = dir, log = dir .. "/logs/stdout.log", pidfile = pidfile,
+                                  stop = "QUIT", grace = 5 }
+  self.pid = tonumber(pid)
+  if not self.pid then return nil, "no master pid: " .. tostring(err) end
   -- ready when it answers
-  deadline = now() + 15
+  local deadline = now() + 15
   while now() < deadline do
     if not alive(self.pid) then
       return nil, "nginx exited: " .. (read_file(dir .. "/logs/stdout.log") or "") .. self:log_tail(10)
