@@ -152,6 +152,90 @@ describe("semaphore", function()
     wait_layout(a, path, {}, 0, { a, b })
   end)
 
+  -- Requests, counted at the server: a free lease costs create+list on the internal mutex,
+  -- create+list on the leases, and the two deletes; no watch is armed (or taken back) when the
+  -- listing shows room. The watch-less listing comes from a hint (the client's last listing of
+  -- these leases had room); when the hint is wrong, the waiter must still arm a watch and wake.
+  it("a free lease costs 6 requests per acquire+release and leaves no watch; a stale 'room' hint still waits and wakes", function()
+    local c, b = connect("req-c"), connect("req-b")
+    local all = { c, b }
+    local path = "/sem/requests"
+    local sc, sb = c:semaphore(path, 2), b:semaphore(path, 2)
+    -- persistent parents, so the test server's quick container reaper cannot add re-creations
+    assert(c:create(path .. "/locks", "", { parents = true }))
+    assert(c:create(path .. "/leases", "", { parents = true }))
+    for _ = 1, 2 do assert(sc:acquire(5)):release() end  -- the hint learns "room"
+    wait_layout(c, path, {}, 0, all)
+    local function packets() return util.mntr(zk, "zk_packets_received") end
+    local p0 = packets()
+    local own = packets() - p0                          -- what one mntr adds by itself
+    local N = 20
+    local s0 = c:stats()
+    p0 = packets()
+    for _ = 1, N do assert(sc:acquire(5)):release() end
+    wait_layout(c, path, {}, 0, { c })                    -- every delete answered
+    local total = packets() - p0 - own
+    local d = util.stats_delta(s0, c:stats())
+    -- what the client knows it sent; the rest would be requests it does not count (removeWatches)
+    local known = d.creates + d.lists + d.deletes + d.gets + d.exists + d.ops
+    print(("\n  [requests] %.2f per free-lease acquire+release (%d at the server, %d of them the test's polls); %s")
+      :format((total - d.ops) / N, total, d.ops, util.format_stats(d)))
+    assert.are.same({ 2 * N, 2 * N, 2 * N, 0, 0 }, { d.creates, d.lists, d.deletes, d.gets, d.exists },
+      util.format_stats(d))
+    assert.is_true(total - known <= 2, ("%d requests the client did not count (a ping of each client at most expected): "
+      .. "a watch was set and taken back"):format(total - known))
+    assert.are.equal(0, watch_count(zk))
+
+    -- full now, but c's hint still says "room": its first listing sets no watch, shows 3 > 2,
+    -- so it lists again with a watch and waits
+    local h1, h2 = assert(sb:acquire(5)), assert(sb:acquire(5))
+    s0 = c:stats()
+    local res
+    c:spawn(function() res = pack(sc:acquire(10)) end)
+    assert.is_true(util.wait_until(function() return watch_count(zk) == 1 and #leases_of(b, path) == 3 end,
+      3, all), "the waiter did not arm a watch on the leases")
+    util.drive(all, 0.1)
+    assert.is_nil(res)
+    assert.is_true(h1:release())
+    assert.is_true(util.wait_until(function() return res ~= nil end, 5, all), "the waiter was not woken")
+    assert.are.equal("lease", zklock.type(res[1]), tostring(res[2]))
+    d = util.stats_delta(s0, c:stats())
+    -- the internal mutex's listing, then the leases: no watch, with a watch, after the wake
+    assert.are.equal(4, d.lists, util.format_stats(d))
+    assert.are.equal(1, d.watch_events, util.format_stats(d))
+    assert.is_true(util.wait_until(function() return watch_count(zk) == 0 end, 2, all),
+      "a watch was left behind after the grant")
+    assert.is_true(res[1]:release())
+    assert.is_true(h2:release())
+    wait_layout(c, path, {}, 0, all)
+    assert(c:delete(path .. "/locks")); assert(c:delete(path .. "/leases"))
+  end)
+
+  -- The internal mutex is handed over inside the client: a waiter whose predecessor was this
+  -- client's own holder of <path>/locks is the head once that node is deleted, without listing.
+  it("waiters of one client queued on the internal mutex take it over without listing again", function()
+    local c = connect("handover")
+    local path = "/sem/handover"
+    local s = c:semaphore(path, 10)
+    assert(s:acquire(5)):release()                        -- parents exist
+    wait_layout(c, path, {}, 0, { c })
+    local s0 = c:stats()
+    local got, K = {}, 10
+    for i = 1, K do c:spawn(function() got[i] = pack(s:acquire(10)) end) end
+    assert.is_true(util.wait_until(function() return #got == K end, 10, { c }))
+    local d = util.stats_delta(s0, c:stats())
+    for i = 1, K do
+      assert.are.equal("lease", zklock.type(got[i][1]), tostring(got[i][2]))
+      assert.is_true(got[i][1]:release())
+    end
+    wait_layout(c, path, {}, 0, { c })
+    print(("\n  [handover] %d acquires: %s"):format(K, util.format_stats(d)))
+    -- the K queue entries were listed together (one shared listing), then one listing of the
+    -- leases each; K - 1 waited on a node of their own client and took over without listing
+    assert.are.equal(K + 1, d.lists, util.format_stats(d))
+    assert.are.equal(K - 1, d.handoffs, util.format_stats(d))
+  end)
+
   it("never more than max holders: 3 worker processes x 20 coroutines, max 4, hold-interval checker", function()
     local path = "/sem/checker"
     local dir = fw.tmpdir("sem")

@@ -38,7 +38,7 @@ enum {
     S_LEASE_START,    /* create the missing leases + list leases with a watch, once connected */
     S_LEASE_CREATE,   /* those in flight */
     S_LEASE_RELIST,   /* list again once connected */
-    S_LEASE_LIST,     /* list (with watch) in flight */
+    S_LEASE_LIST,     /* list in flight (with a watch if lease_watched) */
     S_LEASE_WAIT,     /* too many leases: children watch armed, internal mutex still held */
     S_LEASE_SCAN,     /* a lease create's outcome is unknown: find and delete ours, then retry */
     S_LEASE_SCANNING
@@ -69,6 +69,8 @@ struct zkl_op {
     char *watch_path;
     int watch_is_head;
     int granted;           /* held at some point (its node was then the head, if exclusive) */
+    int held_head;             /* cleanup of a node that headed its mutex queue (the semaphore's
+                                  internal mutex, given back after the lease stage) */
     const void *watch_token;   /* context of the armed watch (data watch on watch_path, or the
                                   leases children watch) */
     int drop_on_reply;         /* gave up while the watch-setting request was in flight */
@@ -87,6 +89,7 @@ struct zkl_op {
     int lease_inflight;        /* lease creates in flight */
     int lease_unknown, lease_nonode;
     int lease_parents_tried;
+    int lease_watched;         /* the lease listing in flight arms a children watch */
     uint64_t *split_ids;       /* after the grant: the ids of the qty leases, this op's first */
     /* multi-lock: a component reports to its parent instead of to the user until all are held */
     uint64_t parent_id;
@@ -149,6 +152,10 @@ struct zkl_client {
     const char **sorted;    /* its children sorted for sorted_recipe (NULL: not yet) */
     size_t sorted_n;
     int sorted_recipe;
+    /* the last lease listing: a hash of its dir and whether it was over max; when it had room,
+     * the next acquire of that semaphore lists without a watch (none to take back on a grant) */
+    uint64_t lease_hint_dir;
+    int lease_hint_full;
     int64_t suspended_at;
     int64_t last_heard_ms; /* last time data arrived on a live link (bounds the server's expiry) */
     int64_t last_process_ms; /* when process() last ran (pings only go out from there) */

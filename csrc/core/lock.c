@@ -82,10 +82,12 @@ void zkl__lock_free_fields(zkl_client *c, zkl_op *op) {
 /* A background op that deletes `node` (or, with node NULL, every child of dir named with
  * prefix): used for nodes an op no longer owns itself (leases of a failed semaphore acquire,
  * the internal mutex node of a granted one). No event is ever reported for it. */
-static void spawn_cleanup(zkl_client *c, const char *dir, const char *prefix, const char *node) {
+static void spawn_cleanup_as(zkl_client *c, const char *dir, const char *prefix, const char *node,
+                             int held_head) {
     zkl_op *op = zkl__op_new(c, OPK_LOCK);
     if (!op) return; /* out of memory: the node stays until the session ends */
     op->user_gone = 1;
+    op->held_head = held_head;
     op->phase = P_CLEANUP;
     op->recipe = ZKL_MUTEX;
     op->dir = zkl__strdup(c, dir);
@@ -99,6 +101,10 @@ static void spawn_cleanup(zkl_client *c, const char *dir, const char *prefix, co
     }
     zkl__lock_kick(c, op);
     zkl__op_maybe_free(c, op);
+}
+
+static void spawn_cleanup(zkl_client *c, const char *dir, const char *prefix, const char *node) {
+    spawn_cleanup_as(c, dir, prefix, node, 0);
 }
 
 /* Give every lease this op created (or may have created) to background cleanup. */
@@ -118,7 +124,8 @@ static int watch_shared(zkl_client *c, zkl_op *op, const char *path, int lease) 
     for (zkl_op *o = c->ops; o; o = o->next) {
         if (o == op || o->kind != OPK_LOCK || o->phase != P_ACQUIRING) continue;
         if (lease ? (o->stage == 2 && o->lease_dir && strcmp(o->lease_dir, path) == 0 &&
-                     (o->step == S_LEASE_WAIT || o->step == S_LEASE_LIST || o->step == S_LEASE_CREATE))
+                     (o->step == S_LEASE_WAIT ||
+                     ((o->step == S_LEASE_LIST || o->step == S_LEASE_CREATE) && o->lease_watched)))
                   : (o->watch_path && strcmp(o->watch_path, path) == 0 &&
                      (o->step == S_WAIT || o->step == S_DATA)))
             return 1;
@@ -169,6 +176,7 @@ void zkl__lock_fail(zkl_client *c, zkl_op *op, int status) {
     else if (op->step == S_DATA || op->step == S_LEASE_LIST || op->step == S_LEASE_CREATE)
         op->drop_on_reply = 1;
     if (op->stage) leases_abandon(c, op);
+    if (op->stage == 2) op->held_head = 1; /* its node is the internal mutex it held */
     op->phase = P_CLEANUP;
     op->gen++; /* pending list/getData replies and armed watches are now stale */
     zkl__lock_kick(c, op);
@@ -590,12 +598,16 @@ static void list_reply(int rc, const struct String_vector *v, const void *token)
  * when granted, and nothing sorted between it and us (it was our immediate predecessor), so we
  * are the head now. The server notifies the watch before it answers our own delete, so the
  * releasing op is still in the table; if not, the caller lists as usual. Mutex only, like the
- * handoff above: a write lock's holder may have downgraded to a read node that sorts before us. */
+ * handoff above: a write lock's holder may have downgraded to a read node that sorts before us.
+ * That includes the semaphore's internal mutex (stage 1), whose holder gives its node back
+ * through a cleanup op marked held_head. */
 static int own_exclusive_predecessor(zkl_client *c, const zkl_op *op) {
-    if (op->recipe != ZKL_MUTEX || op->stage || !op->watch_path) return 0;
+    if (op->recipe != ZKL_MUTEX || op->stage > 1 || !op->watch_path) return 0;
     for (const zkl_op *o = c->ops; o; o = o->next) {
-        if (o == op || o->kind != OPK_LOCK || !o->granted || o->recipe != ZKL_MUTEX || o->stage) continue;
-        if (o->node && strcmp(o->node, op->watch_path) == 0) return 1;
+        if (o == op || o->kind != OPK_LOCK || o->recipe != ZKL_MUTEX) continue;
+        /* a held user mutex, or the semaphore's internal mutex given back by its holder */
+        int head = (o->granted && !o->stage) || (o->held_head && o->phase == P_CLEANUP);
+        if (head && o->node && strcmp(o->node, op->watch_path) == 0) return 1;
     }
     return 0;
 }
@@ -731,6 +743,14 @@ static void lease_stage_start(zkl_client *c, zkl_op *op) {
     zkl__lock_kick(c, op);
 }
 
+/* FNV-1a: the lease-listing hint keeps a hash, not a copy, of the dir (a collision only costs
+ * a request). */
+static uint64_t dir_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 static void issue_lease_creates(zkl_client *c, zkl_op *op) {
     char *path = join_path(c, op->lease_dir, op->lease_prefix);
     if (!path) {
@@ -757,18 +777,38 @@ static void issue_lease_creates(zkl_client *c, zkl_op *op) {
         }
     }
     zkl__strfree(c, path);
+    /* pipelined behind the creates; the step stays S_LEASE_CREATE until the list answers */
+    int watched = !(c->lease_hint_dir == dir_hash(op->lease_dir) && !c->lease_hint_full);
+    op->lease_watched = watched;
     c->stats.lists++;
-    ISSUE(c, op, zoo_awget_children(c->zh, op->lease_dir, lease_watch_fired, (void *)ZKL_TOKEN(op),
-                                    lease_list_reply, ZKL_TOKEN(op)));
+    if (watched) {
+        ISSUE(c, op, zoo_awget_children(c->zh, op->lease_dir, lease_watch_fired, (void *)ZKL_TOKEN(op),
+                                        lease_list_reply, ZKL_TOKEN(op)));
+    } else {
+        op->watch_token = NULL;
+        ISSUE(c, op, zoo_aget_children(c->zh, op->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
+    }
+}
+
+/* List the leases. With `watched` the listing arms a children watch (to wait on if over max);
+ * without, a grant leaves no watch to take back, and an over-max answer costs one more listing. */
+static void issue_lease_list_as(zkl_client *c, zkl_op *op, int watched) {
+    op->gen++;
+    op->step = S_LEASE_LIST;
+    op->lease_watched = watched;
+    c->stats.lists++;
+    if (watched) {
+        op->watch_token = ZKL_TOKEN(op);
+        ISSUE(c, op, zoo_awget_children(c->zh, op->lease_dir, lease_watch_fired, (void *)ZKL_TOKEN(op),
+                                        lease_list_reply, ZKL_TOKEN(op)));
+    } else {
+        op->watch_token = NULL;
+        ISSUE(c, op, zoo_aget_children(c->zh, op->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
+    }
 }
 
 static void issue_lease_list(zkl_client *c, zkl_op *op) {
-    op->gen++;
-    op->step = S_LEASE_LIST;
-    op->watch_token = ZKL_TOKEN(op);
-    c->stats.lists++;
-    ISSUE(c, op, zoo_awget_children(c->zh, op->lease_dir, lease_watch_fired, (void *)ZKL_TOKEN(op),
-                                    lease_list_reply, ZKL_TOKEN(op)));
+    issue_lease_list_as(c, op, 1);
 }
 
 static void issue_lease_scan(zkl_client *c, zkl_op *op) {
@@ -819,7 +859,7 @@ static void grant_leases(zkl_client *c, zkl_op *op) {
      * acquisition so that every lease is released on its own. The list that granted us armed a
      * children watch on the leases: take it back. */
     drop_watch(c, op, 1);
-    if (op->node) spawn_cleanup(c, op->dir, op->prefix, op->node);
+    if (op->node) spawn_cleanup_as(c, op->dir, op->prefix, op->node, 1);
     set_str(c, &op->node, NULL);
     op->split_ids[0] = op->id;
     for (int i = 1; i < op->nleases; i++) {
@@ -891,6 +931,8 @@ static void lease_list_reply(int rc, const struct String_vector *v, const void *
         }
     } else if (rc == ZOK) {
         int missing = 0;
+        c->lease_hint_dir = dir_hash(op->lease_dir);
+        c->lease_hint_full = v->count > op->max_leases;
         for (int i = 0; i < op->nleases; i++) {
             if (!has_node(v, op->leases[i])) { /* deleted by someone: make another */
                 zkl__strfree(c, op->leases[i]);
@@ -908,6 +950,8 @@ static void lease_list_reply(int rc, const struct String_vector *v, const void *
             grant_leases(c, op);
         } else if (op->try_once) {
             zkl__lock_fail(c, op, ZKL_ETIMEDOUT);
+        } else if (!op->lease_watched) {
+            issue_lease_list_as(c, op, 1); /* still over max: list again, this time to wait */
         } else {
             op->step = S_LEASE_WAIT; /* the watch set by this list wakes us */
         }
@@ -927,7 +971,8 @@ static void lease_watch_fired(zhandle_t *zh, int type, int state, const char *pa
     c->stats.watch_events++;
     zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(token));
     if (!op || op->phase != P_ACQUIRING || op->stage != 2 || op->gen != ZKL_TOKEN_GEN(token)) return;
-    if (op->step == S_LEASE_WAIT) issue_lease_list(c, op);
+    /* the watch is used up: a listing that shows room grants without arming another */
+    if (op->step == S_LEASE_WAIT) issue_lease_list_as(c, op, 0);
 }
 
 static void lease_scan_reply(int rc, const struct String_vector *v, const void *token) {
