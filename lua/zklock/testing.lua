@@ -78,6 +78,8 @@
 --                                          /proc/<pid>/stat) | nil if there is no such process
 --   testing.pid_alive(pid [, starttime]) -> boolean: exists, is not a zombie, and (if starttime
 --                                          is given) is the same process, not a reused pid
+--   testing.free_ports(n [, avoid])     n distinct loopback ports no socket uses now (from
+--                                       /proc/net/tcp*, in testing.config.port_min..port_max)
 --   testing.spawn{ command = sh_cmd, log = path, pidfile = path [, cwd = dir]
 --                  [, stop = "TERM"] [, grace = 3] }
 --                                       run a long-lived command that goes away with this
@@ -288,6 +290,7 @@ local function pick_ports(count, taken)
   end
   return ports
 end
+M.free_ports = pick_ports
 
 ---------------------------------------------------------------- four-letter words
 
@@ -629,21 +632,24 @@ function Server:stop(opts)
   return true
 end
 
-function Server:pause()
-  if not self:running() then error("zklock.testing: pause(): server on port " .. self.port .. " is not running", 2) end
-  self:_signal("STOP")
+-- SIGSTOP or SIGCONT, then wait (up to 2 s) until the kernel shows the process (not) stopped.
+local function stop_cont(self, what, sig, stopped)
+  if not self:running() then
+    error(("zklock.testing: %s(): server on port %d is not running"):format(what, self.port), 3)
+  end
+  self:_signal(sig)
   local deadline = now() + 2
-  while proc_stat(self.pid) ~= "T" and now() < deadline do sleep(0.01) end
-  self.paused = true
+  while (proc_stat(self.pid) == "T") ~= stopped and now() < deadline do sleep(0.01) end
+  self.paused = stopped
+end
+
+function Server:pause()
+  stop_cont(self, "pause", "STOP", true)
   return true
 end
 
 function Server:resume()
-  if not self:running() then error("zklock.testing: resume(): server on port " .. self.port .. " is not running", 2) end
-  self:_signal("CONT")
-  local deadline = now() + 2
-  while proc_stat(self.pid) == "T" and now() < deadline do sleep(0.01) end
-  self.paused = false
+  stop_cont(self, "resume", "CONT", false)
   return true
 end
 

@@ -22,7 +22,6 @@ local read_file, write_file, exists = testing.read_file, testing.write_file, tes
 local sleep, now = testing.sleep, testing.now
 M.now = now
 
-local MY_PID = testing.pid
 
 local function alive(pid)
   return pid ~= nil and testing.pid_alive(pid)
@@ -45,21 +44,7 @@ function M.unavailable(root)
 end
 
 -- A free loopback port (not in /proc/net/tcp*).
-local function free_port()
-  local used = {}
-  for _, file in ipairs({ "/proc/net/tcp", "/proc/net/tcp6" }) do
-    local s = read_file(file)
-    if s then
-      for hex in s:gmatch("\n%s*%d+:%s+%x+:(%x+)%s") do used[tonumber(hex, 16)] = true end
-    end
-  end
-  local seed = (tonumber(MY_PID) or 1) * 7919 + math.floor(now() * 100)
-  for i = 1, 1000 do
-    local p = 40001 + (seed + i * 7907) % 20000
-    if not used[p] then return p end
-  end
-  error("no free port")
-end
+local function free_port() return testing.free_ports(1)[1] end
 
 local Server = {}
 Server.__index = Server
