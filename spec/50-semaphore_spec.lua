@@ -217,8 +217,10 @@ describe("semaphore", function()
     local c = connect("handover")
     local path = "/sem/handover"
     local s = c:semaphore(path, 10)
-    assert(s:acquire(5)):release()                        -- parents exist
-    wait_layout(c, path, {}, 0, { c })
+    -- persistent parents: the test server's quick container reaper would otherwise remove an
+    -- empty <path>/locks or <path>/leases under the burst and add re-creations and listings
+    assert(c:create(path .. "/locks", "", { parents = true }))
+    assert(c:create(path .. "/leases", "", { parents = true }))
     local s0 = c:stats()
     local got, K = {}, 10
     for i = 1, K do c:spawn(function() got[i] = pack(s:acquire(10)) end) end
@@ -234,6 +236,8 @@ describe("semaphore", function()
     -- leases each; K - 1 waited on a node of their own client and took over without listing
     assert.are.equal(K + 1, d.lists, util.format_stats(d))
     assert.are.equal(K - 1, d.handoffs, util.format_stats(d))
+    assert.are.equal(2 * K, d.creates, util.format_stats(d))
+    assert(c:delete(path .. "/locks")); assert(c:delete(path .. "/leases"))
   end)
 
   it("never more than max holders: 3 worker processes x 20 coroutines, max 4, hold-interval checker", function()
