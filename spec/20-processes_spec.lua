@@ -23,29 +23,21 @@ local function now() return core.now() end -- monotonic ms, the clock the worker
 local read_file, write_file = testing.read_file, testing.write_file
 
 -- A "counter" worker's log (format in spec/support/fault_worker.lua).
+local COUNTER_LOG = {
+  G = function(t, f)
+    t.holds[#t.holds + 1] = { key = f[2], pid = f[3], owner = f[3] .. "/" .. f[4], token = tonumber(f[5]),
+                              seq = tonumber(f[6]), start = tonumber(f[7]), finish = tonumber(f[8]),
+                              interrupted = f[9] == "1", release = f[10], node = f[11] }
+  end,
+  F = function(t, f) t.fails[#t.fails + 1] = f[2] .. ":" .. f[3] end,
+  R = function(t, f, line)  -- "R <session>" once at start; "R acquire ..." when an acquire raised
+    if f[2] ~= "acquire" then t.session = f[2] else t.raised[#t.raised + 1] = line end
+  end,
+}
+
 local function parse_log(path)
-  local t = { holds = {}, fails = {}, raised = {}, errors = {}, session = nil, summary = nil, done = false }
-  for f, line in fw.log_records(path) do
-    local k = f[1]
-    if k == "G" then
-      t.holds[#t.holds + 1] = { key = f[2], pid = f[3], owner = f[3] .. "/" .. f[4], token = tonumber(f[5]),
-                                seq = tonumber(f[6]), start = tonumber(f[7]), finish = tonumber(f[8]),
-                                interrupted = f[9] == "1", release = f[10], node = f[11] }
-    elseif k == "F" then
-      t.fails[#t.fails + 1] = f[2] .. ":" .. f[3]
-    elseif k == "R" and f[2] ~= "acquire" then
-      t.session = f[2]
-    elseif k == "R" then
-      t.raised[#t.raised + 1] = line
-    elseif k == "X" then
-      t.errors[#t.errors + 1] = line
-    elseif k == "C" then
-      t.summary = fw.summary_of(f)
-    elseif k == "D" then
-      t.done = true
-    end
-  end
-  return t
+  return fw.fold_log(path, { holds = {}, fails = {}, raised = {}, errors = {}, session = nil, summary = nil,
+                             done = false }, COUNTER_LOG)
 end
 
 -- Run `procs` counter workers of `cos` coroutines x `iters` critical sections over `locks`

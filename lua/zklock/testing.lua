@@ -78,6 +78,9 @@
 --                                          /proc/<pid>/stat) | nil if there is no such process
 --   testing.pid_alive(pid [, starttime]) -> boolean: exists, is not a zombie, and (if starttime
 --                                          is given) is the same process, not a reused pid
+--   testing.exit_with_parent(client, parent_pid [, period [, busy [, on_gone]]])
+--                                       in a worker process: exit (status 4, after on_gone())
+--                                       once the test process that started it is gone
 --   testing.free_ports(n [, avoid])     n distinct loopback ports no socket uses now (from
 --                                       /proc/net/tcp*, in testing.config.port_min..port_max)
 --   testing.spawn{ command = sh_cmd, log = path, pidfile = path [, cwd = dir]
@@ -403,6 +406,24 @@ local function write_config(self)
   table.sort(keys)
   for _, k in ipairs(keys) do lines[#lines + 1] = k .. "=" .. tostring(o.config[k]) end
   write_file(self.cfg, table.concat(lines, "\n") .. "\n")
+end
+
+-- A worker process started by a test stops when that test process is gone: a coroutine of
+-- `client` checks every `period` s (0.5), while busy() is true (always, if nil), that
+-- parent_pid (as started now: a reused pid does not count) still exists; once it does not, it
+-- calls on_gone() (to log and flush) and exits the process with status 4.
+function M.exit_with_parent(client, parent_pid, period, busy, on_gone)
+  if not parent_pid then return end
+  local _, start = proc_stat(parent_pid)
+  client:spawn(function()
+    while busy == nil or busy() do
+      client:sleep(period or 0.5)
+      if not pid_alive(parent_pid, start) then
+        if on_gone then on_gone() end
+        os.exit(4)
+      end
+    end
+  end)
 end
 
 -- Run a long-lived command under a babysitter shell in its own session (setsid): the shell

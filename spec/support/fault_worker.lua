@@ -455,32 +455,40 @@ function M.hold_of(f)
   return h
 end
 
-function M.read_log(path)
-  local t = { holds = {}, leases = {}, fails = {}, raised = {}, events = {}, codes = {}, sessions = {},
-              summary = nil, done = false, lines = 0 }
+-- Fold a worker log into t. The records every log format shares are handled here: X (an
+-- error line, into t.errors), C (the summary, t.summary), D (done, t.done), and t.lines counts
+-- the records; on[k](t, fields, line) handles the kinds of one format. Returns t.
+function M.fold_log(path, t, on)
+  t.errors, t.lines = t.errors or {}, t.lines or 0
   for f, line in M.log_records(path) do
     t.lines = t.lines + 1
     local k = f[1]
-    if k == "H" or k == "S" then
-      local list = k == "H" and t.holds or t.leases
-      list[#list + 1] = M.hold_of(f)
-    elseif k == "F" then
-      t.fails[#t.fails + 1] = { kind = f[2], code = f[3], waited = tonumber(f[4]) }
-    elseif k == "R" then
-      t.raised[#t.raised + 1] = line
-    elseif k == "E" then
-      t.events[#t.events + 1] = { state = f[2], at = tonumber(f[3]) }
-    elseif k == "I" then
-      t.sessions[#t.sessions + 1] = f[2]
-    elseif k == "C" then
-      t.summary = M.summary_of(f)
-    elseif k == "K" then
-      t.codes[f[2]] = tonumber(f[3])
-    elseif k == "D" then
-      t.done = true
+    if on[k] then on[k](t, f, line)
+    elseif k == "X" then t.errors[#t.errors + 1] = line
+    elseif k == "C" then t.summary = M.summary_of(f)
+    elseif k == "D" then t.done = true
     end
   end
   return t
+end
+
+local function add_hold(t, f)
+  local list = f[1] == "H" and t.holds or t.leases
+  list[#list + 1] = M.hold_of(f)
+end
+
+local WORKER_LOG = {
+  H = add_hold, S = add_hold,
+  F = function(t, f) t.fails[#t.fails + 1] = { kind = f[2], code = f[3], waited = tonumber(f[4]) } end,
+  R = function(t, _, line) t.raised[#t.raised + 1] = line end,
+  E = function(t, f) t.events[#t.events + 1] = { state = f[2], at = tonumber(f[3]) } end,
+  I = function(t, f) t.sessions[#t.sessions + 1] = f[2] end,
+  K = function(t, f) t.codes[f[2]] = tonumber(f[3]) end,
+}
+
+function M.read_log(path)
+  return M.fold_log(path, { holds = {}, leases = {}, fails = {}, raised = {}, events = {}, codes = {},
+                            sessions = {}, summary = nil, done = false }, WORKER_LOG)
 end
 
 if MODNAME == "support.fault_worker" or MODNAME == "spec.support.fault_worker" then
@@ -522,18 +530,12 @@ local function connect_logged(default_identity)
   return c, say
 end
 
--- counter and soak workers: a coroutine of c checks every `period` s, while busy(), that the
--- parent (the spec process) is alive; if not, it logs X "parent gone" and exits at once (code 4).
+-- counter and soak workers: while busy(), check every `period` s that the parent (the spec
+-- process) is alive; if not, log X "parent gone" and exit at once (code 4).
 local function exit_when_parent_gone(c, period, busy, emit, out)
-  c:spawn(function()
-    while busy() do
-      c:sleep(period)
-      if not parent_alive() then
-        emit("X", "parent gone")
-        out:close()
-        os.exit(4)
-      end
-    end
+  testing.exit_with_parent(c, parent, period, busy, function()
+    emit("X", "parent gone")
+    out:close()
   end)
 end
 

@@ -273,29 +273,24 @@ end
 
 local function runtime_of(owner) return (owner:match("^(%a+)%-")) or owner end
 
+local function add_hold(t, f)
+  local h = fw.hold_of(f)
+  h.node, h.mode, h.runtime = f[12], f[13], runtime_of(f[3])
+  h.seq = M.seq(h.node)
+  local list = f[1] == "H" and t.holds or t.leases
+  list[#list + 1] = h
+end
+
+local PEER_LOG = {
+  H = add_hold, S = add_hold,
+  F = function(t, f) t.fails[#t.fails + 1] = { mode = f[2], code = f[3], waited = tonumber(f[4]) } end,
+}
+
 -- Parse a log (CuratorPeer.java format) into t.holds / t.leases (fw.check records with node,
 -- seq, mode, runtime), t.fails (F lines), t.errors (X lines), t.summary (zklock's C line).
 function M.read_log(path, t)
-  t = t or { holds = {}, leases = {}, fails = {}, errors = {}, summary = nil, done = false }
-  for f, line in fw.log_records(path) do
-    local k = f[1]
-    if k == "H" or k == "S" then
-      local h = fw.hold_of(f)
-      h.node, h.mode, h.runtime = f[12], f[13], runtime_of(f[3])
-      h.seq = M.seq(h.node)
-      local list = k == "H" and t.holds or t.leases
-      list[#list + 1] = h
-    elseif k == "F" then
-      t.fails[#t.fails + 1] = { mode = f[2], code = f[3], waited = tonumber(f[4]) }
-    elseif k == "X" then
-      t.errors[#t.errors + 1] = line
-    elseif k == "C" then
-      t.summary = fw.summary_of(f)
-    elseif k == "D" then
-      t.done = true
-    end
-  end
-  return t
+  return fw.fold_log(path, t or { holds = {}, leases = {}, fails = {}, errors = {}, summary = nil, done = false },
+                     PEER_LOG)
 end
 
 function M.count_by(list, field)

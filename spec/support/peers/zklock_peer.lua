@@ -24,9 +24,6 @@ local function num(k, d) return tonumber(opt[k]) or d end
 local testing = require("zklock.testing")
 local MY_PID = testing.pid
 local parent = tonumber(opt.parent)
-local function parent_alive()
-  return not parent or testing.pid_alive(parent)
-end
 
 -- Park-Miller generator in doubles (exact under both interpreters)
 local function rng(seed)
@@ -142,15 +139,9 @@ for i = 1, ncos do
     running = running - 1
   end)
 end
-c:spawn(function()
-  while running > 0 do
-    c:sleep(0.5)
-    if not parent_alive() then
-      emit("X", "parent gone")
-      out:close()
-      os.exit(4)
-    end
-  end
+testing.exit_with_parent(c, parent, 0.5, function() return running > 0 end, function()
+  emit("X", "parent gone")
+  out:close()
 end)
 
 local ok, err = c:run(math.max(0, (start_at - now()) / 1000) + seconds + timeout + 60)
