@@ -432,6 +432,19 @@ function Client:exists(path)
   return nil, msg, code
 end
 
+-- Creates each missing ancestor of `path` as a container. -> true | nil, msg, code (the first
+-- failure other than "exists")
+local function make_parents(self, path)
+  local at = 1
+  while true do
+    local slash = path:find("/", at + 1, true)
+    if not slash then return true end
+    local ok, msg, code = plain(self, "create", core.OP_CREATE, path:sub(1, slash - 1), "", 4)
+    if not ok and code ~= "ZNODEEXISTS" then return nil, msg, code end
+    at = slash
+  end
+end
+
 -- client:create(path, data, { ephemeral=, sequential=, container=, parents= }) -> created path
 --   parents = true creates missing ancestors first (as containers, like lock parents).
 function Client:create(path, data, opts)
@@ -442,23 +455,18 @@ function Client:create(path, data, opts)
   end
   local flags = (opts.ephemeral and 1 or 0) + (opts.sequential and 2 or 0) + (opts.container and 4 or 0)
   -- An ancestor made as a container can be reaped by the server between our creating it and
-  -- creating the child (it was empty for a moment): ZNONODE then means "make the parents again".
-  local msg, code
+  -- creating what goes under it (it was empty for a moment): ZNONODE then means "make the
+  -- parents again", whether the child's create or a deeper parent's got it.
+  local ok, msg, code
   for _ = 1, opts.parents and 5 or 1 do
-    if opts.parents and type(path) == "string" then
-      local at = 1
-      while true do
-        local slash = path:find("/", at + 1, true)
-        if not slash then break end
-        local ok, pmsg, pcode = plain(self, "create", core.OP_CREATE, path:sub(1, slash - 1), "", 4)
-        if not ok and pcode ~= "ZNODEEXISTS" then return nil, pmsg, pcode end
-        at = slash
-      end
+    ok, msg, code = true, nil, nil
+    if opts.parents and type(path) == "string" then ok, msg, code = make_parents(self, path) end
+    if ok then
+      local r
+      r, msg, code = plain(self, "create", core.OP_CREATE, path, data or "", flags)
+      if r then return r.data end
     end
-    local r
-    r, msg, code = plain(self, "create", core.OP_CREATE, path, data or "", flags)
-    if r then return r.data end
-    if code ~= "ZNONODE" or not opts.parents then break end
+    if code ~= "ZNONODE" then break end
   end
   return nil, msg, code
 end
