@@ -213,6 +213,16 @@ static ZooLogLevel zk_level(int level) {
     }
 }
 
+/* The ZooKeeper client's events for what epoll reported on its socket, limited to the interest
+ * it registered. An error or hang-up counts as both, so zookeeper_process meets it and closes. */
+static int zk_events_of(const zkl_client *c, uint32_t got) {
+    int events = 0;
+    if (got & (EPOLLIN | EPOLLERR | EPOLLHUP)) events |= ZOOKEEPER_READ;
+    if (got & (EPOLLOUT | EPOLLERR | EPOLLHUP)) events |= ZOOKEEPER_WRITE;
+    return events & ((c->zkfd_events & EPOLLIN ? ZOOKEEPER_READ : 0) |
+                     (c->zkfd_events & EPOLLOUT ? ZOOKEEPER_WRITE : 0));
+}
+
 /* ---------------------------------------------------------------- session */
 
 /* The ZooKeeper client's own view. It can drop a connection without any session event: when a
@@ -435,13 +445,7 @@ int zkl__process(zkl_client *c, int owner) {
     for (int round = 0; c->zh && round < PROCESS_ROUNDS; round++) {
         struct epoll_event ev;
         int n = epoll_wait(c->epfd, &ev, 1, 0);
-        int events = 0;
-        if (n == 1) {
-            if (ev.events & (EPOLLIN | EPOLLERR | EPOLLHUP)) events |= ZOOKEEPER_READ;
-            if (ev.events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) events |= ZOOKEEPER_WRITE;
-            events &= (int)((c->zkfd_events & EPOLLIN ? ZOOKEEPER_READ : 0) |
-                            (c->zkfd_events & EPOLLOUT ? ZOOKEEPER_WRITE : 0));
-        }
+        int events = n == 1 ? zk_events_of(c, ev.events) : 0;
         if (!events) break;
         int rc;
         WITH_CLIENT(c, rc = zookeeper_process(c->zh, events));
@@ -602,8 +606,8 @@ static void drain_replies(zkl_client *c) {
         if (left <= 0) return;
         struct epoll_event ev;
         if (epoll_wait(c->epfd, &ev, 1, (int)left) != 1) return;
-        int events = (ev.events & (EPOLLIN | EPOLLERR | EPOLLHUP) ? ZOOKEEPER_READ : 0) |
-                     (ev.events & (EPOLLOUT | EPOLLERR | EPOLLHUP) ? ZOOKEEPER_WRITE : 0);
+        int events = zk_events_of(c, ev.events);
+        if (!events) return;
         int rc;
         WITH_CLIENT(c, rc = zookeeper_process(c->zh, events));
         (void)rc;
