@@ -18,6 +18,7 @@
 -- teardown); worker processes and proxies are killed after each test. Every wait is bounded.
 -- Runtime: ~25 s on 2 cores (most of it is session timeouts; ~20 s more while the close bug
 -- makes the close tests wait for the session timeout to report it).
+local zklock = require("zklock")
 local testing = require("zklock.testing")
 local core = require("zklock.core")
 local util = require("support.util")
@@ -544,6 +545,36 @@ describe("sessions", function()
     assert.is_nil(first.node, "node() still returns the expired node")
     assert_code("ELOST", reentrant, "reentrant acquire right after the block")
     assert.are.equal("LOST", t.events[#t.events])
+  end)
+
+  it("leases of a thread that was busy past the session timeout: the first release says ELOST, each lease hears LOST once, is_held(), token() and node() say not held; another client gets the leases", function()
+    local path = "/sess/busy/lease"
+    local c = util.connect(zk.hosts, { session_timeout = BUSY_S, identity = "busy-lease" })
+    local obs = util.connect(zk.hosts, { session_timeout = 20, identity = "observer" })
+    local sem = c:semaphore(path, 2)
+    local l1, l2 = assert(sem:acquire(5)), assert(sem:acquire(5))
+    local heard = {}
+    sem:on_lost(function(state, l) heard[#heard + 1] = state .. ":" .. (l == l1 and 1 or l == l2 and 2 or "?") end)
+    assert.is_true(l2:is_held())
+    testing.sleep(2.5 * BUSY_S)     -- busy: no call into zklock at all
+    -- the first call after the block is l1's release: it must report the loss, to l1 as well
+    local rel = pack(l1:release())
+    local heard_at_release = names(heard)
+    assert_code("ELOST", rel, "release of a lease after the block")
+    assert.are.equal(1, count_of(heard, "LOST:1"), "l1: " .. names(heard) .. " (at release " .. heard_at_release .. ")")
+    assert.are.equal(1, count_of(heard, "LOST:2"), "l2: " .. names(heard))
+    assert.is_false(l2:is_held())
+    assert.is_nil(l2:token())
+    assert.is_nil(l2:node())
+    assert_code("ELOST", pack(l2:release()), "release of the other lost lease")
+    assert.are.equal(2, count_of(heard, "LOST:1") + count_of(heard, "LOST:2"), names(heard))
+    -- the server expired the session: another client gets both leases at once
+    local other = obs:semaphore(path, 2)
+    local o1, o2 = other:acquire(5), other:acquire(0)
+    assert.are.equal("lease", zklock.type(o1))
+    assert.are.equal("lease", zklock.type(o2), "the second lease was still taken by the expired session")
+    assert.is_true(o1:release()); assert.is_true(o2:release())
+    assert.are.same({}, util.children(obs, path .. "/leases"))
   end)
 
   ------------------------------------------------------------------ close while waiting

@@ -30,6 +30,28 @@ local function gc_proxy(obj)
   end
 end
 
+-- Deletes the node of `hold` (a lock hold or a lease, already unlisted from the client) and
+-- waits for the reply. A loss the hold has not heard of yet is reported to it first: the LOST
+-- event may still be queued, and the hold no longer receives it. -> true | nil, msg, code
+local function release_hold(client, hold, what)
+  local ok, msg, code = client._c:release(hold.id)
+  local status
+  if ok then
+    local w = client:_await(client:_waiter(hold.id))
+    if not w.done or w.status == 0 then return true end
+    status = w.status
+  elseif code == "ELOST" then
+    status = core.errno.ELOST
+  else
+    return nil, msg, code
+  end
+  if status == core.errno.ELOST then
+    if not hold.lost then hold.lock:_state_changed(hold, "LOST") end
+    return fail(status, ("%s was lost with the session before release"):format(what))
+  end
+  return fail(status, ("releasing %s: %s"):format(what, core.strerror(status)))
+end
+
 local KIND_NAMES = { [core.MUTEX] = "mutex", [core.READ] = "read lock", [core.WRITE] = "write lock" }
 
 local function new(client, recipe, path, fname, opts)
@@ -136,19 +158,7 @@ function Lock:release()
   if hold.closed or client.state == "CLOSED" then
     return true -- the session was closed: every node of ours went with it
   end
-  local ok, msg, code = client._c:release(hold.id)
-  if not ok then
-    if code == "ELOST" then
-      -- the LOST event may be still queued, and this hold is no longer listed to receive it
-      if not hold.lost then self:_state_changed(hold, "LOST") end
-      return fail(core.errno.ELOST, ("%s %s was lost with the session before release"):format(self.kind, self.path))
-    end
-    return nil, msg, code
-  end
-  local w = client:_await(client:_waiter(hold.id))
-  if not w.done or w.status == 0 then return true end
-  if w.status == core.errno.ELOST and not hold.lost then self:_state_changed(hold, "LOST") end
-  return fail(w.status, ("releasing %s %s: %s"):format(self.kind, self.path, core.strerror(w.status)))
+  return release_hold(client, hold, ("%s %s"):format(self.kind, self.path))
 end
 
 Lock.__close = function(self, err)
@@ -265,4 +275,4 @@ local function new_rw(client, path, opts)
 end
 
 return { new = new, new_rw = new_rw, Lock = Lock, fail = fail, warn = warn_, MAIN = MAIN, me = me,
-         gc_proxy = gc_proxy, cancel_pending = cancel_pending, set_on_lost = set_on_lost }
+         gc_proxy = gc_proxy, release_hold = release_hold, cancel_pending = cancel_pending, set_on_lost = set_on_lost }

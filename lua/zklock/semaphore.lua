@@ -31,20 +31,12 @@ function Lease:release()
   if self.released then
     error(("zklock: lease %s of semaphore %s already released"):format(tostring(self.node_path), self.semaphore.path), 2)
   end
-  self.released = true
   local client = self.client
+  client:_refresh() -- a loss not yet noticed is reported to this lease before it goes
+  self.released = true
   client._holds[self.id] = nil
   if client.state == "CLOSED" then return true end
-  local ok, msg, code = client._c:release(self.id)
-  if not ok then
-    if code == "ELOST" then
-      return fail(core.errno.ELOST, ("lease of semaphore %s was lost with the session before release"):format(self.semaphore.path))
-    end
-    return nil, msg, code
-  end
-  local w = client:_await(client:_waiter(self.id))
-  if not w.done or w.status == 0 then return true end
-  return fail(w.status, ("releasing lease of semaphore %s: %s"):format(self.semaphore.path, core.strerror(w.status)))
+  return lockmod.release_hold(client, self, ("lease of semaphore %s"):format(self.semaphore.path))
 end
 
 Lease.__close = function(self)
@@ -54,9 +46,14 @@ Lease.__close = function(self)
   end
 end
 
-function Lease:is_held() return not self.released and not self.lost and self.client.state ~= "CLOSED" end
+-- Held (not released, not lost)? Like a lock's, these drive the client first, so a thread
+-- that was busy past the session timeout does not see a lost lease as held.
+function Lease:is_held()
+  self.client:_refresh()
+  return not self.released and not self.lost and self.client.state ~= "CLOSED"
+end
 function Lease:token() if self:is_held() then return self.token_value end return nil end
-function Lease:node() return self.node_path end
+function Lease:node() if self:is_held() then return self.node_path end return nil end
 
 function Lease:_state_changed(_, state)
   if state == "LOST" then self.lost = true end
