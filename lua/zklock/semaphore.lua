@@ -28,11 +28,11 @@ end
 
 -- release() -> true | nil, msg, code. Any coroutine may release a lease; twice raises.
 function Lease:release()
+  local client = self.client
+  client:_refresh() -- a loss not yet noticed is reported to this lease before it goes
   if self.released then
     error(("zklock: lease %s of semaphore %s already released"):format(tostring(self.node_path), self.semaphore.path), 2)
   end
-  local client = self.client
-  client:_refresh() -- a loss not yet noticed is reported to this lease before it goes
   self.released = true
   client._holds[self.id] = nil
   if client.state == "CLOSED" then return true end
