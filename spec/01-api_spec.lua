@@ -229,6 +229,11 @@ describe("zklock API", function()
         assert_raises({ "bad argument #1 to '" .. name .. "'", "absolute" }, client[name], client, "relative/x")
       end
       assert_raises({ "absolute" }, client.create, client, "x", "")
+      -- with parents the whole path is checked first: the error names it, not a prefix of it
+      assert_raises({ "bad argument #1 to 'create'", "absolute", "relative/x" },
+        client.create, client, "relative/x", "", { parents = true })
+      assert_raises({ "bad argument #1 to 'create'", "absolute", "number" },
+        client.create, client, 7, "", { parents = true })
       assert_raises({ "bad argument #2 to 'set'", "string" }, client.set, client, "/api", 5)
     end)
   end)
@@ -311,6 +316,7 @@ describe("zklock API", function()
         { "connect options", function() zklock.connect(zk.hosts, { bogus = 1 }) end },
         { "acquire timeout", function() m:acquire(-1) end },
         { "get path", function() client:get("x") end },
+        { "create{parents} path", function() client:create("a/b", "", { parents = true }) end },
       }
       local wrong = {}
       for _, call in ipairs(calls) do

@@ -401,11 +401,15 @@ local function op_result(self, w, what, path)
   return w.result
 end
 
-local function plain(self, fname, optype, path, data, flags, version)
+local function check_path(self, fname, path)
   self:_check_open(fname)
   if type(path) ~= "string" or path:sub(1, 1) ~= "/" then
-    check.argerror(fname, 1, "path: expected an absolute znode path, got " .. check.describe(path), 2)
+    check.argerror(fname, 1, "path: expected an absolute znode path, got " .. check.describe(path))
   end
+end
+
+local function plain(self, fname, optype, path, data, flags, version)
+  check_path(self, fname, path)
   local id, msg, code = self._c:op(optype, path, data, flags, version)
   if not id then return nil, msg, code end
   return op_result(self, self:_await(self:_waiter(id)), fname, path)
@@ -453,6 +457,7 @@ function Client:create(path, data, opts)
   if data ~= nil and type(data) ~= "string" then
     check.argerror("create", 2, "data: expected a string or nil, got " .. check.describe(data))
   end
+  check_path(self, "create", path)
   local flags = (opts.ephemeral and 1 or 0) + (opts.sequential and 2 or 0) + (opts.container and 4 or 0)
   -- An ancestor made as a container can be reaped by the server between our creating it and
   -- creating what goes under it (it was empty for a moment): ZNONODE then means "make the
@@ -460,7 +465,7 @@ function Client:create(path, data, opts)
   local ok, msg, code
   for _ = 1, opts.parents and 5 or 1 do
     ok, msg, code = true, nil, nil
-    if opts.parents and type(path) == "string" then ok, msg, code = make_parents(self, path) end
+    if opts.parents then ok, msg, code = make_parents(self, path) end
     if ok then
       local r
       r, msg, code = plain(self, "create", core.OP_CREATE, path, data or "", flags)

@@ -46,7 +46,11 @@ local function release_hold(client, hold, what)
     return nil, msg, code
   end
   if status == core.errno.ELOST then
-    if not hold.lost then hold.lock:_state_changed(hold, "LOST") end
+    if not hold.lost then
+      hold.releasing = true -- a release called from the on_lost handler answers ELOST
+      hold.lock:_state_changed(hold, "LOST")
+      hold.releasing = nil
+    end
     return fail(status, ("%s was lost with the session before release"):format(what))
   end
   return fail(status, ("releasing %s: %s"):format(what, core.strerror(status)))
@@ -144,7 +148,6 @@ end
 -- release() -> true | nil, msg, code. Raises if the calling coroutine does not hold the lock.
 -- Waits until the queue node is deleted (retried across connection loss while the session lives).
 function Lock:release()
-  self.client:_refresh() -- a loss not yet noticed is reported to this hold before it goes
   local co = me()
   local hold = self._holds[co]
   if not hold then
@@ -155,6 +158,9 @@ function Lock:release()
   self._holds[co] = nil
   local client = self.client
   client._holds[hold.id] = nil
+  -- after unlisting: a loss this refresh finds reaches the hold once, from release_hold, and an
+  -- on_lost handler cannot release it a second time under this call
+  client:_refresh()
   if hold.closed or client.state == "CLOSED" then
     return true -- the session was closed: every node of ours went with it
   end

@@ -28,15 +28,19 @@ end
 
 -- release() -> true | nil, msg, code. Any coroutine may release a lease; twice raises.
 function Lease:release()
-  local client = self.client
-  client:_refresh() -- a loss not yet noticed is reported to this lease before it goes
+  local what = ("lease of semaphore %s"):format(self.semaphore.path)
   if self.released then
+    -- an on_lost handler told of the loss by this lease's own release: not a second release
+    if self.releasing then return fail(core.errno.ELOST, what .. " was lost with the session before release") end
     error(("zklock: lease %s of semaphore %s already released"):format(tostring(self.node_path), self.semaphore.path), 2)
   end
   self.released = true
+  local client = self.client
   client._holds[self.id] = nil
+  -- after unlisting: a loss this refresh finds reaches the lease once, from release_hold
+  client:_refresh()
   if client.state == "CLOSED" then return true end
-  return lockmod.release_hold(client, self, ("lease of semaphore %s"):format(self.semaphore.path))
+  return lockmod.release_hold(client, self, what)
 end
 
 Lease.__close = function(self)
