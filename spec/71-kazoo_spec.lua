@@ -303,6 +303,9 @@ describe("interop with Kazoo 2.8 #interop", function()
       assert.equal("ok", h.status, "Kazoo without patterns did not overlap (changed?): " .. h.text)
       local rr = kcall("release", { id = "u1" })
       local zk_end = now()
+      -- keeps the container from being reaped before Kazoo's next hold creates its node there
+      local keep = path .. "/keep"
+      assert(c:create(keep, ""))
       assert.truthy(m:release())
       local n = overlap_count({ { owner = "zklock", start = zk_start, finish = zk_end },
                                 { owner = "kazoo", start = tonumber(h.f.start), finish = tonumber(rr.f["end"]) } })
@@ -311,7 +314,8 @@ describe("interop with Kazoo 2.8 #interop", function()
         h.f.start, rr.f["end"], n))
       -- the other order is excluded: zklock counts Kazoo's "__lock__" nodes; the danger is one-sided
       local hs = kcall("hold", { id = "u2", recipe = "lock", path = path, timeout_ms = 5000 })
-      assert.equal("ok", hs.status)
+      assert.equal("ok", hs.status, hs.text)
+      assert(c:delete(keep))
       local ok, _, code = c:mutex(path):acquire(0)
       assert.is_nil(ok)
       assert.equal("ETIMEDOUT", code)
@@ -384,11 +388,16 @@ describe("interop with Kazoo 2.8 #interop", function()
       local path = "/interop/kazoo/reaped"
       local m = c:mutex(path)
       assert.truthy(m:acquire(5)) -- zklock creates the parent as a CONTAINER node, as Curator does
+      -- a child no lock counts keeps the container from being reaped while Kazoo first uses it
+      -- (an emptied container may go at any moment: Kazoo's first hold failed that way once)
+      local keep = path .. "/keep"
+      assert(c:create(keep, ""))
       assert.truthy(m:release())
       assert.equal("ok", kcall("lockobj", { id = "L", recipe = "lock", patterns = MUTEX_SAFE, path = path }).status)
       local h = kcall("hold", { id = "L1", obj = "L", path = path, timeout_ms = 5000 })
       assert.equal("ok", h.status, h.text)
       assert.equal("ok", kcall("release", { id = "L1" }).status)
+      assert(c:delete(keep))
       -- the empty container goes (the test server checks every 100 ms; ZooKeeper's default is 60 s)
       if not util.wait_until(function() return c:exists(path) == false end, 20, { c }) then
         -- seen once in a loaded CI run: the server kept the empty container; without the reaping
