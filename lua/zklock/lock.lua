@@ -30,10 +30,16 @@ local function gc_proxy(obj)
   end
 end
 
+-- The error of releasing what the session took with it; `what` names the lock or lease.
+local function lost_before_release(what)
+  return fail(core.errno.ELOST, what .. " was lost with the session before release")
+end
+
 -- Deletes the node of `hold` (a lock hold or a lease, already unlisted from the client) and
 -- waits for the reply. A loss the hold has not heard of yet is reported to it first: the LOST
--- event may still be queued, and the hold no longer receives it. -> true | nil, msg, code
-local function release_hold(client, hold, what)
+-- event may still be queued, and the hold no longer receives it. hold.lock:_what() names it in
+-- an error (built only then: release is on every hold's path). -> true | nil, msg, code
+local function release_hold(client, hold)
   local ok, msg, code = client._c:release(hold.id)
   local status
   if ok then
@@ -51,9 +57,9 @@ local function release_hold(client, hold, what)
       hold.lock:_state_changed(hold, "LOST")
       hold.releasing = nil
     end
-    return fail(status, ("%s was lost with the session before release"):format(what))
+    return lost_before_release(hold.lock:_what())
   end
-  return fail(status, ("releasing %s: %s"):format(what, core.strerror(status)))
+  return fail(status, ("releasing %s: %s"):format(hold.lock:_what(), core.strerror(status)))
 end
 
 local KIND_NAMES = { [core.MUTEX] = "mutex", [core.READ] = "read lock", [core.WRITE] = "write lock" }
@@ -164,8 +170,10 @@ function Lock:release()
   if hold.closed or client.state == "CLOSED" then
     return true -- the session was closed: every node of ours went with it
   end
-  return release_hold(client, hold, ("%s %s"):format(self.kind, self.path))
+  return release_hold(client, hold)
 end
+
+function Lock:_what() return self.kind .. " " .. self.path end
 
 Lock.__close = function(self, err)
   if self._holds[me()] then
@@ -281,4 +289,5 @@ local function new_rw(client, path, opts)
 end
 
 return { new = new, new_rw = new_rw, Lock = Lock, fail = fail, warn = warn_, MAIN = MAIN, me = me,
-         gc_proxy = gc_proxy, release_hold = release_hold, cancel_pending = cancel_pending, set_on_lost = set_on_lost }
+         gc_proxy = gc_proxy, release_hold = release_hold,
+         lost_before_release = lost_before_release, cancel_pending = cancel_pending, set_on_lost = set_on_lost }

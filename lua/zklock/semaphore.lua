@@ -28,10 +28,9 @@ end
 
 -- release() -> true | nil, msg, code. Any coroutine may release a lease; twice raises.
 function Lease:release()
-  local what = ("lease of semaphore %s"):format(self.semaphore.path)
   if self.released then
     -- an on_lost handler told of the loss by this lease's own release: not a second release
-    if self.releasing then return fail(core.errno.ELOST, what .. " was lost with the session before release") end
+    if self.releasing then return lockmod.lost_before_release(self:_what()) end
     error(("zklock: lease %s of semaphore %s already released"):format(tostring(self.node_path), self.semaphore.path), 2)
   end
   self.released = true
@@ -40,8 +39,10 @@ function Lease:release()
   -- after unlisting: a loss this refresh finds reaches the lease once, from release_hold
   client:_refresh()
   if client.state == "CLOSED" then return true end
-  return lockmod.release_hold(client, self, what)
+  return lockmod.release_hold(client, self)
 end
+
+function Lease:_what() return "lease of semaphore " .. self.semaphore.path end
 
 Lease.__close = function(self)
   if not self.released then
