@@ -8,13 +8,13 @@
 static void enter(zkl_client *c) {
     if (c->ka) {
         pthread_mutex_lock(&c->mu);
-        c->last_owner_ms = zkl__now_ms();
+        c->last_owner_ms = zkl__now(c);
     }
 }
 
 static void leave(zkl_client *c) {
     if (c->ka) {
-        c->last_owner_ms = zkl__now_ms();
+        c->last_owner_ms = zkl__now(c);
         pthread_mutex_unlock(&c->mu);
     }
 }

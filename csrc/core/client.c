@@ -42,11 +42,7 @@ void zkl__strfree(zkl_client *c, char *s) {
     if (s) zkl__free(c, s, strlen(s) + 1);
 }
 
-int64_t zkl__now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t zkl__now(const zkl_client *c) { return c->zk->now_ms(); }
 
 /* ---------------------------------------------------------------- current client */
 
@@ -228,13 +224,13 @@ static int zk_events_of(const zkl_client *c, uint32_t got) {
 /* The ZooKeeper client's own view. It can drop a connection without any session event: when a
  * request's immediate send fails it closes the socket and marks the handle not connected. So the
  * session events alone are not enough; its state is consulted as well. */
-static int zk_link_up(zhandle_t *zh) {
-    int s = zoo_state(zh);
+static int zk_link_up(const zkl_client *c) {
+    int s = c->zk->state(c->zh);
     return s == ZOO_CONNECTED_STATE || s == ZOO_READONLY_STATE;
 }
 
 int zkl__connected(const zkl_client *c) {
-    return c->zh && c->state == ZKL_STATE_CONNECTED && zk_link_up(c->zh);
+    return c->zh && c->state == ZKL_STATE_CONNECTED && zk_link_up(c);
 }
 
 static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
@@ -248,19 +244,19 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
 
 static int open_handle(zkl_client *c) {
     zhandle_t *zh;
-    WITH_CLIENT(c, zh = zookeeper_init2(c->hosts, session_watcher, c->session_timeout_ms, NULL, c,
+    WITH_CLIENT(c, zh = c->zk->init(c->hosts, session_watcher, c->session_timeout_ms, NULL, c,
                                         0, zk_log));
     if (!zh) {
-        c->reinit_at = zkl__now_ms() + 1000;
+        c->reinit_at = zkl__now(c) + 1000;
         return ZKL_ESYSTEM;
     }
     c->zh = zh;
     c->reinit_at = 0;
     c->zk_connected = 0;
     c->expired_flag = 0;
-    zoo_set_servers_resolution_delay(zh, 60 * 1000);
+    c->zk->set_servers_resolution_delay(zh, 60 * 1000);
     for (zkl_auth *a = c->auths; a; a = a->next)
-        zoo_add_auth(zh, a->scheme, a->cred, (int)a->len, NULL, NULL);
+        c->zk->add_auth(zh, a->scheme, a->cred, (int)a->len, NULL, NULL);
     return 0;
 }
 
@@ -270,7 +266,7 @@ static void close_handle(zkl_client *c) {
     /* Completions still pending run now with ZCLOSING; they see c->zh == NULL. */
     c->zh = NULL;
     c->zk_connected = 0;
-    WITH_CLIENT(c, zookeeper_close(zh));
+    WITH_CLIENT(c, c->zk->close(zh));
     if (c->zkfd >= 0) {
         epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->zkfd, NULL);
         c->zkfd = -1;
@@ -325,9 +321,9 @@ static void handle_session(zkl_client *c) {
         return;
     }
     if (!c->zh) return;
-    if (c->zk_connected && !zk_link_up(c->zh)) c->zk_connected = 0; /* dropped silently */
+    if (c->zk_connected && !zk_link_up(c)) c->zk_connected = 0; /* dropped silently */
     if (c->zk_connected && c->state != ZKL_STATE_CONNECTED) {
-        const clientid_t *id = zoo_client_id(c->zh);
+        const clientid_t *id = c->zk->client_id(c->zh);
         int resumed = c->state == ZKL_STATE_SUSPENDED && id && id->client_id == c->session_id;
         if (!resumed) {
             c->session_id = id ? id->client_id : 0;
@@ -336,13 +332,13 @@ static void handle_session(zkl_client *c) {
         }
         c->state = ZKL_STATE_CONNECTED;
         c->suspended_at = 0;
-        c->last_heard_ms = zkl__now_ms();
+        c->last_heard_ms = zkl__now(c);
         zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_CONNECTED);
         if (resumed) for_each_lock(c, lock_suspended, 0);
         kick_all(c);
     } else if (!c->zk_connected && c->state == ZKL_STATE_CONNECTED) {
         c->state = ZKL_STATE_SUSPENDED;
-        c->suspended_at = zkl__now_ms();
+        c->suspended_at = zkl__now(c);
         zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_SUSPENDED);
         for_each_lock(c, lock_suspended, 1);
     }
@@ -358,11 +354,11 @@ void zkl__refresh_interest(zkl_client *c) {
     int fd = -1, interest = 0;
     struct timeval tv = {0, 0};
     if (!c->zh) return;
-    if (c->zkfd < 0 && c->zk_deadline && zkl__now_ms() < c->zk_deadline) return;
+    if (c->zkfd < 0 && c->zk_deadline && zkl__now(c) < c->zk_deadline) return;
     int rc;
-    WITH_CLIENT(c, rc = zookeeper_interest(c->zh, &fd, &interest, &tv));
+    WITH_CLIENT(c, rc = c->zk->interest(c->zh, &fd, &interest, &tv));
     (void)rc; /* connection errors surface through the session watcher */
-    int64_t now = zkl__now_ms();
+    int64_t now = zkl__now(c);
     c->zk_deadline = now + (int64_t)tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
     if (fd != c->zkfd && c->zkfd >= 0) {
         epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->zkfd, NULL); /* may already be gone with the socket */
@@ -372,7 +368,7 @@ void zkl__refresh_interest(zkl_client *c) {
         struct epoll_event ev;
         memset(&ev, 0, sizeof ev);
         ev.events = (interest & ZOOKEEPER_READ ? EPOLLIN : 0) | (interest & ZOOKEEPER_WRITE ? EPOLLOUT : 0);
-        int zstate = zoo_state(c->zh);
+        int zstate = c->zk->state(c->zh);
         /* Nothing changed on an established link: skip the syscall. While connecting, always
          * register: a failed connect closes the socket (dropping its registration) and the next
          * attempt may reopen the same number with the same interest and state. An established
@@ -394,7 +390,7 @@ void zkl__refresh_interest(zkl_client *c) {
  * the loss was noticed instead would be late: a reset is noticed at once, a silent server only
  * after two thirds of the timeout. */
 static int64_t lost_deadline(const zkl_client *c) {
-    int64_t limit = c->zh ? zoo_recv_timeout(c->zh) : c->session_timeout_ms;
+    int64_t limit = c->zh ? c->zk->recv_timeout(c->zh) : c->session_timeout_ms;
     int64_t margin = limit / 10 < 1000 ? limit / 10 : 1000;
     int64_t from = c->last_heard_ms && c->last_heard_ms < c->suspended_at ? c->last_heard_ms : c->suspended_at;
     return from + limit - margin;
@@ -426,10 +422,10 @@ int zkl__process(zkl_client *c, int owner) {
     if (c->closed) return ZKL_ECLOSED;
     size_t before = c->ev_len;
     if (owner) release_last_done(c);
-    int64_t start = zkl__now_ms();
+    int64_t start = zkl__now(c);
     if (c->last_process_ms && c->zh &&
         (c->state == ZKL_STATE_CONNECTED || c->state == ZKL_STATE_SUSPENDED) &&
-        start - c->last_process_ms >= zoo_recv_timeout(c->zh)) {
+        start - c->last_process_ms >= c->zk->recv_timeout(c->zh)) {
         /* Nobody drove this client for a whole session timeout, so no ping went out: the server
          * has expired the session by now. Say so before anything could report a stale lock. */
         session_expired(c);
@@ -438,7 +434,7 @@ int zkl__process(zkl_client *c, int owner) {
      * owner thread) credit it to the previous call, so the LOST deadline stays on the safe side. */
     int64_t heard_at = c->last_process_ms && start - c->last_process_ms > 50 ? c->last_process_ms : start;
     c->last_process_ms = start;
-    if (!c->zh && c->reinit_at && zkl__now_ms() >= c->reinit_at) open_handle(c);
+    if (!c->zh && c->reinit_at && zkl__now(c) >= c->reinit_at) open_handle(c);
     zkl__listings_flush(c); /* listings asked for since the last call go out before replies are read */
     /* zookeeper_process reads at most one reply per call: keep going while the socket has more,
      * up to a bound so one busy connection cannot starve the caller's loop */
@@ -448,9 +444,9 @@ int zkl__process(zkl_client *c, int owner) {
         int events = n == 1 ? zk_events_of(c, ev.events) : 0;
         if (!events) break;
         int rc;
-        WITH_CLIENT(c, rc = zookeeper_process(c->zh, events));
+        WITH_CLIENT(c, rc = c->zk->process(c->zh, events));
         (void)rc;
-        if (!c->zh || !zk_link_up(c->zh)) break; /* dropped or expired: the session logic below */
+        if (!c->zh || !zk_link_up(c)) break; /* dropped or expired: the session logic below */
         /* something arrived on a link that is still up: the server touched the session */
         if ((events & ZOOKEEPER_READ) && heard_at > c->last_heard_ms) c->last_heard_ms = heard_at;
         if (c->expired_flag) break;
@@ -459,7 +455,7 @@ int zkl__process(zkl_client *c, int owner) {
     handle_session(c);
     zkl__refresh_interest(c); /* may time out the connection and run completions */
     handle_session(c);
-    int64_t now = zkl__now_ms();
+    int64_t now = zkl__now(c);
     fire_deadlines(c, now);
     if (c->state == ZKL_STATE_SUSPENDED && c->suspended_at && now >= lost_deadline(c))
         session_expired(c); /* the server may have expired the session by now: assume the worst */
@@ -471,7 +467,7 @@ int zkl__process(zkl_client *c, int owner) {
 int zkl__client_timeout_ms(zkl_client *c) {
     if (c->closed) return -1;
     if (c->ev_len || (c->listings && c->zh)) return 0;
-    int64_t now = zkl__now_ms(), t = -1;
+    int64_t now = zkl__now(c), t = -1;
 #define FOLD(x) \
     if (x) t = (t < 0 || (x)-now < t) ? ((x)-now < 0 ? 0 : (x)-now) : t
     FOLD(c->zk_deadline);
@@ -502,7 +498,7 @@ static void *keepalive_main(void *arg) {
             pthread_mutex_unlock(&c->mu);
             break;
         }
-        if (zkl__now_ms() - c->last_owner_ms >= KA_IDLE_MS) {
+        if (zkl__now(c) - c->last_owner_ms >= KA_IDLE_MS) {
             zkl__process(c, 0);
             int z = zkl__client_timeout_ms(c);
             if (z >= 0 && z < t) t = z > 0 ? z : 1;
@@ -527,6 +523,10 @@ static void keepalive_stop(zkl_client *c) {
 /* ---------------------------------------------------------------- lifecycle */
 
 int zkl_client_new(const zkl_config *cfg, zkl_client **out) {
+    return zkl__client_new_zk(cfg, &zkl__zk_real, out);
+}
+
+int zkl__client_new_zk(const zkl_config *cfg, const zkl_zk *zk, zkl_client **out) {
     static const zkl_allocator def = {default_realloc, NULL};
     const zkl_allocator *a = cfg->alloc ? cfg->alloc : &def;
     *out = NULL;
@@ -535,6 +535,7 @@ int zkl_client_new(const zkl_config *cfg, zkl_client **out) {
     if (!c) return ZKL_ENOMEM;
     memset(c, 0, sizeof *c);
     c->alloc = *a;
+    c->zk = zk;
     c->epfd = -1;
     c->zkfd = -1;
     c->state = ZKL_STATE_CONNECTING;
@@ -565,7 +566,7 @@ int zkl_client_new(const zkl_config *cfg, zkl_client **out) {
         zkl__client_destroy(c);
         return ZKL_ESYSTEM;
     }
-    zoo_set_debug_level(cfg->log_level == ZKL_LOG_NONE ? (ZooLogLevel)0 : zk_level(cfg->log_level));
+    c->zk->set_debug_level(cfg->log_level == ZKL_LOG_NONE ? (ZooLogLevel)0 : zk_level(cfg->log_level));
     if (open_handle(c) != 0) {
         int e = errno;
         zkl__client_destroy(c);
@@ -578,7 +579,7 @@ int zkl_client_new(const zkl_config *cfg, zkl_client **out) {
         pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
         int bad = pthread_mutex_init(&c->mu, &attr) != 0;
         pthread_mutexattr_destroy(&attr);
-        c->last_owner_ms = zkl__now_ms();
+        c->last_owner_ms = zkl__now(c);
         if (bad || pthread_create(&c->ka_thread, NULL, keepalive_main, c) != 0) {
             if (!bad) pthread_mutex_destroy(&c->mu);
             zkl__client_destroy(c);
@@ -597,19 +598,19 @@ int zkl_client_new(const zkl_config *cfg, zkl_client **out) {
  * timeout. Bounded by a third of the session timeout, at most 1 s. */
 static void drain_replies(zkl_client *c) {
     int limit = c->session_timeout_ms / 3 < 1000 ? c->session_timeout_ms / 3 : 1000;
-    int64_t end = zkl__now_ms() + limit;
-    while (c->zh && zk_link_up(c->zh)) {
+    int64_t end = zkl__now(c) + limit;
+    while (c->zh && zk_link_up(c)) {
         const zkl_op *op = c->ops;
         while (op && op->refs <= 0) op = op->next;
         if (!op) return; /* nothing in flight */
-        int64_t left = end - zkl__now_ms();
+        int64_t left = end - zkl__now(c);
         if (left <= 0) return;
         struct epoll_event ev;
         if (epoll_wait(c->epfd, &ev, 1, (int)left) != 1) return;
         int events = zk_events_of(c, ev.events);
         if (!events) return;
         int rc;
-        WITH_CLIENT(c, rc = zookeeper_process(c->zh, events));
+        WITH_CLIENT(c, rc = c->zk->process(c->zh, events));
         (void)rc;
         zkl__refresh_interest(c);
     }
@@ -692,7 +693,7 @@ int64_t zkl__client_session(const zkl_client *c, char passwd[16]) {
 }
 
 int zkl__client_session_timeout(const zkl_client *c) {
-    if (c->zh && c->state == ZKL_STATE_CONNECTED) return zoo_recv_timeout(c->zh);
+    if (c->zh && c->state == ZKL_STATE_CONNECTED) return c->zk->recv_timeout(c->zh);
     return c->session_timeout_ms;
 }
 
@@ -714,7 +715,7 @@ int zkl__client_add_auth(zkl_client *c, const char *scheme, const char *cred, si
     a->len = len;
     a->next = c->auths;
     c->auths = a;
-    int rc = c->zh ? zoo_add_auth(c->zh, scheme, cred, (int)len, NULL, NULL) : ZOK;
+    int rc = c->zh ? c->zk->add_auth(c->zh, scheme, cred, (int)len, NULL, NULL) : ZOK;
     zkl__refresh_interest(c);
     return rc;
 }
@@ -778,13 +779,13 @@ int zkl_expire_session(const char *hosts, int64_t session_id, const char passwd[
     memset(&id, 0, sizeof id);
     id.client_id = session_id;
     memcpy(id.passwd, passwd, 16);
-    zhandle_t *zh = zookeeper_init2(hosts, quiet_watcher, 10000, &id, &connected, 0, zk_log);
+    zhandle_t *zh = zkl__zk_real.init(hosts, quiet_watcher, 10000, &id, &connected, 0, zk_log);
     if (!zh) return ZKL_ESYSTEM;
-    int64_t end = zkl__now_ms() + timeout_ms;
-    while (connected == 0 && zkl__now_ms() < end) {
+    int64_t end = zkl__zk_real.now_ms() + timeout_ms;
+    while (connected == 0 && zkl__zk_real.now_ms() < end) {
         int fd = -1, interest = 0;
         struct timeval tv;
-        zookeeper_interest(zh, &fd, &interest, &tv);
+        zkl__zk_real.interest(zh, &fd, &interest, &tv);
         struct pollfd p = {fd, (short)((interest & ZOOKEEPER_READ ? POLLIN : 0) |
                                        (interest & ZOOKEEPER_WRITE ? POLLOUT : 0)), 0};
         int t = (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
@@ -796,8 +797,8 @@ int zkl_expire_session(const char *hosts, int64_t session_id, const char passwd[
         } else if (fd < 0) {
             poll(NULL, 0, t);
         }
-        zookeeper_process(zh, ev);
+        zkl__zk_real.process(zh, ev);
     }
-    zookeeper_close(zh); /* closing the borrowed session ends it for its owner too */
+    zkl__zk_real.close(zh); /* closing the borrowed session ends it for its owner too */
     return connected == 1 ? ZKL_OK : connected < 0 ? ZKL_ESESSION : ZKL_ETIMEDOUT;
 }

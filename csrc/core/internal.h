@@ -6,6 +6,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "naming.h"
+#include "zk.h"
 #include "zklock.h"
 
 typedef struct zkl_op zkl_op;
@@ -125,6 +126,7 @@ typedef struct zkl_auth {
 
 struct zkl_client {
     zkl_allocator alloc;
+    const zkl_zk *zk;      /* every call into ZooKeeper, and the clock (zk.h) */
     char *hosts;
     int session_timeout_ms;
     char *identity;
@@ -189,7 +191,8 @@ void *zkl__alloc(zkl_client *c, size_t n);
 void zkl__free(zkl_client *c, void *p, size_t n);
 char *zkl__strdup(zkl_client *c, const char *s);
 void zkl__strfree(zkl_client *c, char *s);
-int64_t zkl__now_ms(void);
+int64_t zkl__now(const zkl_client *c);
+int zkl__client_new_zk(const zkl_config *cfg, const zkl_zk *zk, zkl_client **out);
 int zkl__emit(zkl_client *c, zkl_op *op, int type, int status);
 zkl_op *zkl__op_new(zkl_client *c, int kind);
 zkl_op *zkl__op_find(zkl_client *c, uint64_t id);

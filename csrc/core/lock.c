@@ -145,7 +145,7 @@ static void drop_watch(zkl_client *c, zkl_op *op, int lease) {
      * removing one watcher by its function and context only sends CheckWatches, which leaves the
      * server's watch in place. zookeeper.h declares the completion as void_completion_t *, but the
      * client stores and calls it as a plain void_completion_t (and asserts it is set). */
-    zoo_aremove_all_watches(c->zh, path, lease ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA, 0,
+    c->zk->aremove_all_watches(c->zh, path, lease ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA, 0,
                             (void_completion_t *)(void (*)(void))remove_reply, NULL);
     op->watch_token = NULL;
 }
@@ -318,7 +318,7 @@ void zkl__listings_flush(zkl_client *c) {
             continue;
         }
         if (!c->zh) return; /* between handles: sent with the next one (stale tokens are ignored) */
-        int rc = zoo_aget_children(c->zh, l->dir, 0, listing_reply, l);
+        int rc = c->zk->aget_children(c->zh, l->dir, 0, listing_reply, l);
         if (rc != ZOK) { /* the handle refused it: keep it for the next flush */
             pp = &l->next;
             continue;
@@ -348,7 +348,7 @@ void zkl__listings_drop(zkl_client *c) {
 static void request_list(zkl_client *c, zkl_op *op) {
     if (listing_join(c, op) == 0) return;
     c->stats.lists++;
-    ISSUE(c, op, zoo_aget_children(c->zh, op->dir, 0, list_reply, ZKL_TOKEN(op)));
+    ISSUE(c, op, c->zk->aget_children(c->zh, op->dir, 0, list_reply, ZKL_TOKEN(op)));
 }
 
 static void issue_create_and_list(zkl_client *c, zkl_op *op) {
@@ -361,7 +361,7 @@ static void issue_create_and_list(zkl_client *c, zkl_op *op) {
     op->step = S_CREATE;
     op->create_inflight = 1;
     c->stats.creates++;
-    int rc = zoo_acreate2(c->zh, path, c->identity, (int)c->identity_len, zkl__acl(c, op->acl),
+    int rc = c->zk->acreate2(c->zh, path, c->identity, (int)c->identity_len, zkl__acl(c, op->acl),
                           op->fixed_name ? ZOO_EPHEMERAL : ZOO_EPHEMERAL_SEQUENTIAL, create_reply,
                           ZKL_TOKEN(op));
     zkl__strfree(c, path);
@@ -389,7 +389,7 @@ static void issue_parents(zkl_client *c, zkl_op *op) {
             char save = buf[i];
             buf[i] = '\0';
             c->stats.creates++;
-            ISSUE(c, op, zoo_acreate2(c->zh, buf, "", 0, zkl__acl(c, op->acl), ZOO_CONTAINER,
+            ISSUE(c, op, c->zk->acreate2(c->zh, buf, "", 0, zkl__acl(c, op->acl), ZOO_CONTAINER,
                                       parent_reply, ZKL_TOKEN(op)));
             buf[i] = save;
         }
@@ -406,7 +406,7 @@ static void issue_list(zkl_client *c, zkl_op *op) {
 static void issue_delete(zkl_client *c, zkl_op *op) {
     op->delete_inflight = 1;
     c->stats.deletes++;
-    int rc = zoo_adelete(c->zh, op->node, -1, delete_reply, ZKL_TOKEN(op));
+    int rc = c->zk->adelete(c->zh, op->node, -1, delete_reply, ZKL_TOKEN(op));
     if (rc == ZOK) op->refs++;
     else op->delete_inflight = 0;
 }
@@ -415,7 +415,7 @@ static void issue_scan(zkl_client *c, zkl_op *op) {
     op->scan_inflight = 1;
     c->stats.lists++;
     if (op->phase == P_ACQUIRING) op->step = S_SCANNING;
-    int rc = zoo_aget_children(c->zh, op->dir, 0, scan_reply, ZKL_TOKEN(op));
+    int rc = c->zk->aget_children(c->zh, op->dir, 0, scan_reply, ZKL_TOKEN(op));
     if (rc == ZOK) op->refs++;
     else {
         op->scan_inflight = 0;
@@ -569,7 +569,7 @@ static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
             op->watch_token = ZKL_TOKEN(op);
             /* getData, not exists: on a node that is already gone it leaves no watch behind */
             c->stats.gets++;
-            ISSUE(c, op, zoo_awget(c->zh, wp, watch_fired, (void *)ZKL_TOKEN(op), data_reply,
+            ISSUE(c, op, c->zk->awget(c->zh, wp, watch_fired, (void *)ZKL_TOKEN(op), data_reply,
                                    ZKL_TOKEN(op)));
         }
     }
@@ -642,7 +642,7 @@ static void data_reply(int rc, const char *v, int len, const struct Stat *st, co
 
 static void watch_fired(zhandle_t *zh, int type, int state, const char *path, void *token) {
     (void)state, (void)path;
-    zkl_client *c = (zkl_client *)(uintptr_t)zoo_get_context(zh);
+    zkl_client *c = zkl__current(); /* watchers run inside the client's own process() */
     if (type == ZOO_SESSION_EVENT || !c || zh != c->zh) return;
     c->stats.watch_events++;
     zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(token));
@@ -689,7 +689,7 @@ static void scan_reply(int rc, const struct String_vector *v, const void *token)
         if (rc == ZOK && found && op->node) {
             op->step = S_STAT; /* adopt it: read its czxid for the fencing token, then list */
             c->stats.exists++;
-            ISSUE(c, op, zoo_aexists(c->zh, op->node, 0, stat_reply, ZKL_TOKEN(op)));
+            ISSUE(c, op, c->zk->aexists(c->zh, op->node, 0, stat_reply, ZKL_TOKEN(op)));
         } else if (rc == ZOK || rc == ZNONODE) {
             op->step = S_START;
             zkl__lock_kick(c, op);
@@ -764,12 +764,12 @@ static void issue_lease_creates(zkl_client *c, zkl_op *op) {
         /* <path>/leases is missing (first use, or reaped): make it, as a container */
         op->lease_nonode = 0;
         c->stats.creates++;
-        ISSUE(c, op, zoo_acreate2(c->zh, op->lease_dir, "", 0, zkl__acl(c, op->acl), ZOO_CONTAINER,
+        ISSUE(c, op, c->zk->acreate2(c->zh, op->lease_dir, "", 0, zkl__acl(c, op->acl), ZOO_CONTAINER,
                                   parent_reply, ZKL_TOKEN(op)));
     }
     for (int i = op->nleases; i < op->qty; i++) {
         c->stats.creates++;
-        int rc = zoo_acreate2(c->zh, path, c->identity, (int)c->identity_len, zkl__acl(c, op->acl),
+        int rc = c->zk->acreate2(c->zh, path, c->identity, (int)c->identity_len, zkl__acl(c, op->acl),
                               ZOO_EPHEMERAL_SEQUENTIAL, lease_create_reply, ZKL_TOKEN(op));
         if (rc == ZOK) {
             op->refs++;
@@ -782,11 +782,11 @@ static void issue_lease_creates(zkl_client *c, zkl_op *op) {
     op->lease_watched = watched;
     c->stats.lists++;
     if (watched) {
-        ISSUE(c, op, zoo_awget_children(c->zh, op->lease_dir, lease_watch_fired, (void *)ZKL_TOKEN(op),
+        ISSUE(c, op, c->zk->awget_children(c->zh, op->lease_dir, lease_watch_fired, (void *)ZKL_TOKEN(op),
                                         lease_list_reply, ZKL_TOKEN(op)));
     } else {
         op->watch_token = NULL;
-        ISSUE(c, op, zoo_aget_children(c->zh, op->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
+        ISSUE(c, op, c->zk->aget_children(c->zh, op->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
     }
 }
 
@@ -799,11 +799,11 @@ static void issue_lease_list_as(zkl_client *c, zkl_op *op, int watched) {
     c->stats.lists++;
     if (watched) {
         op->watch_token = ZKL_TOKEN(op);
-        ISSUE(c, op, zoo_awget_children(c->zh, op->lease_dir, lease_watch_fired, (void *)ZKL_TOKEN(op),
+        ISSUE(c, op, c->zk->awget_children(c->zh, op->lease_dir, lease_watch_fired, (void *)ZKL_TOKEN(op),
                                         lease_list_reply, ZKL_TOKEN(op)));
     } else {
         op->watch_token = NULL;
-        ISSUE(c, op, zoo_aget_children(c->zh, op->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
+        ISSUE(c, op, c->zk->aget_children(c->zh, op->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
     }
 }
 
@@ -815,7 +815,7 @@ static void issue_lease_scan(zkl_client *c, zkl_op *op) {
     op->gen++;
     op->step = S_LEASE_SCANNING;
     c->stats.lists++;
-    ISSUE(c, op, zoo_aget_children(c->zh, op->lease_dir, 0, lease_scan_reply, ZKL_TOKEN(op)));
+    ISSUE(c, op, c->zk->aget_children(c->zh, op->lease_dir, 0, lease_scan_reply, ZKL_TOKEN(op)));
 }
 
 static void lease_create_reply(int rc, const char *name, const struct Stat *st, const void *token) {
@@ -966,7 +966,7 @@ static void lease_list_reply(int rc, const struct String_vector *v, const void *
 
 static void lease_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *token) {
     (void)state, (void)path;
-    zkl_client *c = (zkl_client *)(uintptr_t)zoo_get_context(zh);
+    zkl_client *c = zkl__current(); /* watchers run inside the client's own process() */
     if (type == ZOO_SESSION_EVENT || !c || zh != c->zh) return;
     c->stats.watch_events++;
     zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(token));
@@ -1028,7 +1028,7 @@ static int new_acquire(zkl_client *c, const char *dir, const char *token, int ti
     }
     if (timeout_ms == 0) op->try_once = 1;
     else if (timeout_ms > 0) {
-        op->deadline = zkl__now_ms() + timeout_ms + 1; /* the clock is truncated to ms: never early */
+        op->deadline = zkl__now(c) + timeout_ms + 1; /* the clock is truncated to ms: never early */
         zkl__note_deadline(c, op->deadline);
     }
     *out = op;
@@ -1259,7 +1259,7 @@ static void multi_start_next(zkl_client *c, zkl_op *m) {
     zkl__multi_item *it = &m->items[m->next_item];
     int t = it->timeout_ms;
     if (m->deadline) {
-        int64_t left = m->deadline - zkl__now_ms();
+        int64_t left = m->deadline - zkl__now(c);
         if (left <= 0) {
             multi_rollback(c, m, m->next_item, ZKL_ETIMEDOUT);
             return;
@@ -1347,7 +1347,7 @@ int zkl__multi_acquire(zkl_client *c, const zkl_multi_item *items, int n, int ti
         zkl__op_maybe_free(c, m);
         return ZKL_ENOMEM;
     }
-    if (timeout_ms >= 0) m->deadline = zkl__now_ms() + timeout_ms;
+    if (timeout_ms >= 0) m->deadline = zkl__now(c) + timeout_ms;
     *id = m->id;
     multi_start_next(c, m); /* if the first component cannot start, a FAILED event is queued */
     if (!c->in_callback) zkl__refresh_interest(c);
@@ -1461,17 +1461,17 @@ void zkl__plain_kick(zkl_client *c, zkl_op *op) {
     int rc;
     const void *t = ZKL_TOKEN(op);
     switch (a->type) {
-    case ZKL_OP_GET: rc = zoo_aget(c->zh, a->path, 0, plain_data_reply, t); break;
-    case ZKL_OP_CHILDREN: rc = zoo_aget_children(c->zh, a->path, 0, plain_children_reply, t); break;
-    case ZKL_OP_EXISTS: rc = zoo_aexists(c->zh, a->path, 0, plain_stat_reply, t); break;
+    case ZKL_OP_GET: rc = c->zk->aget(c->zh, a->path, 0, plain_data_reply, t); break;
+    case ZKL_OP_CHILDREN: rc = c->zk->aget_children(c->zh, a->path, 0, plain_children_reply, t); break;
+    case ZKL_OP_EXISTS: rc = c->zk->aexists(c->zh, a->path, 0, plain_stat_reply, t); break;
     case ZKL_OP_SET:
-        rc = zoo_aset(c->zh, a->path, a->data, (int)a->len, a->version, plain_stat_reply, t);
+        rc = c->zk->aset(c->zh, a->path, a->data, (int)a->len, a->version, plain_stat_reply, t);
         break;
-    case ZKL_OP_DELETE: rc = zoo_adelete(c->zh, a->path, a->version, plain_void_reply, t); break;
+    case ZKL_OP_DELETE: rc = c->zk->adelete(c->zh, a->path, a->version, plain_void_reply, t); break;
     case ZKL_OP_CREATE: {
         int mode = ((a->flags & 1) ? ZOO_EPHEMERAL : 0) | ((a->flags & 2) ? ZOO_SEQUENCE : 0);
         if (a->flags & 4) mode = ZOO_CONTAINER;
-        rc = zoo_acreate2(c->zh, a->path, a->data, (int)a->len, &ZOO_OPEN_ACL_UNSAFE, mode,
+        rc = c->zk->acreate2(c->zh, a->path, a->data, (int)a->len, zkl__acl(c, a->acl), mode,
                           plain_create_reply, t);
         break;
     }
@@ -1489,7 +1489,7 @@ void zkl__plain_kick(zkl_client *c, zkl_op *op) {
 int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
     if (c->closed) return ZKL_ECLOSED;
     if (!args->path || args->type < ZKL_OP_GET || args->type > ZKL_OP_DELETE) return ZKL_EINVAL;
-    if (args->path[0] != '/') return ZKL_EINVAL;
+    if (args->path[0] != '/' || args->acl < 0 || args->acl > c->nacls) return ZKL_EINVAL;
     zkl_op *op = zkl__op_new(c, OPK_PLAIN);
     if (!op) return ZKL_ENOMEM;
     op->args = *args;
