@@ -192,7 +192,6 @@ void zkl__free(zkl_client *c, void *p, size_t n);
 char *zkl__strdup(zkl_client *c, const char *s);
 void zkl__strfree(zkl_client *c, char *s);
 int64_t zkl__now(const zkl_client *c);
-int zkl__client_new_zk(const zkl_config *cfg, const zkl_zk *zk, zkl_client **out);
 int zkl__emit(zkl_client *c, zkl_op *op, int type, int status);
 zkl_op *zkl__op_new(zkl_client *c, int kind);
 zkl_op *zkl__op_find(zkl_client *c, uint64_t id);

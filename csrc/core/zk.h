@@ -58,4 +58,9 @@ typedef struct zkl_zk {
 /* the ZooKeeper C client itself, and CLOCK_MONOTONIC */
 extern const zkl_zk zkl__zk_real;
 
+/* zkl_client_new on another table (the scripted tests' fake server) */
+struct zkl_config;
+struct zkl_client;
+int zkl__client_new_zk(const struct zkl_config *cfg, const zkl_zk *zk, struct zkl_client **out);
+
 #endif
