@@ -66,7 +66,7 @@ zkl_client *zkl__current(void) { return current_client; }
 
 /* Make room for `extra` more events. Ops reserve room when they are created, so that emitting
  * an event (deep inside a ZooKeeper callback) practically never needs memory. */
-static int ev_reserve(zkl_client *c, size_t extra) {
+int zkl__ev_reserve(zkl_client *c, size_t extra) {
     if (c->ev_len + extra <= c->ev_cap) return 0;
     size_t ncap = c->ev_cap ? c->ev_cap : 64, i;
     while (ncap < c->ev_len + extra) ncap *= 2;
@@ -82,11 +82,19 @@ static int ev_reserve(zkl_client *c, size_t extra) {
 
 int zkl__emit(zkl_client *c, zkl_op *op, int type, int status) {
     if (op && op->parent_id && (type == ZKL_EV_ACQUIRED || type == ZKL_EV_FAILED)) {
-        zkl__multi_child(c, op, type, status); /* a multi-lock component reports to its parent */
+        /* a multi-lock component reports to its parent */
+        zkl_op *parent = zkl__op_find(c, op->parent_id);
+        if (parent && parent->kind->child_event) {
+            parent->kind->child_event(c, parent, op, type, status);
+            return 0;
+        }
+        op->parent_id = 0; /* the parent is gone: nobody wants the result */
+        if (type == ZKL_EV_ACQUIRED) op->kind->abandon(c, op);
+        else op->user_gone = 1;
         return 0;
     }
     if (op && op->user_gone) return 0;
-    if (ev_reserve(c, 1) != 0) return ZKL_ENOMEM; /* only if the reservation was outgrown */
+    if (zkl__ev_reserve(c, 1) != 0) return ZKL_ENOMEM; /* only if the reservation was outgrown */
     zkl_event *e = &c->ev[(c->ev_head + c->ev_len) % c->ev_cap];
     e->id = op ? op->id : 0;
     e->type = type;
@@ -119,78 +127,6 @@ int zkl__client_next_event(zkl_client *c, zkl_event *out) {
         if (op) c->last_done = op;
     }
     return 1;
-}
-
-/* ---------------------------------------------------------------- op table */
-
-static size_t bucket_of(const zkl_client *c, uint64_t id) {
-    return (size_t)(id * 0x9E3779B97F4A7C15ull >> 20) & (c->nbuckets - 1);
-}
-
-static int grow_table(zkl_client *c) {
-    size_t nb = c->nbuckets ? c->nbuckets * 2 : 64, i;
-    zkl_op **b = zkl__alloc(c, nb * sizeof *b);
-    if (!b) return ZKL_ENOMEM;
-    memset(b, 0, nb * sizeof *b);
-    zkl_op **old = c->buckets;
-    size_t oldn = c->nbuckets;
-    c->buckets = b;
-    c->nbuckets = nb;
-    for (i = 0; i < oldn; i++) {
-        zkl_op *op = old[i], *next;
-        for (; op; op = next) {
-            next = op->hnext;
-            size_t k = bucket_of(c, op->id);
-            op->hnext = b[k];
-            b[k] = op;
-        }
-    }
-    zkl__free(c, old, oldn * sizeof *old);
-    return 0;
-}
-
-zkl_op *zkl__op_new(zkl_client *c, int kind) {
-    if (c->nops + 1 > c->nbuckets && grow_table(c) != 0) return NULL;
-    if (ev_reserve(c, 2 * (c->nops + 1) + 16) != 0) return NULL;
-    zkl_op *op = zkl__alloc(c, sizeof *op);
-    if (!op) return NULL;
-    memset(op, 0, sizeof *op);
-    op->id = ++c->next_id;
-    op->kind = kind;
-    size_t k = bucket_of(c, op->id);
-    op->hnext = c->buckets[k];
-    c->buckets[k] = op;
-    op->next = c->ops;
-    if (c->ops) c->ops->prev = op;
-    c->ops = op;
-    c->nops++;
-    return op;
-}
-
-zkl_op *zkl__op_find(zkl_client *c, uint64_t id) {
-    if (!c->nbuckets) return NULL;
-    zkl_op *op = c->buckets[bucket_of(c, id)];
-    while (op && op->id != id) op = op->hnext;
-    return op;
-}
-
-void zkl__op_maybe_free(zkl_client *c, zkl_op *op) {
-    if (op->phase != P_DONE || op->refs > 0 || op->pinned) return;
-    zkl_op **pp = &c->buckets[bucket_of(c, op->id)];
-    while (*pp != op) pp = &(*pp)->hnext;
-    *pp = op->hnext;
-    if (op->prev) op->prev->next = op->next;
-    else c->ops = op->next;
-    if (op->next) op->next->prev = op->prev;
-    c->nops--;
-    if (op->kind == OPK_LOCK) zkl__lock_free_fields(c, op);
-    else if (op->kind == OPK_MULTI) zkl__multi_free_fields(c, op);
-    else zkl__plain_free_fields(c, op);
-    zkl__free(c, op, sizeof *op);
-}
-
-void zkl__note_deadline(zkl_client *c, int64_t deadline) {
-    if (deadline && (!c->next_deadline || deadline < c->next_deadline)) c->next_deadline = deadline;
 }
 
 /* ---------------------------------------------------------------- logging */
@@ -274,36 +210,27 @@ static void close_handle(zkl_client *c) {
     c->zk_deadline = 0;
 }
 
-static void for_each_lock(zkl_client *c, void (*fn)(zkl_client *, zkl_op *, int), int arg) {
-    zkl_op *op = c->ops, *next;
-    for (; op; op = next) {
-        next = op->next;
-        if (op->kind == OPK_LOCK) fn(c, op, arg);
-    }
+static void op_suspended(zkl_client *c, zkl_op *op, int s) {
+    if (op->kind->suspended) op->kind->suspended(c, op, s);
 }
 
-static void lock_suspended(zkl_client *c, zkl_op *op, int s) { zkl__lock_suspended(c, op, s); }
+static void op_kick(zkl_client *c, zkl_op *op, int unused) {
+    (void)unused;
+    if (op->kind->kick) op->kind->kick(c, op);
+    zkl__op_maybe_free(c, op);
+}
 
-static void kick_all(zkl_client *c) {
-    zkl_op *op = c->ops, *next;
-    for (; op; op = next) {
-        next = op->next;
-        if (op->kind == OPK_LOCK) zkl__lock_kick(c, op);
-        else if (op->kind == OPK_PLAIN) zkl__plain_kick(c, op);
-        zkl__op_maybe_free(c, op);
-    }
+static void op_session_lost(zkl_client *c, zkl_op *op, int unused) {
+    (void)unused;
+    if (op->kind->session_lost) op->kind->session_lost(c, op);
+    zkl__op_maybe_free(c, op);
 }
 
 /* The session is gone (server said EXPIRED, or the connection was lost for longer than the session
  * timeout): every lock learns it, and a new session is started behind the same fd. */
 static void session_expired(zkl_client *c) {
-    zkl_op *op, *next;
     close_handle(c);
-    for (op = c->ops; op; op = next) {
-        next = op->next;
-        if (op->kind == OPK_LOCK) zkl__lock_session_lost(c, op);
-        zkl__op_maybe_free(c, op);
-    }
+    zkl__ops_each(c, op_session_lost, 0);
     zkl__listings_drop(c); /* every token in them is stale now */
     c->stats.sessions_expired++;
     c->state = ZKL_STATE_EXPIRED;
@@ -334,13 +261,13 @@ static void handle_session(zkl_client *c) {
         c->suspended_at = 0;
         c->last_heard_ms = zkl__now(c);
         zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_CONNECTED);
-        if (resumed) for_each_lock(c, lock_suspended, 0);
-        kick_all(c);
+        if (resumed) zkl__ops_each(c, op_suspended, 0);
+        zkl__ops_each(c, op_kick, 0);
     } else if (!c->zk_connected && c->state == ZKL_STATE_CONNECTED) {
         c->state = ZKL_STATE_SUSPENDED;
         c->suspended_at = zkl__now(c);
         zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_SUSPENDED);
-        for_each_lock(c, lock_suspended, 1);
+        zkl__ops_each(c, op_suspended, 1);
     }
 }
 
@@ -402,9 +329,9 @@ static void fire_deadlines(zkl_client *c, int64_t now) {
     c->next_deadline = 0;
     for (op = c->ops; op; op = next) {
         next = op->next;
-        if (op->kind != OPK_LOCK || op->phase != P_ACQUIRING || !op->deadline) continue;
+        if (!op->kind->expire || op->phase != P_ACQUIRING || !op->deadline) continue;
         if (op->deadline <= now) {
-            zkl__lock_fail(c, op, ZKL_ETIMEDOUT);
+            op->kind->expire(c, op);
             zkl__op_maybe_free(c, op);
         } else {
             zkl__note_deadline(c, op->deadline);
@@ -557,7 +484,7 @@ int zkl__client_new_zk(const zkl_config *cfg, const zkl_zk *zk, zkl_client **out
         c->identity = zkl__strdup(c, host);
         c->identity_len = c->identity ? strlen(c->identity) : 0;
     }
-    if (!c->hosts || !c->identity || grow_table(c) != 0) {
+    if (!c->hosts || !c->identity || zkl__op_table_init(c) != 0) {
         zkl__client_destroy(c);
         return ZKL_ENOMEM;
     }
@@ -623,20 +550,7 @@ int zkl__client_close(zkl_client *c) {
     release_last_done(c);
     for (op = c->ops; op; op = next) {
         next = op->next;
-        if (op->kind == OPK_LOCK) {
-            if (op->phase == P_ACQUIRING) zkl__emit(c, op, ZKL_EV_FAILED, ZKL_ECLOSED);
-            else if (op->phase == P_RELEASING) zkl__emit(c, op, ZKL_EV_RELEASED, ZKL_OK);
-            op->user_gone = 1;
-            op->phase = P_DONE; /* closing the session deletes every ephemeral node at once */
-        } else if (op->kind == OPK_MULTI) {
-            if (op->phase == P_ACQUIRING) zkl__emit(c, op, ZKL_EV_FAILED, ZKL_ECLOSED);
-            op->phase = P_DONE;
-            op->pinned = 0;
-        } else if (!op->user_gone) {
-            op->rc = ZKL_ECLOSED;
-            zkl__emit(c, op, ZKL_EV_OP_DONE, ZKL_ECLOSED);
-            op->phase = P_DONE;
-        }
+        if (op->kind->close) op->kind->close(c, op); /* its final event, if it owes one */
     }
     c->closed = 1;
     zkl__listings_drop(c);

@@ -10,112 +10,57 @@
 #include "zklock.h"
 
 typedef struct zkl_op zkl_op;
+typedef struct zkl_kind zkl_kind;
 typedef struct zkl_listing zkl_listing;
 
-enum { OPK_LOCK = 1, OPK_PLAIN = 2, OPK_MULTI = 3 };
-
-/* Lock phases. */
+/* Phases every op goes through (a kind may leave some out). */
 enum {
-    P_ACQUIRING = 1, /* queue node being created / waited on */
-    P_HELD,
+    P_ACQUIRING = 1, /* working towards its result (a plain op: request not answered yet) */
+    P_HELD,          /* a lock or lease is held */
     P_RELEASING,     /* user asked for release: delete own node, then RELEASED */
     P_CLEANUP,       /* gave up (timeout, cancel, error, abandon): delete own node silently */
     P_LOST,          /* session ended while held: waits for the user's release */
-    P_DONE
+    P_DONE           /* freed once no reply names it any more and nobody reads its result */
 };
 
-/* Steps while acquiring: what is in flight, or what to (re)issue once connected. */
-enum {
-    S_START = 1, /* issue create + list (after the connection is up) */
-    S_CREATE,    /* create (and the pipelined list) in flight */
-    S_LIST,      /* list in flight */
-    S_RELIST,    /* list again once connected */
-    S_DATA,      /* getData + watch on the predecessor in flight */
-    S_WAIT,      /* watch armed */
-    S_SCAN,      /* create outcome unknown: list to find our protected prefix once connected */
-    S_SCANNING,  /* that list in flight */
-    S_STAT,      /* found our node by prefix: exists() for its czxid in flight */
-    /* lease semaphore, after its internal mutex is held (stage 2) */
-    S_LEASE_START,    /* create the missing leases + list leases with a watch, once connected */
-    S_LEASE_CREATE,   /* those in flight */
-    S_LEASE_RELIST,   /* list again once connected */
-    S_LEASE_LIST,     /* list in flight (with a watch if lease_watched) */
-    S_LEASE_WAIT,     /* too many leases: children watch armed, internal mutex still held */
-    S_LEASE_SCAN,     /* a lease create's outcome is unknown: find and delete ours, then retry */
-    S_LEASE_SCANNING
-};
-
+/* The common header of every operation. Each kind (queue.c, semaphore.c, multi.c, plain.c)
+ * embeds it as the first member of its own struct and describes itself with a zkl_kind table;
+ * the session layer (client.c, op.c) only ever calls an op through that table. */
 struct zkl_op {
     uint64_t id;
-    uint16_t gen; /* replies and watch events of older generations are stale */
-    int kind;
+    uint16_t gen;              /* replies and watch events of older generations are stale */
+    const zkl_kind *kind;
     zkl_op *hnext;             /* hash chain */
     zkl_op *prev, *next;       /* the client's list of live ops */
     int refs;                  /* completions still to come that name this op */
-    int phase, step;
+    int phase;
     int user_gone;             /* no more events for this op */
-    int pinned;                /* plain op: result readable until its event is consumed */
-    int create_inflight, delete_inflight, scan_inflight;
-    int unknown;               /* a create's outcome is unknown: scan by prefix */
-    int parents_tried;
-    int parent_rc;             /* why a parent could not be created (not NODEEXISTS), if so */
-    int try_once;
-    int warned_wrap;
-    int release_status;
-    int64_t deadline;          /* monotonic ms; 0 none */
-    zkl_recipe recipe;
-    char *dir;                 /* lock path */
-    char *prefix;              /* "_c_<uuid>-<token>" */
-    char *node;                /* full path of own node, once known */
-    char *watch_path;
-    int watch_is_head;
-    int granted;           /* held at some point (its node was then the head, if exclusive) */
-    int held_head;             /* cleanup of a node that headed its mutex queue (the semaphore's
-                                  internal mutex, given back after the lease stage) */
-    const void *watch_token;   /* context of the armed watch (data watch on watch_path, or the
-                                  leases children watch) */
-    int drop_on_reply;         /* gave up while the watch-setting request was in flight */
-    int64_t czxid;
-    int acl;                   /* id of the ACL for the nodes this op creates (0: open) */
-    /* read side of a downgrade: a non-sequential node with the writer's sequence, granted at once */
-    char *fixed_name;
-    int grant_on_create;
-    /* lease semaphore: stage 1 = internal mutex under <path>/locks, 2 = leases under <path>/leases */
-    int stage;
-    int max_leases, qty;
-    char *lease_dir, *lease_prefix;
-    char **leases;             /* lease nodes created so far (capacity qty) */
-    int64_t *lease_czxid;
-    int nleases;
-    int lease_inflight;        /* lease creates in flight */
-    int lease_unknown, lease_nonode;
-    int lease_parents_tried;
-    int lease_watched;         /* the lease listing in flight arms a children watch */
-    uint64_t *split_ids;       /* after the grant: the ids of the qty leases, this op's first */
-    /* multi-lock: a component reports to its parent instead of to the user until all are held */
-    uint64_t parent_id;
+    int pinned;                /* result readable until its event is consumed */
+    int64_t deadline;          /* monotonic ms while P_ACQUIRING; 0 none */
+    uint64_t parent_id;        /* a multi-lock component reports to its parent until all are held */
     int multi_index;
-    int nitems, next_item, failed_index, multi_flags;
-    struct zkl__multi_item *items;
-    uint64_t *child_ids;
-    /* plain ops */
-    zkl_op_args args;
-    char *args_path, *args_data;
-    int rc;
-    char *res_data;
-    size_t res_len;
-    char **res_children;
-    int res_nchildren;
-    struct Stat res_stat;
 };
 
-typedef struct zkl__multi_item {
-    zkl_recipe recipe;
-    char *path;
-    int max_leases; /* > 0: a semaphore lease */
-    int timeout_ms;
-    int acl;
-} zkl__multi_item;
+/* What an op kind does when the session layer calls it. NULL entries are not called. */
+struct zkl_kind {
+    const char *name;
+    size_t size;                                              /* bytes of the kind's struct */
+    unsigned flags;                                           /* ZKL_KIND_* */
+    void (*kick)(zkl_client *c, zkl_op *op);                  /* move on as far as the link allows */
+    void (*suspended)(zkl_client *c, zkl_op *op, int suspended); /* link lost (1) / back (0) */
+    void (*session_lost)(zkl_client *c, zkl_op *op);          /* every ephemeral node is gone */
+    void (*expire)(zkl_client *c, zkl_op *op);                /* its deadline passed */
+    int (*cancel)(zkl_client *c, zkl_op *op);                 /* the user withdraws it */
+    void (*abandon)(zkl_client *c, zkl_op *op);               /* the user is gone: clean up silently */
+    void (*close)(zkl_client *c, zkl_op *op);                 /* the client closes: final event */
+    void (*child_event)(zkl_client *c, zkl_op *op, zkl_op *child, int type, int status);
+    void (*free_fields)(zkl_client *c, zkl_op *op);
+    /* kinds built on the fair queue (ZKL_KIND_QUEUE) may extend it: */
+    void (*queue_head)(zkl_client *c, zkl_op *op);            /* its queue node heads the queue */
+    void (*give_up)(zkl_client *c, zkl_op *op, int failed);   /* failed (1) or abandoned (0) */
+};
+
+enum { ZKL_KIND_QUEUE = 1 }; /* the op is a zkl_qop (queue.h): a node in a lock dir's queue */
 
 typedef struct zkl_auth {
     struct zkl_auth *next;
@@ -186,24 +131,44 @@ struct zkl_client {
     int64_t last_owner_ms;
 };
 
-/* client.c */
+/* client.c: memory, time, events, the session */
 void *zkl__alloc(zkl_client *c, size_t n);
 void zkl__free(zkl_client *c, void *p, size_t n);
 char *zkl__strdup(zkl_client *c, const char *s);
 void zkl__strfree(zkl_client *c, char *s);
 int64_t zkl__now(const zkl_client *c);
 int zkl__emit(zkl_client *c, zkl_op *op, int type, int status);
-zkl_op *zkl__op_new(zkl_client *c, int kind);
-zkl_op *zkl__op_find(zkl_client *c, uint64_t id);
-void zkl__op_maybe_free(zkl_client *c, zkl_op *op);
+int zkl__ev_reserve(zkl_client *c, size_t extra);
 int zkl__connected(const zkl_client *c);
-void zkl__note_deadline(zkl_client *c, int64_t deadline);
 void zkl__refresh_interest(zkl_client *c);
 zkl_client *zkl__current(void);
+struct ACL_vector *zkl__acl(zkl_client *c, int id);
+
+/* op.c: the table of live ops */
+zkl_op *zkl__op_new(zkl_client *c, const zkl_kind *kind);
+zkl_op *zkl__op_find(zkl_client *c, uint64_t id);
+zkl_op *zkl__reply_op(const void *token, zkl_client **cp);
+void zkl__op_maybe_free(zkl_client *c, zkl_op *op);
+int zkl__op_table_init(zkl_client *c);
+void zkl__note_deadline(zkl_client *c, int64_t deadline);
+void zkl__ops_each(zkl_client *c, void (*fn)(zkl_client *, zkl_op *, int), int arg);
+
+/* listing.c: shared listings of lock dirs */
+int zkl__listing_join(zkl_client *c, const char *dir, const void *token, strings_completion_t done);
+void zkl__listings_flush(zkl_client *c);
+void zkl__listings_drop(zkl_client *c);
+
+/* replies after which a request's outcome is unknown, and replies that mean the handle is going
+ * away (the session layer decides what happens then) */
+int zkl__conn_lost(int rc);
+int zkl__handle_gone(int rc);
 
 /* Completion and watcher contexts encode (op id, generation) in the pointer value itself, so no
  * allocation is needed and a late reply for a freed op is simply not found. */
 #define ZKL_TOKEN(op) ((const void *)(uintptr_t)(((op)->id << 16) | (op)->gen))
+/* 48 bits of op id: a 32-bit pointer would wrap ids after 65,536 ops and a late reply could
+ * reach the wrong op */
+_Static_assert(sizeof(uintptr_t) >= 8, "zklock needs 64-bit pointers (completion tokens)");
 #define ZKL_TOKEN_ID(t) ((uint64_t)(uintptr_t)(t) >> 16)
 #define ZKL_TOKEN_GEN(t) ((uint16_t)((uintptr_t)(t)&0xffff))
 
@@ -238,18 +203,5 @@ int zkl__multi_acquire(zkl_client *c, const zkl_multi_item *items, int n, int ti
 int zkl__multi_result(zkl_client *c, uint64_t id, uint64_t *ids, int n, int *failed_index);
 int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id);
 int zkl__op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out);
-
-/* lock.c */
-void zkl__lock_kick(zkl_client *c, zkl_op *op);
-void zkl__listings_flush(zkl_client *c);
-void zkl__listings_drop(zkl_client *c);
-void zkl__lock_fail(zkl_client *c, zkl_op *op, int status);
-void zkl__lock_session_lost(zkl_client *c, zkl_op *op);
-void zkl__lock_suspended(zkl_client *c, zkl_op *op, int suspended);
-void zkl__lock_free_fields(zkl_client *c, zkl_op *op);
-void zkl__plain_kick(zkl_client *c, zkl_op *op);
-void zkl__multi_child(zkl_client *c, zkl_op *child, int type, int status);
-void zkl__multi_free_fields(zkl_client *c, zkl_op *op);
-void zkl__plain_free_fields(zkl_client *c, zkl_op *op);
 
 #endif

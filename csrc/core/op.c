@@ -1,0 +1,125 @@
+/* op.c - the table of live operations: ids, lookup by id (replies carry only an id and a
+ * generation), freeing when nothing refers to an op any more, and the entry points that work on
+ * an op of any kind through its kind table. */
+#include <string.h>
+
+#include "internal.h"
+
+int zkl__conn_lost(int rc) {
+    /* ZRUNTIMEINCONSISTENCY: the ZooKeeper client dropped a connection without failing the
+     * requests sent on it, and fails them with this code when the first reply on the next
+     * connection does not match. */
+    return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZRUNTIMEINCONSISTENCY;
+}
+
+int zkl__handle_gone(int rc) {
+    return rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZINVALIDSTATE || rc == ZSESSIONMOVED;
+}
+
+static size_t bucket_of(const zkl_client *c, uint64_t id) {
+    return (size_t)(id * 0x9E3779B97F4A7C15ull >> 20) & (c->nbuckets - 1);
+}
+
+static int grow_table(zkl_client *c) {
+    size_t nb = c->nbuckets ? c->nbuckets * 2 : 64, i;
+    zkl_op **b = zkl__alloc(c, nb * sizeof *b);
+    if (!b) return ZKL_ENOMEM;
+    memset(b, 0, nb * sizeof *b);
+    zkl_op **old = c->buckets;
+    size_t oldn = c->nbuckets;
+    c->buckets = b;
+    c->nbuckets = nb;
+    for (i = 0; i < oldn; i++) {
+        zkl_op *op = old[i], *next;
+        for (; op; op = next) {
+            next = op->hnext;
+            size_t k = bucket_of(c, op->id);
+            op->hnext = b[k];
+            b[k] = op;
+        }
+    }
+    zkl__free(c, old, oldn * sizeof *old);
+    return 0;
+}
+
+/* A new op of the given kind, zeroed (kind->size bytes), in phase 0: the kind sets it up. */
+zkl_op *zkl__op_new(zkl_client *c, const zkl_kind *kind) {
+    if (c->nops + 1 > c->nbuckets && grow_table(c) != 0) return NULL;
+    if (zkl__ev_reserve(c, 2 * (c->nops + 1) + 16) != 0) return NULL;
+    zkl_op *op = zkl__alloc(c, kind->size);
+    if (!op) return NULL;
+    memset(op, 0, kind->size);
+    op->id = ++c->next_id;
+    op->kind = kind;
+    size_t k = bucket_of(c, op->id);
+    op->hnext = c->buckets[k];
+    c->buckets[k] = op;
+    op->next = c->ops;
+    if (c->ops) c->ops->prev = op;
+    c->ops = op;
+    c->nops++;
+    return op;
+}
+
+zkl_op *zkl__op_find(zkl_client *c, uint64_t id) {
+    if (!c->nbuckets) return NULL;
+    zkl_op *op = c->buckets[bucket_of(c, id)];
+    while (op && op->id != id) op = op->hnext;
+    return op;
+}
+
+void zkl__op_maybe_free(zkl_client *c, zkl_op *op) {
+    if (op->phase != P_DONE || op->refs > 0 || op->pinned) return;
+    zkl_op **pp = &c->buckets[bucket_of(c, op->id)];
+    while (*pp != op) pp = &(*pp)->hnext;
+    *pp = op->hnext;
+    if (op->prev) op->prev->next = op->next;
+    else c->ops = op->next;
+    if (op->next) op->next->prev = op->prev;
+    c->nops--;
+    if (op->kind->free_fields) op->kind->free_fields(c, op);
+    zkl__free(c, op, op->kind->size);
+}
+
+void zkl__note_deadline(zkl_client *c, int64_t deadline) {
+    if (deadline && (!c->next_deadline || deadline < c->next_deadline)) c->next_deadline = deadline;
+}
+
+int zkl__op_table_init(zkl_client *c) { return grow_table(c); }
+
+/* The op named by a completion token, or NULL; drops the reference the request held. Replies
+ * run only inside the client's own calls into ZooKeeper, so the client is the one being driven. */
+zkl_op *zkl__reply_op(const void *token, zkl_client **cp) {
+    zkl_client *c = zkl__current();
+    *cp = c;
+    if (!c) return NULL;
+    zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(token));
+    if (op) op->refs--;
+    return op;
+}
+
+/* fn on every live op; fn may free the op it is given */
+void zkl__ops_each(zkl_client *c, void (*fn)(zkl_client *, zkl_op *, int), int arg) {
+    zkl_op *op = c->ops, *next;
+    for (; op; op = next) {
+        next = op->next;
+        fn(c, op, arg);
+    }
+}
+
+int zkl__lock_cancel(zkl_client *c, uint64_t id) {
+    zkl_op *op = zkl__op_find(c, id);
+    if (!op || op->user_gone || !op->kind->cancel) return ZKL_ENOTFOUND;
+    int rc = op->kind->cancel(c, op);
+    zkl__op_maybe_free(c, op);
+    zkl__refresh_interest(c);
+    return rc;
+}
+
+int zkl__lock_abandon(zkl_client *c, uint64_t id) {
+    zkl_op *op = zkl__op_find(c, id);
+    if (!op || op->user_gone || !op->kind->abandon) return ZKL_ENOTFOUND;
+    op->kind->abandon(c, op); /* may free it */
+    if (!c->closed) zkl__refresh_interest(c);
+    return ZKL_OK;
+}

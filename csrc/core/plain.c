@@ -1,0 +1,198 @@
+/* plain.c - plain znode operations (get, set, create, delete, children, exists): one request
+ * each, reads retried across a connection loss, the result readable until its event is consumed. */
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct zkl_pop {
+    zkl_op op;
+    zkl_op_args args;
+    char *args_path, *args_data;
+    int rc;
+    char *res_data;
+    size_t res_len;
+    char **res_children;
+    int res_nchildren;
+    struct Stat res_stat;
+} zkl_pop;
+
+#define P(o) ((zkl_pop *)(o))
+
+static void plain_kick(zkl_client *c, zkl_op *op);
+static void plain_close(zkl_client *c, zkl_op *op);
+static void plain_free_fields(zkl_client *c, zkl_op *op);
+
+static const zkl_kind plain_kind = {
+    .name = "plain",
+    .size = sizeof(zkl_pop),
+    .kick = plain_kick,
+    .close = plain_close,
+    .free_fields = plain_free_fields,
+};
+
+static void plain_free_fields(zkl_client *c, zkl_op *op) {
+    zkl__strfree(c, P(op)->args_path);
+    zkl__free(c, P(op)->args_data, P(op)->args.len + 1);
+    zkl__free(c, P(op)->res_data, P(op)->res_len + 1);
+    for (int i = 0; i < P(op)->res_nchildren; i++) zkl__strfree(c, P(op)->res_children[i]);
+    zkl__free(c, P(op)->res_children, (size_t)P(op)->res_nchildren * sizeof *P(op)->res_children);
+}
+
+static void plain_done(zkl_client *c, zkl_op *op, int rc) {
+    if (op->phase == P_DONE) return;
+    if (rc == ZCLOSING || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) rc = c->closed ? ZKL_ECLOSED : ZKL_ESESSION;
+    P(op)->rc = rc;
+    op->phase = P_DONE;
+    zkl__emit(c, op, ZKL_EV_OP_DONE, rc);
+}
+
+static int set_result_data(zkl_client *c, zkl_op *op, const char *v, size_t len) {
+    P(op)->res_data = zkl__alloc(c, len + 1);
+    if (!P(op)->res_data) return ZKL_ENOMEM;
+    if (len) memcpy(P(op)->res_data, v, len);
+    P(op)->res_data[len] = '\0';
+    P(op)->res_len = len;
+    return ZOK;
+}
+
+static void plain_stat_common(zkl_client *c, zkl_op *op, int rc, const struct Stat *st) {
+    if (rc == ZOK && st) P(op)->res_stat = *st;
+    if (zkl__conn_lost(rc) && P(op)->args.type != ZKL_OP_CREATE && P(op)->args.type != ZKL_OP_DELETE &&
+        P(op)->args.type != ZKL_OP_SET) {
+        op->phase = P_ACQUIRING; /* reads are safe to retry: again once connected */
+        plain_kick(c, op);
+        return;
+    }
+    plain_done(c, op, rc);
+}
+
+static void plain_data_reply(int rc, const char *v, int len, const struct Stat *st, const void *t) {
+    zkl_client *c;
+    zkl_op *op = zkl__reply_op(t, &c);
+    if (!op) return;
+    if (rc == ZOK && set_result_data(c, op, v, len > 0 ? (size_t)len : 0) != ZOK) rc = ZKL_ENOMEM;
+    plain_stat_common(c, op, rc, st);
+    zkl__op_maybe_free(c, op);
+}
+
+static void plain_stat_reply(int rc, const struct Stat *st, const void *t) {
+    zkl_client *c;
+    zkl_op *op = zkl__reply_op(t, &c);
+    if (!op) return;
+    plain_stat_common(c, op, rc, st);
+    zkl__op_maybe_free(c, op);
+}
+
+static void plain_create_reply(int rc, const char *name, const struct Stat *st, const void *t) {
+    zkl_client *c;
+    zkl_op *op = zkl__reply_op(t, &c);
+    if (!op) return;
+    if (rc == ZOK && set_result_data(c, op, name, strlen(name)) != ZOK) rc = ZKL_ENOMEM;
+    plain_stat_common(c, op, rc, st);
+    zkl__op_maybe_free(c, op);
+}
+
+static void plain_void_reply(int rc, const void *t) {
+    zkl_client *c;
+    zkl_op *op = zkl__reply_op(t, &c);
+    if (!op) return;
+    plain_stat_common(c, op, rc, NULL);
+    zkl__op_maybe_free(c, op);
+}
+
+static void plain_children_reply(int rc, const struct String_vector *v, const void *t) {
+    zkl_client *c;
+    zkl_op *op = zkl__reply_op(t, &c);
+    if (!op) return;
+    if (rc == ZOK && v && v->count > 0) {
+        P(op)->res_children = zkl__alloc(c, (size_t)v->count * sizeof *P(op)->res_children);
+        if (!P(op)->res_children) rc = ZKL_ENOMEM;
+        for (int i = 0; rc == ZOK && i < v->count; i++) {
+            P(op)->res_children[i] = zkl__strdup(c, v->data[i]);
+            P(op)->res_nchildren = i + 1;
+            if (!P(op)->res_children[i]) rc = ZKL_ENOMEM;
+        }
+    }
+    plain_stat_common(c, op, rc, NULL);
+    zkl__op_maybe_free(c, op);
+}
+
+static void plain_kick(zkl_client *c, zkl_op *op) {
+    if (op->phase != P_ACQUIRING || op->refs > 0 || !zkl__connected(c)) return;
+    const zkl_op_args *a = &P(op)->args;
+    int rc;
+    const void *t = ZKL_TOKEN(op);
+    switch (a->type) {
+    case ZKL_OP_GET: rc = c->zk->aget(c->zh, a->path, 0, plain_data_reply, t); break;
+    case ZKL_OP_CHILDREN: rc = c->zk->aget_children(c->zh, a->path, 0, plain_children_reply, t); break;
+    case ZKL_OP_EXISTS: rc = c->zk->aexists(c->zh, a->path, 0, plain_stat_reply, t); break;
+    case ZKL_OP_SET:
+        rc = c->zk->aset(c->zh, a->path, a->data, (int)a->len, a->version, plain_stat_reply, t);
+        break;
+    case ZKL_OP_DELETE: rc = c->zk->adelete(c->zh, a->path, a->version, plain_void_reply, t); break;
+    case ZKL_OP_CREATE: {
+        int mode = ((a->flags & 1) ? ZOO_EPHEMERAL : 0) | ((a->flags & 2) ? ZOO_SEQUENCE : 0);
+        if (a->flags & 4) mode = ZOO_CONTAINER;
+        rc = c->zk->acreate2(c->zh, a->path, a->data, (int)a->len, zkl__acl(c, a->acl), mode,
+                          plain_create_reply, t);
+        break;
+    }
+    default: rc = ZBADARGUMENTS;
+    }
+    if (rc == ZOK) {
+        c->stats.ops++;
+        op->refs++; /* in flight: the reply (or a retry after a connection loss) moves it on */
+    } else if (rc == ZBADARGUMENTS || rc == ZMARSHALLINGERROR) {
+        plain_done(c, op, rc);
+    }
+}
+
+int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
+    if (c->closed) return ZKL_ECLOSED;
+    if (!args->path || args->type < ZKL_OP_GET || args->type > ZKL_OP_DELETE) return ZKL_EINVAL;
+    if (args->path[0] != '/' || args->acl < 0 || args->acl > c->nacls) return ZKL_EINVAL;
+    zkl_op *op = zkl__op_new(c, &plain_kind);
+    if (!op) return ZKL_ENOMEM;
+    P(op)->args = *args;
+    P(op)->args_path = zkl__strdup(c, args->path);
+    P(op)->args_data = zkl__alloc(c, args->len + 1);
+    if (!P(op)->args_path || !P(op)->args_data) {
+        op->phase = P_DONE;
+        zkl__op_maybe_free(c, op);
+        return ZKL_ENOMEM;
+    }
+    if (args->len) memcpy(P(op)->args_data, args->data, args->len);
+    P(op)->args_data[args->len] = '\0';
+    P(op)->args.path = P(op)->args_path;
+    P(op)->args.data = args->data ? P(op)->args_data : NULL;
+    op->phase = P_ACQUIRING;
+    *id = op->id;
+    plain_kick(c, op);
+    zkl__refresh_interest(c);
+    return ZKL_OK;
+}
+
+int zkl__op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out) {
+    zkl_op *op = c->last_done;
+    if (!op || op->id != id || op->kind != &plain_kind) return ZKL_ENOTFOUND;
+    memset(out, 0, sizeof *out);
+    out->rc = P(op)->rc;
+    out->data = P(op)->res_data;
+    out->len = P(op)->res_len;
+    out->nchildren = P(op)->res_nchildren;
+    out->children = (const char *const *)P(op)->res_children;
+    out->czxid = P(op)->res_stat.czxid;
+    out->mzxid = P(op)->res_stat.mzxid;
+    out->pzxid = P(op)->res_stat.pzxid;
+    out->ephemeral_owner = P(op)->res_stat.ephemeralOwner;
+    out->version = P(op)->res_stat.version;
+    out->num_children = P(op)->res_stat.numChildren;
+    return ZKL_OK;
+}
+
+static void plain_close(zkl_client *c, zkl_op *op) {
+    if (op->user_gone) return;
+    P(op)->rc = ZKL_ECLOSED;
+    zkl__emit(c, op, ZKL_EV_OP_DONE, ZKL_ECLOSED);
+    op->phase = P_DONE;
+}

@@ -1,0 +1,721 @@
+/* queue.c - the fair queue: Curator's InterProcessMutex and InterProcessReadWriteLock as state
+ * machines, also the internal mutex of the lease semaphore (semaphore.c builds on it through the
+ * hooks of its kind table).
+ *
+ * Acquire:  [parents] -> create + list (pipelined: one round trip) -> held, or
+ *           getData+watch on the predecessor -> (deleted) -> held if it was the head, else list.
+ * Give up:  timeout, cancel, error or abandon -> delete own node (wait for a late create reply;
+ *           scan by protected prefix if a create's outcome is unknown), retried while the session
+ *           lives. The user is told at once; the cleanup finishes in the background.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "queue.h"
+
+#define KICK(c, op) (op)->kind->kick((c), (op))
+
+const zkl_kind zkl__queue_kind = {
+    .name = "lock",
+    .size = sizeof(zkl_qop),
+    .flags = ZKL_KIND_QUEUE,
+    .kick = zkl__queue_kick,
+    .suspended = zkl__queue_suspended,
+    .session_lost = zkl__queue_session_lost,
+    .expire = zkl__queue_expire,
+    .cancel = zkl__queue_cancel,
+    .abandon = zkl__queue_abandon,
+    .close = zkl__queue_close,
+    .free_fields = zkl__queue_free_fields,
+};
+
+static void create_reply(int rc, const char *name, const struct Stat *st, const void *token);
+static void list_reply(int rc, const struct String_vector *v, const void *token);
+static void data_reply(int rc, const char *v, int len, const struct Stat *st, const void *token);
+static void delete_reply(int rc, const void *token);
+static void scan_reply(int rc, const struct String_vector *v, const void *token);
+static void stat_reply(int rc, const struct Stat *st, const void *token);
+static void watch_fired(zhandle_t *zh, int type, int state, const char *path, void *token);
+
+/* ---------------------------------------------------------------- helpers */
+
+char *zkl__join_path(zkl_client *c, const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = zkl__alloc(c, a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+/* A fresh "_c_<uuid4>-<token>" (Curator's protected-mode name), or NULL. */
+char *zkl__new_prefix(zkl_client *c, const char *token) {
+    unsigned char rnd[16];
+    char buf[80];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) return NULL;
+    if (zkl__protected_prefix_named(buf, sizeof buf, rnd, token) < 0) return NULL;
+    return zkl__strdup(c, buf);
+}
+
+void zkl__set_str(zkl_client *c, char **slot, char *value) {
+    zkl__strfree(c, *slot);
+    *slot = value;
+}
+
+void zkl__queue_free_fields(zkl_client *c, zkl_op *op) {
+    zkl_qop *q = QOP(op);
+    zkl__strfree(c, q->dir);
+    zkl__strfree(c, q->prefix);
+    zkl__strfree(c, q->node);
+    zkl__strfree(c, q->watch_path);
+    zkl__strfree(c, q->fixed_name);
+}
+
+/* A background op that deletes `node` (or, with node NULL, every child of dir named with
+ * prefix): used for nodes an op no longer owns itself (leases of a failed semaphore acquire,
+ * the internal mutex node of a granted one). No event is ever reported for it. */
+void zkl__queue_cleanup(zkl_client *c, const char *dir, const char *prefix, const char *node,
+                        int held_head) {
+    zkl_op *op = zkl__op_new(c, &zkl__queue_kind);
+    if (!op) return; /* out of memory: the node stays until the session ends */
+    zkl_qop *q = QOP(op);
+    op->user_gone = 1;
+    q->held_head = held_head;
+    op->phase = P_CLEANUP;
+    q->recipe = ZKL_MUTEX;
+    q->dir = zkl__strdup(c, dir);
+    q->prefix = zkl__strdup(c, prefix);
+    q->node = node ? zkl__strdup(c, node) : NULL;
+    q->unknown = node == NULL;
+    if (!q->dir || !q->prefix || (node && !q->node)) {
+        op->phase = P_DONE;
+        zkl__op_maybe_free(c, op);
+        return;
+    }
+    KICK(c, op);
+    zkl__op_maybe_free(c, op);
+}
+
+/* Is another live op of this client waiting on a data watch of the same path? Then the
+ * server-side watch (one per path and session) must stay. */
+static int watch_shared(zkl_client *c, zkl_op *op, const char *path) {
+    for (zkl_op *o = c->ops; o; o = o->next) {
+        if (o == op || !(o->kind->flags & ZKL_KIND_QUEUE) || o->phase != P_ACQUIRING) continue;
+        if (QOP(o)->watch_path && strcmp(QOP(o)->watch_path, path) == 0 &&
+            (QOP(o)->step == S_WAIT || QOP(o)->step == S_DATA))
+            return 1;
+    }
+    return 0;
+}
+
+static void remove_reply(int rc, const void *data) { (void)rc, (void)data; }
+
+/* Remove every watch of this type on the path (the caller checked no other op of ours needs it):
+ * removing one watcher by its function and context only sends CheckWatches, which leaves the
+ * server's watch in place. zookeeper.h declares the completion as void_completion_t *, but the
+ * client stores and calls it as a plain void_completion_t (and asserts it is set). */
+void zkl__remove_watches(zkl_client *c, const char *path, int type) {
+    c->zk->aremove_all_watches(c->zh, path, (ZooWatcherType)type, 0,
+                               (void_completion_t *)(void (*)(void))remove_reply, NULL);
+}
+
+/* Take back the watch an abandoned waiter left armed, so a release does not wake a waiter that is
+ * gone (and the server does not keep the watch until then). Best effort: without a connection the
+ * server drops it with the session at the latest. */
+static void drop_watch(zkl_client *c, zkl_op *op) {
+    zkl_qop *q = QOP(op);
+    if (!q->watch_path || !c->zh || !q->watch_token || watch_shared(c, op, q->watch_path)) return;
+    zkl__remove_watches(c, q->watch_path, ZWATCHTYPE_DATA);
+    q->watch_token = NULL;
+}
+
+/* ---------------------------------------------------------------- outcomes */
+
+void zkl__queue_acquired(zkl_client *c, zkl_op *op) {
+    zkl_qop *q = QOP(op);
+    if (q->stage == 1 && op->kind->queue_head) { /* a kind built on the queue takes over */
+        op->kind->queue_head(c, op);
+        return;
+    }
+    c->stats.acquired++;
+    op->phase = P_HELD;
+    q->granted = 1;
+    q->step = 0;
+    op->deadline = 0;
+    op->gen++;
+    zkl__emit(c, op, ZKL_EV_ACQUIRED, ZKL_OK);
+}
+
+void zkl__queue_fail(zkl_client *c, zkl_op *op, int status) {
+    zkl_qop *q = QOP(op);
+    if (op->phase != P_ACQUIRING) return;
+    zkl__emit(c, op, ZKL_EV_FAILED, status);
+    if (q->step == S_WAIT) drop_watch(c, op);
+    else if (q->step == S_DATA) q->drop_on_reply = 1;
+    if (op->kind->give_up) op->kind->give_up(c, op, 1);
+    op->phase = P_CLEANUP;
+    op->gen++; /* pending list/getData replies and armed watches are now stale */
+    KICK(c, op);
+}
+
+void zkl__queue_session_lost(zkl_client *c, zkl_op *op) {
+    /* Every ephemeral node of the old session is gone with it. */
+    zkl__set_str(c, &QOP(op)->node, NULL);
+    QOP(op)->unknown = 0;
+    op->gen++;
+    switch (op->phase) {
+    case P_ACQUIRING:
+        zkl__emit(c, op, ZKL_EV_FAILED, ZKL_ESESSION);
+        op->phase = P_DONE;
+        break;
+    case P_HELD:
+        zkl__emit(c, op, ZKL_EV_LOCK_STATE, ZKL_LOCK_LOST);
+        op->phase = op->user_gone ? P_DONE : P_LOST;
+        break;
+    case P_RELEASING:
+        zkl__emit(c, op, ZKL_EV_RELEASED, ZKL_ELOST);
+        op->phase = P_DONE;
+        break;
+    case P_CLEANUP: op->phase = P_DONE; break;
+    default: break;
+    }
+}
+
+void zkl__queue_suspended(zkl_client *c, zkl_op *op, int suspended) {
+    if (op->phase == P_HELD)
+        zkl__emit(c, op, ZKL_EV_LOCK_STATE, suspended ? ZKL_LOCK_SUSPENDED : ZKL_LOCK_RECONNECTED);
+}
+
+void zkl__queue_expire(zkl_client *c, zkl_op *op) { zkl__queue_fail(c, op, ZKL_ETIMEDOUT); }
+
+void zkl__queue_close(zkl_client *c, zkl_op *op) {
+    if (op->phase == P_ACQUIRING) zkl__emit(c, op, ZKL_EV_FAILED, ZKL_ECLOSED);
+    else if (op->phase == P_RELEASING) zkl__emit(c, op, ZKL_EV_RELEASED, ZKL_OK);
+    op->user_gone = 1;
+    op->phase = P_DONE; /* closing the session deletes every ephemeral node at once */
+}
+
+/* ---------------------------------------------------------------- requests */
+
+void zkl__queue_issue_failed(zkl_client *c, zkl_op *op, int rc) {
+    if (rc == ZMARSHALLINGERROR || rc == ZBADARGUMENTS) {
+        if (op->phase == P_ACQUIRING) zkl__queue_fail(c, op, rc);
+    }
+    /* otherwise the connection is gone; the next CONNECTED state kicks the op again */
+}
+
+/* A listing of the op's dir for its current token: shared when possible, else its own request. */
+static void request_list(zkl_client *c, zkl_op *op) {
+    if (zkl__listing_join(c, QOP(op)->dir, ZKL_TOKEN(op), list_reply) == 0) return;
+    c->stats.lists++;
+    ZKL_ISSUE(c, op, c->zk->aget_children(c->zh, QOP(op)->dir, 0, list_reply, ZKL_TOKEN(op)));
+}
+
+static void issue_create_and_list(zkl_client *c, zkl_op *op) {
+    char *path = zkl__join_path(c, QOP(op)->dir, QOP(op)->fixed_name ? QOP(op)->fixed_name : QOP(op)->prefix);
+    if (!path) {
+        zkl__queue_fail(c, op, ZKL_ENOMEM);
+        return;
+    }
+    op->gen++;
+    QOP(op)->step = S_CREATE;
+    QOP(op)->create_inflight = 1;
+    c->stats.creates++;
+    int rc = c->zk->acreate2(c->zh, path, c->identity, (int)c->identity_len, zkl__acl(c, QOP(op)->acl),
+                          QOP(op)->fixed_name ? ZOO_EPHEMERAL : ZOO_EPHEMERAL_SEQUENTIAL, create_reply,
+                          ZKL_TOKEN(op));
+    zkl__strfree(c, path);
+    if (rc != ZOK) {
+        QOP(op)->create_inflight = 0;
+        QOP(op)->step = S_START;
+        zkl__queue_issue_failed(c, op, rc);
+        return;
+    }
+    op->refs++;
+    if (QOP(op)->grant_on_create) return; /* nothing to wait for: no list needed */
+    /* Pipelined: the listing goes out after the create, so it includes our node. */
+    request_list(c, op);
+}
+
+static void issue_parents(zkl_client *c, zkl_op *op) {
+    /* Create every ancestor and the lock dir itself as containers, as Curator does; NODEEXISTS is
+     * fine. All pipelined ahead of the create that needs them. */
+    size_t len = strlen(QOP(op)->dir), i;
+    char *buf = zkl__alloc(c, len + 1);
+    if (!buf) return;
+    memcpy(buf, QOP(op)->dir, len + 1);
+    for (i = 1; i <= len; i++) {
+        if (i == len || buf[i] == '/') {
+            char save = buf[i];
+            buf[i] = '\0';
+            c->stats.creates++;
+            ZKL_ISSUE(c, op, c->zk->acreate2(c->zh, buf, "", 0, zkl__acl(c, QOP(op)->acl), ZOO_CONTAINER,
+                                      zkl__queue_parent_reply, ZKL_TOKEN(op)));
+            buf[i] = save;
+        }
+    }
+    zkl__free(c, buf, len + 1);
+}
+
+static void issue_list(zkl_client *c, zkl_op *op) {
+    op->gen++;
+    QOP(op)->step = S_LIST;
+    request_list(c, op);
+}
+
+static void issue_delete(zkl_client *c, zkl_op *op) {
+    QOP(op)->delete_inflight = 1;
+    c->stats.deletes++;
+    int rc = c->zk->adelete(c->zh, QOP(op)->node, -1, delete_reply, ZKL_TOKEN(op));
+    if (rc == ZOK) op->refs++;
+    else QOP(op)->delete_inflight = 0;
+}
+
+static void issue_scan(zkl_client *c, zkl_op *op) {
+    QOP(op)->scan_inflight = 1;
+    c->stats.lists++;
+    if (op->phase == P_ACQUIRING) QOP(op)->step = S_SCANNING;
+    int rc = c->zk->aget_children(c->zh, QOP(op)->dir, 0, scan_reply, ZKL_TOKEN(op));
+    if (rc == ZOK) op->refs++;
+    else {
+        QOP(op)->scan_inflight = 0;
+        if (op->phase == P_ACQUIRING) QOP(op)->step = S_SCAN;
+    }
+}
+
+/* Move the op forward as far as the connection allows. Called after every change. */
+void zkl__queue_kick(zkl_client *c, zkl_op *op) {
+    zkl_qop *q = QOP(op);
+    int connected = zkl__connected(c);
+    switch (op->phase) {
+    case P_ACQUIRING:
+        if (!connected) return;
+        if (q->step == S_START) issue_create_and_list(c, op);
+        else if (q->step == S_RELIST) issue_list(c, op);
+        else if (q->step == S_SCAN) issue_scan(c, op);
+        return;
+    case P_RELEASING:
+    case P_CLEANUP:
+        if (q->create_inflight || q->delete_inflight || q->scan_inflight) return;
+        if (q->node) {
+            if (connected) issue_delete(c, op);
+        } else if (q->unknown) {
+            if (connected) issue_scan(c, op);
+        } else {
+            if (op->phase == P_RELEASING) zkl__emit(c, op, ZKL_EV_RELEASED, q->release_status);
+            op->phase = P_DONE;
+        }
+        return;
+    default: return;
+    }
+}
+
+/* ---------------------------------------------------------------- replies */
+
+void zkl__queue_parent_reply(int rc, const char *name, const struct Stat *st, const void *token) {
+    zkl_client *c;
+    (void)name, (void)st;
+    zkl_op *op = zkl__reply_op(token, &c);
+    if (!op) return;
+    if (rc != ZOK && rc != ZNODEEXISTS && !zkl__conn_lost(rc) && !zkl__handle_gone(rc) && !QOP(op)->parent_rc)
+        QOP(op)->parent_rc = rc; /* the first refusal is the cause; later ones follow from it */
+    zkl__op_maybe_free(c, op);
+}
+
+static void create_reply(int rc, const char *name, const struct Stat *st, const void *token) {
+    zkl_client *c;
+    zkl_op *op = zkl__reply_op(token, &c);
+    if (!op) return;
+    QOP(op)->create_inflight = 0;
+    if (rc == ZOK) {
+        zkl__set_str(c, &QOP(op)->node, zkl__strdup(c, name));
+        QOP(op)->czxid = st ? st->czxid : 0;
+        QOP(op)->unknown = 0;
+        if (!QOP(op)->node) {
+            QOP(op)->unknown = 1; /* out of memory: find it again by prefix and delete it */
+            zkl__queue_fail(c, op, ZKL_ENOMEM);
+        }
+    } else if (zkl__conn_lost(rc)) {
+        QOP(op)->unknown = 1; /* the server may have created it: protected-mode recovery */
+    }
+    if (op->phase != P_ACQUIRING) {
+        KICK(c, op); /* abandoned meanwhile: delete what was created */
+        zkl__op_maybe_free(c, op);
+        return;
+    }
+    if (rc == ZOK) {
+        if (QOP(op)->grant_on_create) zkl__queue_acquired(c, op);
+        else QOP(op)->step = S_LIST; /* the pipelined list reply comes next */
+    } else if (rc == ZNONODE && QOP(op)->parent_rc) {
+        zkl__queue_fail(c, op, QOP(op)->parent_rc); /* e.g. ZNOAUTH: we may not create the parent */
+    } else if (rc == ZNONODE && QOP(op)->parents_tried < 2 && !QOP(op)->grant_on_create) {
+        QOP(op)->parents_tried++;
+        QOP(op)->step = S_START;
+        issue_parents(c, op);
+        issue_create_and_list(c, op); /* also makes the pipelined list reply stale */
+    } else if (zkl__conn_lost(rc)) {
+        op->gen++;
+        QOP(op)->step = S_SCAN;
+        KICK(c, op);
+    } else if (zkl__handle_gone(rc)) {
+        op->gen++;
+        QOP(op)->step = S_START;
+    } else {
+        zkl__queue_fail(c, op, rc);
+    }
+    zkl__op_maybe_free(c, op);
+}
+
+static void restart_attempt(zkl_client *c, zkl_op *op) {
+    /* Own node vanished (deleted by someone else, or its parent was removed): queue again. */
+    zkl__set_str(c, &QOP(op)->node, NULL);
+    QOP(op)->step = S_START;
+    KICK(c, op);
+}
+
+static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
+    int n = v ? v->count : 0;
+    const char *own = strrchr(QOP(op)->node, '/') + 1;
+    const char **names = zkl__alloc(c, (size_t)(n ? n : 1) * sizeof *names);
+    zkl__sort_item *scratch = zkl__alloc(c, (size_t)(n ? n : 1) * sizeof *scratch);
+    if (!names || !scratch) {
+        zkl__free(c, names, (size_t)(n ? n : 1) * sizeof *names);
+        zkl__free(c, scratch, (size_t)(n ? n : 1) * sizeof *scratch);
+        zkl__queue_fail(c, op, ZKL_ENOMEM);
+        return;
+    }
+    if (v && v == c->sorted_for && c->sorted && c->sorted_recipe == (int)QOP(op)->recipe) {
+        memcpy(names, c->sorted, (size_t)n * sizeof *names); /* a shared listing, sorted already */
+    } else {
+        for (int i = 0; i < n; i++) names[i] = v->data[i];
+        zkl__sort_children(names, n, QOP(op)->recipe, scratch);
+        if (v && v == c->sorted_for && n > 0) { /* keep it for the other ops of this listing */
+            const char **keep = zkl__alloc(c, (size_t)n * sizeof *keep);
+            if (keep) {
+                zkl__free(c, (void *)c->sorted, c->sorted_n * sizeof *c->sorted);
+                memcpy(keep, names, (size_t)n * sizeof *keep);
+                c->sorted = keep;
+                c->sorted_n = (size_t)n;
+                c->sorted_recipe = (int)QOP(op)->recipe;
+            }
+        }
+    }
+    zkl__pick pick;
+    zkl__pick_predecessor(names, n, own, QOP(op)->recipe, &pick);
+    if (pick.wrapped && !QOP(op)->warned_wrap) {
+        QOP(op)->warned_wrap = 1;
+        zkl__emit(c, op, ZKL_EV_WARNING, ZKL_ESEQWRAP);
+    }
+    if (pick.own < 0) {
+        restart_attempt(c, op);
+    } else if (pick.holds || QOP(op)->grant_on_create) {
+        zkl__queue_acquired(c, op);
+    } else if (QOP(op)->try_once) {
+        zkl__queue_fail(c, op, ZKL_ETIMEDOUT);
+    } else {
+        char *wp = zkl__join_path(c, QOP(op)->dir, names[pick.watch]);
+        if (!wp) {
+            zkl__queue_fail(c, op, ZKL_ENOMEM);
+        } else {
+            zkl__set_str(c, &QOP(op)->watch_path, wp);
+            QOP(op)->watch_is_head = pick.watch_is_head;
+            QOP(op)->step = S_DATA;
+            QOP(op)->watch_token = ZKL_TOKEN(op);
+            /* getData, not exists: on a node that is already gone it leaves no watch behind */
+            c->stats.gets++;
+            ZKL_ISSUE(c, op, c->zk->awget(c->zh, wp, watch_fired, (void *)ZKL_TOKEN(op), data_reply,
+                                   ZKL_TOKEN(op)));
+        }
+    }
+    zkl__free(c, names, (size_t)(n ? n : 1) * sizeof *names);
+    zkl__free(c, scratch, (size_t)(n ? n : 1) * sizeof *scratch);
+}
+
+static void list_reply(int rc, const struct String_vector *v, const void *token) {
+    zkl_client *c;
+    zkl_op *op = zkl__reply_op(token, &c);
+    if (!op) return;
+    if (op->phase == P_ACQUIRING && QOP(op)->step == S_LIST && op->gen == ZKL_TOKEN_GEN(token)) {
+        if (rc == ZOK) evaluate(c, op, v);
+        else if (zkl__conn_lost(rc)) {
+            QOP(op)->step = S_RELIST;
+            KICK(c, op);
+        } else if (rc == ZNONODE) restart_attempt(c, op);
+        else if (!zkl__handle_gone(rc)) zkl__queue_fail(c, op, rc);
+    }
+    zkl__op_maybe_free(c, op);
+}
+
+/* The predecessor is gone: with a mutex, if it was the head at our last listing, nothing can sort
+ * before us any more (sequence numbers only grow), so the lock is ours without listing again. */
+/* Was the deleted predecessor a mutex node that this client itself held? Then it was the head
+ * when granted, and nothing sorted between it and us (it was our immediate predecessor), so we
+ * are the head now. The server notifies the watch before it answers our own delete, so the
+ * releasing op is still in the table; if not, the caller lists as usual. Mutex only, like the
+ * handoff above: a write lock's holder may have downgraded to a read node that sorts before us.
+ * That includes the semaphore's internal mutex (stage 1), whose holder gives its node back
+ * through a cleanup op marked held_head. */
+static int own_exclusive_predecessor(zkl_client *c, zkl_op *op) {
+    zkl_qop *q = QOP(op);
+    if (q->recipe != ZKL_MUTEX || q->stage > 1 || !q->watch_path) return 0;
+    for (zkl_op *o = c->ops; o; o = o->next) {
+        if (o == op || !(o->kind->flags & ZKL_KIND_QUEUE) || QOP(o)->recipe != ZKL_MUTEX) continue;
+        /* a held user mutex, or the semaphore's internal mutex given back by its holder */
+        int head = (QOP(o)->granted && !QOP(o)->stage) || (QOP(o)->held_head && o->phase == P_CLEANUP);
+        if (head && QOP(o)->node && strcmp(QOP(o)->node, q->watch_path) == 0) return 1;
+    }
+    return 0;
+}
+
+static void predecessor_gone(zkl_client *c, zkl_op *op) {
+    if (QOP(op)->watch_is_head || own_exclusive_predecessor(c, op)) {
+        c->stats.handoffs++;
+        zkl__queue_acquired(c, op);
+    }
+    else issue_list(c, op);
+}
+
+static void data_reply(int rc, const char *v, int len, const struct Stat *st, const void *token) {
+    zkl_client *c;
+    (void)v, (void)len, (void)st;
+    zkl_op *op = zkl__reply_op(token, &c);
+    if (!op) return;
+    if (QOP(op)->drop_on_reply && op->phase != P_ACQUIRING && rc == ZOK && QOP(op)->watch_token == token) {
+        QOP(op)->drop_on_reply = 0;
+        drop_watch(c, op); /* gave up while this getData was in flight: its watch is now set */
+    }
+    if (op->phase == P_ACQUIRING && QOP(op)->step == S_DATA && op->gen == ZKL_TOKEN_GEN(token)) {
+        if (rc == ZOK) QOP(op)->step = S_WAIT;
+        else if (rc == ZNONODE) predecessor_gone(c, op);
+        else if (zkl__conn_lost(rc)) {
+            QOP(op)->step = S_RELIST;
+            KICK(c, op);
+        } else if (!zkl__handle_gone(rc)) zkl__queue_fail(c, op, rc);
+    }
+    zkl__op_maybe_free(c, op);
+}
+
+static void watch_fired(zhandle_t *zh, int type, int state, const char *path, void *token) {
+    (void)state, (void)path;
+    zkl_client *c = zkl__current(); /* watchers run inside the client's own process() */
+    if (type == ZOO_SESSION_EVENT || !c || zh != c->zh) return;
+    c->stats.watch_events++;
+    zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(token));
+    if (!op || op->phase != P_ACQUIRING || op->gen != ZKL_TOKEN_GEN(token)) return;
+    if (QOP(op)->step != S_WAIT && QOP(op)->step != S_DATA) return;
+    if (type == ZOO_DELETED_EVENT) predecessor_gone(c, op);
+    else issue_list(c, op); /* data changed (e.g. a revocation request): look again */
+}
+
+static void delete_reply(int rc, const void *token) {
+    zkl_client *c;
+    zkl_op *op = zkl__reply_op(token, &c);
+    if (!op) return;
+    QOP(op)->delete_inflight = 0;
+    if (rc == ZOK || rc == ZNONODE) {
+        zkl__set_str(c, &QOP(op)->node, NULL);
+    } else if (!zkl__conn_lost(rc) && !zkl__handle_gone(rc)) {
+        /* e.g. ZNOAUTH: the node cannot be deleted by us; report it and stop trying */
+        if (op->phase == P_RELEASING) QOP(op)->release_status = rc;
+        else zkl__emit(c, NULL, ZKL_EV_WARNING, rc);
+        zkl__set_str(c, &QOP(op)->node, NULL);
+        QOP(op)->unknown = 0;
+    }
+    KICK(c, op); /* connection loss: retried by the kick after reconnect */
+    zkl__op_maybe_free(c, op);
+}
+
+static void scan_reply(int rc, const struct String_vector *v, const void *token) {
+    zkl_client *c;
+    zkl_op *op = zkl__reply_op(token, &c);
+    if (!op) return;
+    QOP(op)->scan_inflight = 0;
+    const char *found = NULL;
+    if (rc == ZOK && v) {
+        for (int i = 0; i < v->count && !found; i++)
+            if (zkl__has_prefix(v->data[i], QOP(op)->prefix)) found = v->data[i];
+    }
+    if (rc == ZOK || rc == ZNONODE) {
+        if (found) zkl__set_str(c, &QOP(op)->node, zkl__join_path(c, QOP(op)->dir, found));
+        /* Cleaning up: after deleting this one, scan again (a semaphore may have made several). */
+        if (!found || op->phase == P_ACQUIRING) QOP(op)->unknown = 0;
+    }
+    if (op->phase == P_ACQUIRING && QOP(op)->step == S_SCANNING) {
+        if (rc == ZOK && found && QOP(op)->node) {
+            QOP(op)->step = S_STAT; /* adopt it: read its czxid for the fencing token, then list */
+            c->stats.exists++;
+            ZKL_ISSUE(c, op, c->zk->aexists(c->zh, QOP(op)->node, 0, stat_reply, ZKL_TOKEN(op)));
+        } else if (rc == ZOK || rc == ZNONODE) {
+            QOP(op)->step = S_START;
+            KICK(c, op);
+        } else if (zkl__conn_lost(rc) || zkl__handle_gone(rc)) {
+            QOP(op)->step = S_SCAN;
+            KICK(c, op);
+        } else {
+            zkl__queue_fail(c, op, rc);
+        }
+    } else {
+        KICK(c, op);
+    }
+    zkl__op_maybe_free(c, op);
+}
+
+static void stat_reply(int rc, const struct Stat *st, const void *token) {
+    zkl_client *c;
+    zkl_op *op = zkl__reply_op(token, &c);
+    if (!op) return;
+    if (op->phase == P_ACQUIRING && QOP(op)->step == S_STAT) {
+        if (rc == ZOK && st) {
+            QOP(op)->czxid = st->czxid;
+            issue_list(c, op);
+        } else if (rc == ZNONODE) {
+            restart_attempt(c, op);
+        } else if (zkl__conn_lost(rc) || zkl__handle_gone(rc)) {
+            QOP(op)->step = S_SCAN; /* look for it again */
+            KICK(c, op);
+        } else {
+            zkl__queue_fail(c, op, rc);
+        }
+    }
+    zkl__op_maybe_free(c, op);
+}
+
+/* ---------------------------------------------------------------- public lock API */
+
+int zkl__queue_new(zkl_client *c, const zkl_kind *kind, const char *dir, const char *token,
+                   int timeout_ms, int acl, zkl_op **out) {
+    if (acl < 0 || acl > c->nacls) return ZKL_EINVAL;
+    zkl_op *op = zkl__op_new(c, kind);
+    if (!op) return ZKL_ENOMEM;
+    zkl_qop *q = QOP(op);
+    q->recipe = ZKL_MUTEX;
+    op->phase = P_ACQUIRING;
+    q->step = S_START;
+    q->acl = acl;
+    q->dir = zkl__strdup(c, dir);
+    q->prefix = zkl__new_prefix(c, token);
+    if (!q->dir || !q->prefix) {
+        op->phase = P_DONE;
+        zkl__op_maybe_free(c, op);
+        return ZKL_ENOMEM;
+    }
+    if (timeout_ms == 0) q->try_once = 1;
+    else if (timeout_ms > 0) {
+        op->deadline = zkl__now(c) + timeout_ms + 1; /* the clock is truncated to ms: never early */
+        zkl__note_deadline(c, op->deadline);
+    }
+    *out = op;
+    return ZKL_OK;
+}
+
+int zkl__queue_start(zkl_client *c, zkl_op *op, uint64_t *id) {
+    *id = op->id;
+    KICK(c, op);
+    /* Called by users, and by a multi-lock from inside a completion: ZooKeeper must not be
+     * re-entered there; process() refreshes its interest on the way out anyway. */
+    if (!c->in_callback) zkl__refresh_interest(c);
+    return ZKL_OK;
+}
+
+int zkl__lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
+                      uint64_t *id) {
+    zkl_op *op;
+    if (c->closed) return ZKL_ECLOSED;
+    if (!path || zkl_path_error(path, strlen(path))) return ZKL_EINVAL;
+    if (recipe != ZKL_MUTEX && recipe != ZKL_READ && recipe != ZKL_WRITE) return ZKL_EINVAL;
+    int rc = zkl__queue_new(c, &zkl__queue_kind, path, zkl__recipe_token(recipe), timeout_ms, acl, &op);
+    if (rc != ZKL_OK) return rc;
+    QOP(op)->recipe = recipe;
+    return zkl__queue_start(c, op, id);
+}
+
+int zkl__lock_downgrade(zkl_client *c, uint64_t write_id, uint64_t *id) {
+    zkl_op *op, *w = zkl__op_find(c, write_id);
+    if (c->closed) return ZKL_ECLOSED;
+    if (!w || !(w->kind->flags & ZKL_KIND_QUEUE) || w->user_gone || QOP(w)->recipe != ZKL_WRITE)
+        return ZKL_ENOTFOUND;
+    if (w->phase != P_HELD || !QOP(w)->node) return ZKL_ENOTHELD;
+    const char *seq = zkl__sort_key(strrchr(QOP(w)->node, '/') + 1, ZKL_WRITE);
+    int rc = zkl__queue_new(c, &zkl__queue_kind, QOP(w)->dir, zkl__recipe_token(ZKL_READ), -1,
+                            QOP(w)->acl, &op);
+    if (rc != ZKL_OK) return rc;
+    zkl_qop *q = QOP(op);
+    q->recipe = ZKL_READ;
+    q->grant_on_create = 1;
+    size_t a = strlen(q->prefix), b = strlen(seq);
+    q->fixed_name = zkl__alloc(c, a + b + 1);
+    if (!q->fixed_name) {
+        op->phase = P_DONE;
+        zkl__op_maybe_free(c, op);
+        return ZKL_ENOMEM;
+    }
+    memcpy(q->fixed_name, q->prefix, a);
+    memcpy(q->fixed_name + a, seq, b + 1);
+    return zkl__queue_start(c, op, id);
+}
+
+/* a lock, lease or semaphore acquisition the user still owns */
+static zkl_op *user_lock(zkl_client *c, uint64_t id) {
+    zkl_op *op = zkl__op_find(c, id);
+    return op && (op->kind->flags & ZKL_KIND_QUEUE) && !op->user_gone ? op : NULL;
+}
+
+int zkl__lock_release(zkl_client *c, uint64_t id) {
+    zkl_op *op = user_lock(c, id);
+    if (!op) return ZKL_ENOTFOUND;
+    if (op->phase == P_LOST) {
+        op->user_gone = 1;
+        op->phase = P_DONE;
+        zkl__op_maybe_free(c, op);
+        return ZKL_ELOST;
+    }
+    if (op->phase != P_HELD) return ZKL_ENOTHELD;
+    op->phase = P_RELEASING;
+    QOP(op)->release_status = ZKL_OK;
+    KICK(c, op);
+    zkl__refresh_interest(c);
+    return ZKL_OK;
+}
+
+int zkl__queue_cancel(zkl_client *c, zkl_op *op) {
+    if (op->phase != P_ACQUIRING) return ZKL_ENOTHELD;
+    zkl__queue_fail(c, op, ZKL_ECANCELED);
+    return ZKL_OK;
+}
+
+void zkl__queue_abandon(zkl_client *c, zkl_op *op) {
+    op->user_gone = 1;
+    op->parent_id = 0;
+    if (op->phase == P_ACQUIRING) {
+        if (op->kind->give_up) op->kind->give_up(c, op, 0);
+        op->phase = P_CLEANUP;
+        op->gen++;
+    } else if (op->phase == P_HELD) {
+        op->phase = P_CLEANUP;
+    } else if (op->phase == P_LOST) {
+        op->phase = P_DONE;
+    }
+    KICK(c, op);
+    zkl__op_maybe_free(c, op);
+}
+
+int zkl__lock_info_get(zkl_client *c, uint64_t id, zkl_lock_info *out) {
+    zkl_op *op = user_lock(c, id);
+    if (!op) return ZKL_ENOTFOUND;
+    zkl_qop *q = QOP(op);
+    out->node[0] = '\0';
+    if (q->node) {
+        size_t n = strlen(q->node);
+        if (n >= sizeof out->node) n = sizeof out->node - 1;
+        memcpy(out->node, q->node, n);
+        out->node[n] = '\0';
+    }
+    out->token = q->czxid;
+    out->held = op->phase == P_HELD;
+    out->suspended = op->phase == P_HELD && c->state == ZKL_STATE_SUSPENDED;
+    return ZKL_OK;
+}
