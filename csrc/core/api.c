@@ -1,7 +1,10 @@
 /* api.c - the public entry points. Each one runs its implementation under the client's mutex when
  * keepalive is on (a background thread may be driving the same client); otherwise it is a plain
  * call. Blocking happens only in zkl_client_wait, outside the mutex. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <poll.h>
+#include <stdlib.h>
 
 #include "internal.h"
 
@@ -30,8 +33,14 @@ static void leave(zkl_client *c) {
 int zkl_client_process(zkl_client *c) { LOCKED(c, int, zkl__client_process(c)); }
 int zkl_client_timeout_ms(zkl_client *c) { LOCKED(c, int, zkl__client_timeout_ms(c)); }
 int zkl_client_next_event(zkl_client *c, zkl_event *ev) { LOCKED(c, int, zkl__client_next_event(c, ev)); }
-int zkl_client_state(const zkl_client *c) { return zkl__client_state(c); }
-int zkl_client_session_count(const zkl_client *c) { return zkl__client_session_count(c); }
+int zkl_client_state(const zkl_client *c) {
+    zkl_client *m = (zkl_client *)c;
+    LOCKED(m, int, zkl__client_state(c));
+}
+int zkl_client_session_count(const zkl_client *c) {
+    zkl_client *m = (zkl_client *)c;
+    LOCKED(m, int, zkl__client_session_count(c));
+}
 int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred, size_t len) {
     LOCKED(c, int, zkl__client_add_auth(c, scheme, cred, len));
 }
@@ -71,6 +80,57 @@ int zkl_client_wait(zkl_client *c, int max_ms) {
 /* close and free stop the keepalive thread first (it takes the mutex itself), then work alone */
 int zkl_client_close(zkl_client *c) { return zkl__client_close(c); }
 void zkl_client_free(zkl_client *c) { zkl__client_destroy(c); }
+
+/* Background closes: counted, so that an exit handler can wait for them to end before the
+ * process does. The first one also pins the shared object holding this code (RTLD_NODELETE), so
+ * that unloading it (a Lua state closing unloads its C modules) cannot pull the code from under
+ * a thread still closing; the exit handler then runs at exit. */
+static pthread_mutex_t bg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bg_cv = PTHREAD_COND_INITIALIZER;
+static int bg_running;
+static pthread_once_t bg_once = PTHREAD_ONCE_INIT;
+
+static void bg_wait_all(void) {
+    pthread_mutex_lock(&bg_mu);
+    while (bg_running > 0) pthread_cond_wait(&bg_cv, &bg_mu);
+    pthread_mutex_unlock(&bg_mu);
+}
+
+static void bg_init(void) {
+    Dl_info info;
+    if (dladdr((void *)&zkl_client_free_nowait, &info) && info.dli_fname)
+        dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE); /* NULL for an executable */
+    atexit(bg_wait_all);
+}
+
+static void *bg_free(void *arg) {
+    zkl__client_destroy(arg);
+    pthread_mutex_lock(&bg_mu);
+    bg_running--;
+    pthread_cond_broadcast(&bg_cv);
+    pthread_mutex_unlock(&bg_mu);
+    return NULL;
+}
+
+void zkl_client_free_nowait(zkl_client *c) {
+    if (!c) return;
+    enter(c);
+    c->log_fn = NULL; /* the caller's log sink may be gone once this returns */
+    leave(c);
+    pthread_once(&bg_once, bg_init);
+    pthread_mutex_lock(&bg_mu);
+    bg_running++;
+    pthread_mutex_unlock(&bg_mu);
+    pthread_t t;
+    pthread_attr_t attr;
+    int ok = pthread_attr_init(&attr) == 0;
+    if (ok) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        ok = pthread_create(&t, &attr, bg_free, c) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (!ok) bg_free(c); /* no thread: close here, blocking */
+}
 
 int zkl_lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
                      uint64_t *id) {

@@ -419,20 +419,26 @@ int zkl__client_timeout_ms(zkl_client *c) {
 static void *keepalive_main(void *arg) {
     zkl_client *c = arg;
     for (;;) {
-        int t = KA_IDLE_MS;
+        int t = KA_IDLE_MS, driving = 0;
         pthread_mutex_lock(&c->mu);
         if (c->ka_stop || c->closed) {
             pthread_mutex_unlock(&c->mu);
             break;
         }
-        if (zkl__now(c) - c->last_owner_ms >= KA_IDLE_MS) {
+        int64_t idle = zkl__now(c) - c->last_owner_ms;
+        if (idle >= KA_IDLE_MS) {
+            driving = 1;
             zkl__process(c, 0);
             int z = zkl__client_timeout_ms(c);
             if (z >= 0 && z < t) t = z > 0 ? z : 1;
+        } else {
+            t = (int)(KA_IDLE_MS - idle); /* until the owner has been away long enough */
         }
         pthread_mutex_unlock(&c->mu);
+        /* While the owner drives, do not watch the fd: readiness it has not consumed yet would
+         * wake this thread again at once, again and again. */
         struct pollfd p = {c->epfd, POLLIN, 0};
-        poll(&p, 1, t);
+        poll(driving ? &p : NULL, driving ? 1 : 0, t);
     }
     return NULL;
 }

@@ -176,6 +176,12 @@ ZKL_EXTERN int zkl_client_close(zkl_client *c);
 
 /* Close (if needed) and free. */
 ZKL_EXTERN void zkl_client_free(zkl_client *c);
+/* Like zkl_client_free, but never blocks: the client is closed and freed on a detached thread
+ * (its log function is no longer called once this returns). For finalizers. Before the process
+ * exits, or the library is unloaded, an exit handler waits for those threads, so a program that
+ * ends without closing still ends its sessions (and their locks) at once. If no thread can be
+ * started, it closes and frees here, blocking as zkl_client_free does. */
+ZKL_EXTERN void zkl_client_free_nowait(zkl_client *c);
 
 /* The pollable fd (an epoll fd owned by the client, stable for its whole life). Poll for POLLIN. */
 ZKL_EXTERN int zkl_client_fd(zkl_client *c);

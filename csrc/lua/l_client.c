@@ -1,5 +1,6 @@
 /* l_client.c - the zklock.client userdata: a thin binding over zkl_client. No recipe logic here:
  * locks are named by integer ids and every decision about waiting is made in lua/zklock/. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,8 +14,11 @@ typedef struct log_line {
     char text[1];
 } log_line;
 
+/* The log list is written by the ZooKeeper client's log callback, which with keepalive also
+ * runs on the keepalive thread, and read by c:logs() on the Lua thread: guarded by log_mu. */
 typedef struct lclient {
     zkl_client *c;
+    pthread_mutex_t log_mu;
     log_line *log_head, *log_tail;
     int log_count;
 } lclient;
@@ -33,6 +37,7 @@ static void on_log(void *ud, const char *msg) {
     l->next = NULL;
     l->len = n;
     memcpy(l->text, msg, n + 1);
+    pthread_mutex_lock(&u->log_mu);
     if (u->log_tail) u->log_tail->next = l;
     else u->log_head = l;
     u->log_tail = l;
@@ -42,16 +47,26 @@ static void on_log(void *ud, const char *msg) {
         free(old);
         u->log_count--;
     }
+    pthread_mutex_unlock(&u->log_mu);
 }
 
-static void free_logs(lclient *u) {
-    while (u->log_head) {
-        log_line *l = u->log_head;
-        u->log_head = l->next;
-        free(l);
-    }
-    u->log_tail = NULL;
+/* Detach the list under the mutex; the caller owns (and frees) what it returns. */
+static log_line *take_logs(lclient *u, int *count) {
+    pthread_mutex_lock(&u->log_mu);
+    log_line *head = u->log_head;
+    if (count) *count = u->log_count;
+    u->log_head = u->log_tail = NULL;
     u->log_count = 0;
+    pthread_mutex_unlock(&u->log_mu);
+    return head;
+}
+
+static void free_log_list(log_line *l) {
+    while (l) {
+        log_line *next = l->next;
+        free(l);
+        l = next;
+    }
 }
 
 /* core.new(hosts, session_timeout_ms, identity|nil, log_level, keepalive) -> client | nil, msg, code */
@@ -65,6 +80,7 @@ static int l_new(lua_State *L) {
     cfg.keepalive = lua_toboolean(L, 5);
     lclient *u = lua_newuserdata(L, sizeof *u);
     memset(u, 0, sizeof *u);
+    pthread_mutex_init(&u->log_mu, NULL);
     luaL_getmetatable(L, ZKL_CLIENT_MT);
     lua_setmetatable(L, -2);
     cfg.log_fn = on_log;
@@ -80,17 +96,29 @@ static int l_close(lua_State *L) {
     return 0;
 }
 
+/* A finalizer must never block: a client collected without close() is closed and freed on a
+ * background thread (zkl_client_free_nowait), which no longer calls back into this userdata. */
 static int l_gc(lua_State *L) {
+    lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
+    if (u->c) {
+        zkl_client_free_nowait(u->c);
+        u->c = NULL;
+    }
+    free_log_list(take_logs(u, NULL));
+    pthread_mutex_destroy(&u->log_mu);
+    return 0;
+}
+
+/* c:free(): after c:close(), free at once (close already ended the session) */
+static int l_free(lua_State *L) {
     lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
     if (u->c) {
         zkl_client_free(u->c);
         u->c = NULL;
     }
-    free_logs(u);
+    free_log_list(take_logs(u, NULL));
     return 0;
 }
-
-static int l_free(lua_State *L) { return l_gc(L); }
 
 static int l_fd(lua_State *L) {
     lua_pushinteger(L, zkl_client_fd(check(L)->c));
@@ -382,13 +410,15 @@ static int l_add_auth(lua_State *L) {
 /* c:logs() -> array of the ZooKeeper client's log lines since the last call */
 static int l_logs(lua_State *L) {
     lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
-    lua_createtable(L, u->log_count, 0);
+    int count;
+    log_line *head = take_logs(u, &count);
+    lua_createtable(L, count, 0);
     int i = 1;
-    for (log_line *l = u->log_head; l; l = l->next) {
+    for (log_line *l = head; l; l = l->next) {
         lua_pushlstring(L, l->text, l->len);
         lua_rawseti(L, -2, i++);
     }
-    free_logs(u);
+    free_log_list(head);
     return 1;
 }
 
