@@ -1,15 +1,27 @@
 /*
  * zklock.h - distributed lock recipes over ZooKeeper, compatible with Apache Curator.
  *
+ * This header is zklock's supported public C API. It is installed with the library (libzklock.so
+ * and libzklock.a, linked against the ZooKeeper C client's single-threaded flavour,
+ * libzookeeper_st); compile with `cc app.c $(pkg-config --cflags --libs zklock)`.
+ * examples/c/lock_demo.c shows a whole program. 64-bit targets only.
+ *
  * The core is a set of non-blocking state machines driven by the host:
  *
  *     zkl_client_new()        create a client (connects in the background)
  *     zkl_client_fd()         one fd that never changes for the life of the client;
  *                             poll it for readability
  *     zkl_client_timeout_ms() the longest the host may sleep before calling process
- *     zkl_client_process()    never blocks: drives ZooKeeper I/O, fires deadlines,
- *                             advances recipes, queues events
+ *     zkl_client_process()    drives ZooKeeper I/O, fires deadlines, advances recipes, queues
+ *                             events; does not wait for I/O
  *     zkl_client_next_event() drain finished operations and state changes
+ *
+ * A host loop:  poll(zkl_client_fd(c), POLLIN, zkl_client_timeout_ms(c)); zkl_client_process(c);
+ *               while (zkl_client_next_event(c, &ev)) handle(&ev);
+ * or, for a program without a loop of its own, zkl_client_wait(c, ms) in place of poll + process.
+ * The host must drive the client at least every third of the session timeout (pings go out only
+ * from process()); a client left alone for a whole session timeout reports its session EXPIRED
+ * on the next process(), and its locks LOST (see keepalive below for blocking programs).
  *
  * Async contract:
  *   - Every operation that zkl_*_start() accepted (returned ZKL_OK) produces exactly one final
@@ -20,11 +32,80 @@
  *     ZooKeeper callback is on the stack, and are read with zkl_client_next_event().
  *   - An acquisition that timed out, was cancelled or failed keeps cleaning up in the background
  *     (its queue node is deleted, retried while the session lives); the caller need not wait.
+ *   - No callback of yours runs from inside the library, except the allocator (zkl_config.alloc)
+ *     and the log function (zkl_config.log_fn).
  *
- * No function here blocks, except zkl_client_wait() (by design) and zkl_client_free(), which
- * closes the ZooKeeper session and may wait for the server to answer that.
+ * Blocking. These calls can wait, and for at most this long:
+ *   - zkl_client_wait(c, max_ms): by design, in poll() on the client's fd, for max_ms (-1: until
+ *     zkl_client_timeout_ms(), i.e. ZooKeeper's next ping or connection deadline or an acquire's
+ *     deadline); then it runs process(). It never holds the client's mutex while it waits.
+ *   - zkl_client_close() and zkl_client_free(), in this order: (1) with keepalive, join the
+ *     keepalive thread (up to its current sleep, at most 100 ms, plus the round it is running);
+ *     (2) read the replies still due for requests in flight, for up to a third of the requested
+ *     session timeout and at most 1 s; (3) zookeeper_close(): when connected it sends
+ *     closeSession and waits up to 3 s for the send and then up to 1.5 s for the server's
+ *     answer (ZooKeeper 3.8). Typically one round trip in all; worst case about 5.6 s. Steps
+ *     (2) and (3) do not wait when the client is not connected.
+ *   - zkl_expire_session() (testing aid): up to timeout_ms to connect, then zookeeper_close() as
+ *     above (up to 4.5 s more).
+ *   - zkl_client_process() (and zkl_client_wait()) in one rare case: when the client was not
+ *     driven for a whole session timeout while its ZooKeeper handle still counted as connected,
+ *     process() retires that handle with zookeeper_close(), which may wait as in (3).
+ *   - Host name resolution: the ZooKeeper client resolves the hosts string with getaddrinfo() in
+ *     zkl_client_new(), before each connection attempt while it has no socket, and once a minute
+ *     while connected; it runs inside zkl_client_new(), zkl_client_process(), zkl_client_wait()
+ *     and every call that issues requests (acquire, release, cancel, abandon, op_start,
+ *     add_auth, ...). Numeric addresses (or names in /etc/hosts) resolve without waiting; a DNS
+ *     name may wait for the resolver (its timeout and attempts, see resolv.conf). Hosts that must
+ *     never block (nginx workers) should be given numeric addresses.
+ *   - With keepalive on, every call that takes the client's mutex may wait while the keepalive
+ *     thread finishes the process() round it is running (normally microseconds).
+ *   zkl_client_new() does not wait for the connection or the session: it returns at once in
+ *   state ZKL_STATE_CONNECTING (after resolving the hosts) and a ZKL_EV_SESSION event reports
+ *   ZKL_STATE_CONNECTED later; operations started meanwhile are sent once connected, their
+ *   timeouts running from the call. Everything else here returns without waiting for the network.
  *
- * The library is single-threaded: one client must only be used from one thread at a time.
+ * Threads. The library is single-threaded: one client must only be used from one thread at a
+ * time (the "owner"), and events, results and errors are read on that thread. Different clients
+ * are independent. The ZooKeeper client's log level is process-wide (zoo_set_debug_level).
+ *
+ * Keepalive (zkl_config.keepalive = 1). For programs whose owner thread may stay away longer
+ * than a third of the session timeout (a blocking script), zkl_client_new() starts one
+ * background thread per client. It wakes at least every 100 ms (sooner when the client's fd is
+ * readable or a deadline is due) and, only when no public entry point has been entered or left
+ * for 100 ms, runs one process() round under the client's mutex: pings go out, replies are read,
+ * session changes and deadlines are handled. The events it produces wait in the queue for the
+ * owner; the plain-op result the owner may be reading stays valid. It stops in zkl_client_close()
+ * / zkl_client_free() and when the client is closed. With keepalive on, the allocator and log_fn
+ * may be called on the keepalive thread (never concurrently with the owner's calls into this
+ * client) and must be safe to call from there. Not for event-loop hosts (nginx): drive them.
+ * The mutex (recursive) is taken, for the duration of the call, by every entry point that takes
+ * a zkl_client except these: zkl_client_fd() (a constant), zkl_client_state() and
+ * zkl_client_session_count() (single reads of a value the keepalive thread may change right
+ * after), and zkl_client_close() / zkl_client_free() (which stop the thread first and then work
+ * alone). zkl_client_wait() takes it before and after its poll, not during. zkl_strerror(),
+ * zkl_err_name(), zkl_path_error() and zkl_expire_session() touch no client. The mutex does not
+ * make the API safe to call from several threads: results (zkl_op_result) and the event queue
+ * belong to the owner.
+ *
+ * Errors. Functions return ZKL_OK (0) or a negative code from ZKL_ERRNO_MAP below: zklock's own
+ * codes (below -1000) and ZooKeeper's codes, passed through with their numbers (zookeeper.h).
+ * Event statuses use the same codes. Each function lists the codes it can return; the lists
+ * below name the causes. ZKL_EOWNNODE is reserved (the core never reports it: an acquisition
+ * whose queue node vanishes queues again) and ZKL_EDEADLK is used only by the Lua layer (a read
+ * to write upgrade). The final status of an acquisition (ZKL_EV_FAILED) is one of:
+ *   ZKL_ETIMEDOUT  its timeout passed (or timeout 0 and the lock was not free at once)
+ *   ZKL_ECANCELED  zkl_lock_cancel()
+ *   ZKL_ESESSION   the session was lost (expired, or presumed lost) while it waited
+ *   ZKL_ECLOSED    zkl_client_close()
+ *   ZKL_ENOMEM     an allocation failed while it was under way
+ *   a ZooKeeper code the server or the ZooKeeper client answered for a node the recipe needs,
+ *                  e.g. ZNOAUTH (the ACL forbids creating the node or a parent), ZINVALIDACL,
+ *                  ZNOCHILDRENFOREPHEMERALS (the lock path is under an ephemeral node), ZNONODE
+ *                  (its parent was removed again after being re-created twice; semaphore
+ *                  leases: three times), ZBADARGUMENTS or ZMARSHALLINGERROR.
+ *   Connection loss (ZCONNECTIONLOSS, ZOPERATIONTIMEOUT) never ends an acquisition: it is ridden
+ *   out while the session lives.
  */
 #ifndef ZKLOCK_H
 #define ZKLOCK_H
@@ -127,6 +208,28 @@ enum {
     ZKL_EV_OP_DONE = 6,    /* id = znode operation; status = ZooKeeper result */
     ZKL_EV_WARNING = 7     /* id = acquisition or 0; status = error code (e.g. ESEQWRAP) */
 };
+/* Event statuses in full:
+ *   ACQUIRED    ZKL_OK.
+ *   FAILED      see "Errors" at the top (ETIMEDOUT, ECANCELED, ESESSION, ECLOSED, ENOMEM or a
+ *               ZooKeeper refusal); for a multi-lock also the start errors of a component
+ *               (ZKL_EINVAL for a bad acl id, ZKL_ENOMEM, ZKL_ECLOSED).
+ *   RELEASED    ZKL_OK (node deleted; also for a release in flight when the client is closed),
+ *               ZKL_ELOST (the session ended before the delete was confirmed), or the server's
+ *               refusal to delete (e.g. ZNOAUTH): the node then stays until the session ends.
+ *   LOCK_STATE  ZKL_LOCK_SUSPENDED (connection lost, ownership uncertain), ZKL_LOCK_RECONNECTED
+ *               (the same session is back), ZKL_LOCK_LOST (the session is gone: the hold is
+ *               over; zkl_lock_release() then returns ZKL_ELOST).
+ *   SESSION     ZKL_STATE_CONNECTED, SUSPENDED, EXPIRED (then CONNECTING again: the client opens
+ *               a new session by itself; a credential the server rejects, AUTH_FAILED, counts
+ *               as an expiry too), CLOSED (the last event of a closed client).
+ *   OP_DONE     ZKL_OK or the ZooKeeper result (ZNONODE, ZNODEEXISTS, ZNOAUTH, ZBADVERSION,
+ *               ZNOTEMPTY, ZNOCHILDRENFOREPHEMERALS, ZINVALIDACL, ZBADARGUMENTS, ...);
+ *               ZCONNECTIONLOSS or ZOPERATIONTIMEOUT for a create, set or delete whose outcome is
+ *               unknown (reads are retried once connected instead); ZKL_ESESSION (the session
+ *               ended while it was in flight); ZKL_ECLOSED; ZKL_ENOMEM (copying the result).
+ *   WARNING     ZKL_ESEQWRAP with the acquisition's id (the lock dir's sequence counter wrapped:
+ *               names no longer sort in queue order), or, with id 0, the server's refusal (e.g.
+ *               ZNOAUTH) to delete the node of an acquisition given up in the background. */
 
 typedef struct zkl_event {
     uint64_t id;
@@ -159,22 +262,34 @@ typedef struct zkl_config {
     void *log_ud;
     const zkl_allocator *alloc;  /* NULL: malloc */
     int keepalive;               /* 1: a background thread keeps the session alive while the
-                                  * owner thread stays away (blocking scripts); every public call
-                                  * then takes the client's mutex. Never for nginx. */
+                                  * owner thread stays away (blocking scripts); public calls then
+                                  * take the client's mutex (see "Keepalive" at the top). Never
+                                  * for nginx. */
 } zkl_config;
 
 typedef struct zkl_client zkl_client;
 
-/* Create a client and start connecting. Returns ZKL_OK and sets *out, or ZKL_EINVAL (bad hosts or
- * timeout), ZKL_ENOMEM, ZKL_ESYSTEM (epoll or the ZooKeeper handle could not be created). */
+/* Create a client and start connecting. Does not wait for the connection: the client starts in
+ * ZKL_STATE_CONNECTING and a ZKL_EV_SESSION event says ZKL_STATE_CONNECTED once the session is
+ * up. Blocks only while the hosts are resolved (see "Blocking"). With cfg->keepalive, starts the
+ * keepalive thread. cfg must not be NULL; *out is set to NULL on failure.
+ * Errors: ZKL_EINVAL (hosts NULL or empty, session_timeout_ms < 0, a malformed hosts string such
+ * as a missing port or an invalid chroot, or a resolver failure the ZooKeeper client maps to
+ * EINVAL), ZKL_ENOMEM, ZKL_ESYSTEM (no host resolved, epoll_create1 failed, the ZooKeeper
+ * handle could not be made, or the keepalive thread or its mutex could not be created). */
 ZKL_EXTERN int zkl_client_new(const zkl_config *cfg, zkl_client **out);
 
-/* Stop everything: pending acquisitions fail with ZKL_ECLOSED, held locks are released by closing
- * the session (their nodes vanish at once), events for all of this are queued. May block while
- * the ZooKeeper client says goodbye to the server. Idempotent. Returns ZKL_OK. */
+/* Stop everything: pending acquisitions (and multi-locks) fail with ZKL_ECLOSED, releases in
+ * flight report RELEASED with ZKL_OK, plain operations OP_DONE with ZKL_ECLOSED; held locks get
+ * no event: closing the session deletes their nodes at once. The last event is ZKL_EV_SESSION
+ * with ZKL_STATE_CLOSED. Events stay readable with zkl_client_next_event() until
+ * zkl_client_free(); every id is unknown afterwards (ZKL_ENOTFOUND) and the calls that start
+ * something return ZKL_ECLOSED. Blocks: joins the keepalive thread, reads the replies still due
+ * (at most a third of the session timeout, 1 s), then zookeeper_close() (up to 4.5 s), see
+ * "Blocking". Call it from the owner thread. Idempotent. Always returns ZKL_OK. */
 ZKL_EXTERN int zkl_client_close(zkl_client *c);
 
-/* Close (if needed) and free. */
+/* Close (if needed, blocking like zkl_client_close()) and free. NULL is ignored. */
 ZKL_EXTERN void zkl_client_free(zkl_client *c);
 /* Like zkl_client_free, but never blocks: the client is closed and freed on a detached thread
  * (its log function is no longer called once this returns). For finalizers. Before the process
@@ -183,31 +298,42 @@ ZKL_EXTERN void zkl_client_free(zkl_client *c);
  * started, it closes and frees here, blocking as zkl_client_free does. */
 ZKL_EXTERN void zkl_client_free_nowait(zkl_client *c);
 
-/* The pollable fd (an epoll fd owned by the client, stable for its whole life). Poll for POLLIN. */
+/* The pollable fd (an epoll fd owned by the client, stable for its whole life). Poll for POLLIN;
+ * do not read it or close it. Never fails; no mutex. */
 ZKL_EXTERN int zkl_client_fd(zkl_client *c);
 
-/* Milliseconds until process() must run again (ZooKeeper pings, deadlines); -1 = no deadline. */
+/* Milliseconds until process() must run again (ZooKeeper pings, deadlines); 0 when events are
+ * queued or listings wait to be sent; -1 = no deadline (after close). Never fails. */
 ZKL_EXTERN int zkl_client_timeout_ms(zkl_client *c);
 
-/* Drive everything without blocking. Returns the number of events queued, or a negative error
- * (ZKL_ECLOSED after close). */
+/* Drive everything without waiting for I/O: send what is due, read up to 64 replies, handle
+ * session changes and deadlines, queue events. Returns the number of events queued by this call
+ * (>= 0). Errors: ZKL_ECLOSED (after zkl_client_close()). Blocking exceptions: host name
+ * resolution, and retiring a handle after the client went undriven for a session timeout (see
+ * "Blocking"). */
 ZKL_EXTERN int zkl_client_process(zkl_client *c);
 
-/* Block up to max_ms (-1: up to timeout_ms()) for activity, then process(). Returns like process. */
+/* Block up to max_ms (-1: up to zkl_client_timeout_ms(); 0: do not wait) until the client's fd
+ * is readable, then process(). Returns like process: the number of events queued, or
+ * ZKL_ECLOSED (at once, without waiting, after close). A signal may end the wait early. */
 ZKL_EXTERN int zkl_client_wait(zkl_client *c, int max_ms);
 
-/* Pop the oldest event into *ev. Returns 1 if an event was returned, 0 if none. */
+/* Pop the oldest event into *ev. Returns 1 if an event was returned, 0 if none. Works after
+ * close. Ends the validity of the previous plain operation's result (zkl_op_result_get). */
 ZKL_EXTERN int zkl_client_next_event(zkl_client *c, zkl_event *ev);
 
+/* The client's state (ZKL_STATE_*) as last reported by process(). Never fails; no mutex. */
 ZKL_EXTERN int zkl_client_state(const zkl_client *c);
 
-/* Current session id (0 when none) and its 16-byte password (for tests that expire sessions). */
+/* Current session id (0 unless CONNECTED or SUSPENDED) and its 16-byte password (for tests that
+ * expire sessions; passwd may be NULL). Never fails. */
 ZKL_EXTERN int64_t zkl_client_session(const zkl_client *c, char passwd[16]);
 
-/* Negotiated session timeout in ms (the requested one before the first connect). */
+/* Negotiated session timeout in ms (the requested one while not connected). Never fails. */
 ZKL_EXTERN int zkl_client_session_timeout(const zkl_client *c);
 
-/* Number of sessions this client has had (1 after the first connect, +1 after each expiry). */
+/* Number of sessions this client has had (1 after the first connect, +1 after each expiry).
+ * Never fails; no mutex. */
 ZKL_EXTERN int zkl_client_session_count(const zkl_client *c);
 
 /* Counters since the client was created (requests this client sent, by kind, and what came
@@ -220,17 +346,25 @@ typedef struct zkl_stats {
     uint64_t sessions_expired;
 } zkl_stats;
 
+/* Copy the counters into *out. Never fails. */
 ZKL_EXTERN void zkl_client_stats(const zkl_client *c, zkl_stats *out);
 
-/* Add authentication ("digest", "user:pass") to the session, now and after every expiry.
- * Returns ZKL_OK, ZKL_EINVAL, ZKL_ENOMEM or a ZooKeeper error. */
+/* Add authentication ("digest", "user:pass") to the session, now and after every expiry. The
+ * credential is kept (and sent with every new session) whenever the call gets past its argument
+ * checks, also when sending it now fails; the server's answer arrives asynchronously (a rejected
+ * credential ends the session: see ZKL_EV_SESSION).
+ * Errors: ZKL_ECLOSED, ZKL_EINVAL (scheme NULL or empty, cred NULL), ZKL_ENOMEM, or the ZooKeeper
+ * client's synchronous error for sending it now: ZINVALIDSTATE (the handle is not connecting
+ * or connected yet, or is expired), ZSYSTEMERROR (its allocation failed), ZMARSHALLINGERROR. */
 ZKL_EXTERN int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred, size_t len);
 
 /* ACLs for the nodes a lock creates (its queue nodes and the parents it makes). Register a list
  * once per client and pass its id to acquisitions; id 0 is the open ACL (world:anyone, all).
  * Example: {ZKL_PERM_ALL, "auth", ""} (the creating session's authenticated identities, e.g. after
  * digest auth) plus {ZKL_PERM_READ, "world", "anyone"} lets everyone watch but only holders of the
- * credentials create, change or delete. Returns the id (> 0), ZKL_EINVAL or ZKL_ENOMEM. */
+ * credentials create, change or delete. Returns the id (> 0), ZKL_EINVAL (entries NULL, n < 1 or
+ * n > 64, an entry with an empty scheme, a NULL id or perms outside 1..ZKL_PERM_ALL) or
+ * ZKL_ENOMEM. Registered lists live as long as the client. */
 enum { ZKL_PERM_READ = 1, ZKL_PERM_WRITE = 2, ZKL_PERM_CREATE = 4, ZKL_PERM_DELETE = 8,
        ZKL_PERM_ADMIN = 16, ZKL_PERM_ALL = 31 };
 
@@ -242,41 +376,57 @@ typedef struct zkl_acl_entry {
 
 ZKL_EXTERN int zkl_client_acl(zkl_client *c, const zkl_acl_entry *entries, int n);
 
-/* Check a lock path. Returns NULL if valid, else a static message saying what is wrong. */
+/* Check a lock path (as acquire does). Returns NULL if valid, else a static message saying what is
+ * wrong (empty, relative, the root, longer than 1024 bytes, NUL or control characters, a trailing
+ * '/', empty, '.' or '..' components, under /zookeeper). Touches no client. */
 ZKL_EXTERN const char *zkl_path_error(const char *path, size_t len);
 
 /* Start acquiring a lock on `path` with the given recipe.
  * timeout_ms: -1 wait forever; 0 try once (fail with ETIMEDOUT if not first); >0 deadline.
  * acl: 0 (open) or an id from zkl_client_acl(), for the queue node and any parent it creates.
- * On ZKL_OK, *id names the acquisition and one ACQUIRED or FAILED event follows.
- * Errors: ZKL_EINVAL (bad path, recipe or acl id), ZKL_ECLOSED, ZKL_ENOMEM. */
+ * On ZKL_OK, *id names the acquisition and one ACQUIRED or FAILED event follows (FAILED statuses:
+ * see "Errors" at the top); while held, LOCK_STATE events report connection and session loss.
+ * The C core has no reentrancy: a second acquisition of a lock this client holds queues behind
+ * the first like another process would (the Lua layer adds per-coroutine reentrancy).
+ * Errors: ZKL_ECLOSED, ZKL_EINVAL (path rejected by zkl_path_error(), unknown recipe, acl not 0
+ * and not an id from zkl_client_acl()), ZKL_ENOMEM (also when getrandom() fails to give the
+ * node's uuid). */
 ZKL_EXTERN int zkl_lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms,
                                 int acl, uint64_t *id);
 
 /* Downgrade: while holding write acquisition `write_id` of a read-write lock, take its read side
  * at once (Curator 5.5+: a non-sequential read node carrying the writer's sequence, so no queued
- * writer can slip in between). One ACQUIRED or FAILED event follows. Errors: ZKL_ENOTFOUND (not a
- * write acquisition), ZKL_ENOTHELD, ZKL_ECLOSED, ZKL_ENOMEM. */
+ * writer can slip in between). One ACQUIRED or FAILED event follows; the write side stays held
+ * until released. Errors: ZKL_ECLOSED, ZKL_ENOTFOUND (unknown id, not a write acquisition, or
+ * its final event was already queued), ZKL_ENOTHELD (the write side is pending, releasing or
+ * lost), ZKL_ENOMEM. */
 ZKL_EXTERN int zkl_lock_downgrade(zkl_client *c, uint64_t write_id, uint64_t *id);
 
 /* Start taking `qty` leases of a Curator InterProcessSemaphoreV2 at `path` (layout <path>/locks for
  * its internal mutex, <path>/leases for leases) allowing `max_leases` holders. All or none: one
  * ACQUIRED event when all qty leases are held, or FAILED (with nothing left behind). After
  * ACQUIRED, each lease is its own acquisition: see zkl_lease_ids(). timeout_ms as for locks.
- * Errors: ZKL_EINVAL (path, max_leases < 1, qty < 1 or qty > max_leases), ZKL_ECLOSED, ZKL_ENOMEM. */
+ * Errors: ZKL_ECLOSED, ZKL_EINVAL (path, max_leases < 1, qty < 1 or qty > max_leases, acl id),
+ * ZKL_ENOMEM. FAILED statuses: see "Errors" at the top. */
 ZKL_EXTERN int zkl_semaphore_acquire(zkl_client *c, const char *path, int max_leases, int qty,
                                      int timeout_ms, int acl, uint64_t *id);
 
 /* After ACQUIRED for a semaphore acquisition: write up to n lease ids (the first is `id` itself)
- * and return how many; each is released with zkl_lock_release(). ZKL_ENOTFOUND otherwise. */
+ * and return how many (0 before the grant, or after a failure while it still cleans up); each is
+ * released with zkl_lock_release(). Errors: ZKL_ENOTFOUND (unknown id, or not a semaphore
+ * acquisition). */
 ZKL_EXTERN int zkl_lease_ids(zkl_client *c, uint64_t id, uint64_t *ids, int n);
 
 /* Multi-lock (Curator InterProcessMultiLock), all or nothing. Components are acquired in the
  * order given; if one fails, those already held are released in reverse order and the multi-lock
  * fails with that component's status. Each component waits at most its own timeout_ms (-1: no
  * limit of its own), and all of them together at most timeout_ms (-1: none). One ACQUIRED or
- * FAILED event follows; then call zkl_multi_result() once.
- * Errors: ZKL_EINVAL (n < 1, a bad path or recipe), ZKL_ECLOSED, ZKL_ENOMEM. */
+ * FAILED event follows; then call zkl_multi_result() once. A shared timeout_ms of 0 fails at once
+ * with ETIMEDOUT (it is a deadline, not "try once"; a component's own timeout_ms 0 does try once).
+ * zkl_lock_cancel() and zkl_lock_abandon() accept the multi-lock's id.
+ * Errors: ZKL_ECLOSED, ZKL_EINVAL (items NULL, n < 1, a path rejected by zkl_path_error(), a
+ * recipe other than MUTEX/READ/WRITE where max_leases <= 0), ZKL_ENOMEM. A component's acl id is
+ * checked when it starts: a bad one ends the multi-lock with FAILED/ZKL_EINVAL. */
 typedef struct zkl_multi_item {
     zkl_recipe recipe; /* ZKL_MUTEX, ZKL_READ or ZKL_WRITE, ignored when max_leases > 0 */
     const char *path;
@@ -293,38 +443,47 @@ ZKL_EXTERN int zkl_multi_acquire(zkl_client *c, const zkl_multi_item *items, int
 
 /* After the multi-lock's event: on ACQUIRED, write the components' acquisition ids (in item order;
  * each is then released on its own) and return their number; on FAILED, set *failed_index to the
- * component that failed and return 0. Frees the multi-lock's own record. ZKL_ENOTFOUND otherwise. */
+ * component that failed and return 0 (failed_index may be NULL). Frees the multi-lock's own
+ * record. Errors: ZKL_ENOTFOUND (unknown id, not a multi-lock, or already called). */
 ZKL_EXTERN int zkl_multi_result(zkl_client *c, uint64_t id, uint64_t *ids, int n, int *failed_index);
 
-/* Release a held acquisition. On ZKL_OK a RELEASED event follows once the node is deleted
- * (retried across connection loss while the session lives).
- * Errors: ZKL_ENOTFOUND (unknown id), ZKL_ENOTHELD (pending, or already releasing),
- * ZKL_ELOST (the session ended while held; the acquisition is forgotten, no event follows). */
+/* Release a held acquisition (or one semaphore lease). On ZKL_OK a RELEASED event follows once the
+ * node is deleted (retried across connection loss while the session lives).
+ * Errors: ZKL_ENOTFOUND (unknown id, a multi-lock id: release its components, an acquisition
+ * whose final event was already queued, or any id after close), ZKL_ENOTHELD (pending, or
+ * already releasing), ZKL_ELOST (the session ended while held; the acquisition is forgotten, no
+ * event follows). */
 ZKL_EXTERN int zkl_lock_release(zkl_client *c, uint64_t id);
 
-/* Withdraw a pending acquisition: a FAILED event with ZKL_ECANCELED follows and the queue node is
- * deleted in the background. Errors: ZKL_ENOTFOUND, ZKL_ENOTHELD (already acquired: release it). */
+/* Withdraw a pending acquisition or multi-lock: a FAILED event with ZKL_ECANCELED follows and the
+ * queue node is deleted in the background. Errors: ZKL_ENOTFOUND (unknown id, or its final event
+ * was already queued), ZKL_ENOTHELD (not pending any more: held, releasing or lost; release it). */
 ZKL_EXTERN int zkl_lock_cancel(zkl_client *c, uint64_t id);
 
 /* Release without waiting (for garbage collection paths): the node is deleted in the background
- * and no event follows. Works on pending and held acquisitions. */
+ * and no further event follows for this id. Works on pending, held and lost acquisitions and on
+ * multi-locks (every component). Errors: ZKL_ENOTFOUND (unknown id, or its final event was
+ * already queued). */
 ZKL_EXTERN int zkl_lock_abandon(zkl_client *c, uint64_t id);
 
 #define ZKL_NODE_MAX 1200 /* longest node path: a 1024-byte lock path plus a protected name */
 
 typedef struct zkl_lock_info {
     char node[ZKL_NODE_MAX]; /* full path of the queue node, "" while unknown */
-    int64_t token;      /* fencing token: czxid of the node (0 until known) */
-    int held;           /* 1 while held */
+    int64_t token;      /* fencing token: czxid of the node (0 until known; kept after LOST) */
+    int held;           /* 1 while held (0 while pending, releasing, or after LOST) */
     int suspended;      /* 1 while the connection is lost */
 } zkl_lock_info;
 
-/* Fill *out for a live acquisition. */
+/* Fill *out for a live acquisition. Errors: ZKL_ENOTFOUND (unknown id, a multi-lock id, or its
+ * final event (FAILED, RELEASED) was already queued). */
 ZKL_EXTERN int zkl_lock_info_get(zkl_client *c, uint64_t id, zkl_lock_info *out);
 
-/* Plain znode operations (used for participants, tests and examples). One ZKL_EV_OP_DONE follows.
- * Results are read with zkl_op_result() right after next_event() returned the OP_DONE event and
- * stay valid until the next call to next_event() or process(). */
+/* Plain znode operations (used for participants, tests and examples). One ZKL_EV_OP_DONE follows
+ * (statuses: see the event list above). Results are read with zkl_op_result_get() right after
+ * next_event() returned the OP_DONE event and stay valid until the next call to next_event(),
+ * process() or wait(). Plain operations have no timeout: one started while disconnected is sent
+ * once connected. CREATE always uses the open ACL. */
 typedef enum {
     ZKL_OP_GET = 1,      /* data + stat */
     ZKL_OP_CHILDREN = 2, /* children names */
@@ -344,6 +503,8 @@ typedef struct zkl_op_args {
     int acl;          /* create: an ACL id from zkl_client_acl; 0 = open to everyone */
 } zkl_op_args;
 
+/* Errors: ZKL_ECLOSED, ZKL_EINVAL (path NULL or not starting with '/', unknown type; other path
+ * problems come back as OP_DONE with ZBADARGUMENTS), ZKL_ENOMEM. */
 ZKL_EXTERN int zkl_op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id);
 
 typedef struct zkl_op_result {
@@ -356,10 +517,15 @@ typedef struct zkl_op_result {
     int32_t version, num_children;
 } zkl_op_result;
 
+/* Errors: ZKL_ENOTFOUND (id is not the operation whose OP_DONE event next_event() just returned). */
 ZKL_EXTERN int zkl_op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out);
 
 /* Testing aid: expire a session from outside by opening a second handle with the same id and
- * password and closing it. Blocks up to timeout_ms. Returns ZKL_OK or an error. */
+ * password and closing it. Blocks up to timeout_ms while connecting, then in zookeeper_close()
+ * (up to 4.5 s, see "Blocking"). Touches no zkl_client (call it from any thread).
+ * Errors: ZKL_ESYSTEM (the ZooKeeper handle could not be made: bad or unresolvable hosts),
+ * ZKL_ESESSION (the server says the session is already gone), ZKL_ETIMEDOUT (no connection
+ * within timeout_ms). */
 ZKL_EXTERN int zkl_expire_session(const char *hosts, int64_t session_id, const char passwd[16],
                                   int timeout_ms);
 
