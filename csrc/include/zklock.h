@@ -80,10 +80,9 @@
  * may be called on the keepalive thread (never concurrently with the owner's calls into this
  * client) and must be safe to call from there. Not for event-loop hosts (nginx): drive them.
  * The mutex (recursive) is taken, for the duration of the call, by every entry point that takes
- * a zkl_client except these: zkl_client_fd() (a constant), zkl_client_state() and
- * zkl_client_session_count() (single reads of a value the keepalive thread may change right
- * after), and zkl_client_close() / zkl_client_free() (which stop the thread first and then work
- * alone). zkl_client_wait() takes it before and after its poll, not during. zkl_strerror(),
+ * a zkl_client except these: zkl_client_fd() (a constant), and zkl_client_close() /
+ * zkl_client_free() (which stop the thread first and then work alone); zkl_client_free_nowait()
+ * takes it only to detach the log function. zkl_client_wait() takes it before and after its poll, not during. zkl_strerror(),
  * zkl_err_name(), zkl_path_error() and zkl_expire_session() touch no client. The mutex does not
  * make the API safe to call from several threads: results (zkl_op_result) and the event queue
  * belong to the owner.
@@ -291,11 +290,12 @@ ZKL_EXTERN int zkl_client_close(zkl_client *c);
 
 /* Close (if needed, blocking like zkl_client_close()) and free. NULL is ignored. */
 ZKL_EXTERN void zkl_client_free(zkl_client *c);
-/* Like zkl_client_free, but never blocks: the client is closed and freed on a detached thread
- * (its log function is no longer called once this returns). For finalizers. Before the process
- * exits, or the library is unloaded, an exit handler waits for those threads, so a program that
- * ends without closing still ends its sessions (and their locks) at once. If no thread can be
- * started, it closes and frees here, blocking as zkl_client_free does. */
+/* Like zkl_client_free(), but never blocks: the client is closed and freed on a detached thread
+ * (its log function is no longer called once this returns). For finalizers. The first call pins
+ * the shared object holding the library (RTLD_NODELETE), so unloading it cannot pull the code
+ * from under that thread, and registers an exit handler that waits for those threads: a program
+ * that ends without closing still ends its sessions (and so its locks) at exit. If no thread can
+ * be started, it closes and frees on the caller's thread, blocking like zkl_client_free(). */
 ZKL_EXTERN void zkl_client_free_nowait(zkl_client *c);
 
 /* The pollable fd (an epoll fd owned by the client, stable for its whole life). Poll for POLLIN;
@@ -322,7 +322,7 @@ ZKL_EXTERN int zkl_client_wait(zkl_client *c, int max_ms);
  * close. Ends the validity of the previous plain operation's result (zkl_op_result_get). */
 ZKL_EXTERN int zkl_client_next_event(zkl_client *c, zkl_event *ev);
 
-/* The client's state (ZKL_STATE_*) as last reported by process(). Never fails; no mutex. */
+/* The client's state (ZKL_STATE_*) as last reported by process(). Never fails. */
 ZKL_EXTERN int zkl_client_state(const zkl_client *c);
 
 /* Current session id (0 unless CONNECTED or SUSPENDED) and its 16-byte password (for tests that
@@ -333,7 +333,7 @@ ZKL_EXTERN int64_t zkl_client_session(const zkl_client *c, char passwd[16]);
 ZKL_EXTERN int zkl_client_session_timeout(const zkl_client *c);
 
 /* Number of sessions this client has had (1 after the first connect, +1 after each expiry).
- * Never fails; no mutex. */
+ * Never fails. */
 ZKL_EXTERN int zkl_client_session_count(const zkl_client *c);
 
 /* Counters since the client was created (requests this client sent, by kind, and what came
