@@ -10,6 +10,9 @@ description = {
 Fair reentrant mutex (Curator InterProcessMutex) and friends over the ZooKeeper C client.
 acquire() suspends the calling coroutine instead of blocking the thread; every acquisition
 carries a fencing token; loss of a lock is reported per lock (SUSPENDED / LOST).
+Includes zklock.testing (lua/zklock/testing/), the harness its own specs use: throwaway real
+ZooKeeper servers and ensembles with kill, pause, restart and session expiry, for busted specs
+of code that takes these locks (needs java and the zookeeper package at test time only).
 ]],
   license = "Apache-2.0",
 }
@@ -26,6 +29,7 @@ build = {
     ZKL_TESTS = "OFF",
     ZKL_INSTALL_C_API = "OFF", -- a rock installs the Lua module only (plain cmake also installs the C API)
     ZKL_EXAMPLES = "OFF",
+    ZKL_INSTALL_TESTING = "ON", -- zklock.testing ships in this rock (see README)
     LUA_INCLUDE_DIR = "$(LUA_INCDIR)",
     LUADIR = "$(LUADIR)",
     LIBDIR = "$(LIBDIR)",

@@ -120,32 +120,6 @@ describe("zklock.testing single server", function()
   end)
 end)
 
-describe("zklock.testing errors", function()
-  it("says how to install ZooKeeper when the jar is missing", function()
-    local jar = testing.config.zookeeper_jar
-    testing.config.zookeeper_jar = "/nonexistent/zookeeper.jar"
-    local ok, err = pcall(testing.server)
-    testing.config.zookeeper_jar = jar
-    assert.is_false(ok)
-    assert.matches("apt%-get install zookeeper", err)
-  end)
-
-  it("rejects bad options", function()
-    assert.has_error(function() testing.server{ tick = -1 } end)
-    assert.has_error(function() testing.ensemble{ n = 0 } end)
-  end)
-
-  it("expire() explains what it needs", function()
-    assert.has_error(function() testing.expire(nil) end)
-    local has_core = pcall(require, "zklock.core")
-    if not has_core then
-      local ok, err = pcall(testing.expire, { hosts = "127.0.0.1:1", session = function() end })
-      assert.is_false(ok)
-      assert.matches("zklock.core", err)
-    end
-  end)
-end)
-
 describe("zklock.testing expire (needs the C module)", function()
   local has_zklock, zklock = pcall(require, "zklock")
   if not has_zklock or not pcall(require, "zklock.core") then

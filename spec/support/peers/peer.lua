@@ -120,7 +120,7 @@ end
 function M.curator(hosts, opts)
   local classes, cp = M.curator_classes()
   return start_peer("curator", function(dir, parent, max, session)
-    -- as lua/zklock/testing.lua does for its servers: no sanitizer preload into java
+    -- as lua/zklock/testing/processes.lua does for its servers: no sanitizer preload into java
     return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx192m -XX:+UseSerialGC "
       .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s CuratorPeer %s %s %d %d %d"):format(
       shq(classes .. ":" .. cp), shq(hosts), shq(dir), parent, max, session)

@@ -1,0 +1,148 @@
+--- zklock.testing: throwaway ZooKeeper servers for lock tests.
+--
+-- Starts real ZooKeeper servers (Debian package `zookeeper`, 3.8) on 127.0.0.1,
+-- each on a random free port with a private temporary data directory, and gives
+-- you the knobs that fault tests need: kill, SIGSTOP/SIGCONT, restart on the same
+-- port and data, four-letter words, and forced session expiry.
+--
+--     local testing = require("zklock.testing")
+--
+--     describe("my lock", function()
+--       local zk
+--       setup(function() zk = testing.server{ tick = 500, min_session = 1000 } end)
+--       teardown(function() if zk then zk:stop() end end)
+--
+--       it("survives a server restart", function()
+--         local c = zklock.connect(zk.hosts)
+--         ...
+--         zk:kill(); zk:restart()
+--         assert.is_number(zk:mntr().zk_znode_count)
+--       end)
+--     end)
+--
+-- API
+--   testing.server(opts) -> server      one standalone ZooKeeperServerMain
+--     opts.tick (500)                   tickTime, ms
+--     opts.min_session (1000)           minSessionTimeout, ms
+--     opts.max_session (60000)          maxSessionTimeout, ms
+--     opts.container_check_ms (100)     -Dznode.container.checkIntervalMs
+--     opts.port (nil = random free port in 20000-40000; retried on bind failure)
+--     opts.timeout (20)                 seconds to wait for `ruok` -> `imok`
+--     opts.config                       extra zoo.cfg lines: { ["key"] = value, ... }
+--     opts.jvm_opts                     extra JVM arguments: { "-Dfoo=bar", ... }
+--   server.hosts  "127.0.0.1:PORT"      server.port, server.dir (temp dir), server.pid,
+--   server.data_dir, server.cfg, server.log (server output, file in server.dir)
+--   server:stop([{keep_dir=true}])      SIGTERM (SIGKILL after 10 s), wait, remove server.dir.
+--                                       Idempotent. Nodes of an ensemble keep their dir
+--                                       (the ensemble removes it in ens:stop()).
+--   server:kill()                       SIGKILL and wait until gone; dir kept for restart()
+--   server:pause() / server:resume()    SIGSTOP / SIGCONT (a reliable connection loss)
+--   server:restart([timeout_s])         start again on the same port and data; waits `ruok`
+--   server:four(cmd [, timeout_s])      four-letter word (ruok, mntr, srvr, stat, cons, dump,
+--                                       wchc, wchp, ...) -> reply string | nil, err
+--   server:mntr()                       -> { zk_znode_count = 5, zk_server_state = "standalone", ... }
+--                                          | nil, err
+--   server:mode()                       -> "standalone" | "leader" | "follower" | nil, err
+--   server:running()                    -> boolean (the JVM process exists and is not a zombie)
+--   server:log_tail([n])                -> last n lines of the server output
+--
+--   testing.ensemble(opts) -> ensemble  n x QuorumPeerMain (opts.n = 3, other opts as above,
+--                                       opts.timeout = 30); returns when every node answers
+--                                       and exactly one is leader
+--   ens.hosts  "127.0.0.1:p1,127.0.0.1:p2,..."   ens.nodes[i] (servers, as above), ens.dir
+--   ens:leader([timeout_s])             index of the node that is leader (exactly one node says
+--                                       leader and a quorum serves); polls up to timeout_s (10)
+--                                       -> i | nil, err. Paused and dead nodes are skipped.
+--   ens:wait_quorum([timeout_s])        like leader(), and also waits until every running,
+--                                       unpaused node serves as leader or follower -> i | nil, err
+--   ens:stop()                          stops all nodes, removes ens.dir. Idempotent.
+--
+--   testing.stop_all()                  stops every server and ensemble this process started
+--   testing.expire(client [, hosts [, timeout_ms]])
+--                                       expire the client's session at the server (a second
+--                                       handle with the same session id and password connects
+--                                       and closes); needs the C module zklock.core
+--                                       -> true | nil, err
+--   testing.sleep(seconds)              fractional sleep
+--   testing.now()                       monotonic seconds (for measuring), 10 ms resolution
+--
+--   Shell, file and process helpers (also used by the spec support code and its workers):
+--   testing.shq(s)                      s quoted for POSIX sh ('...')
+--   testing.sh(cmd)                     run cmd under sh (LD_PRELOAD unset) -> its stdout string;
+--                                       raises if no shell can be started
+--   testing.execute(cmd)                run cmd under sh (LD_PRELOAD unset) -> true if it exits 0
+--   testing.read_file(path)             -> the whole file | nil if it cannot be opened
+--   testing.write_file(path, s [, mode])  write (mode "w", or "a" to append); raises on failure
+--   testing.exists(path)                -> boolean (the file can be opened for reading)
+--   testing.proc_stat(pid)              -> state letter, starttime, ppid (strings, from
+--                                          /proc/<pid>/stat) | nil if there is no such process
+--   testing.pid_alive(pid [, starttime]) -> boolean: exists, is not a zombie, and (if starttime
+--                                          is given) is the same process, not a reused pid
+--   testing.exit_with_parent(client, parent_pid [, period [, busy [, on_gone]]])
+--                                       in a worker process: exit (status 4, after on_gone())
+--                                       once the test process that started it is gone
+--   testing.free_ports(n [, avoid])     n distinct loopback ports no socket uses now (from
+--                                       /proc/net/tcp*, in testing.config.port_min..port_max)
+--   testing.spawn{ command = sh_cmd, log = path, pidfile = path [, cwd = dir]
+--                  [, stop = "TERM"] [, grace = 3] }
+--                                       run a long-lived command that goes away with this
+--                                       process (babysitter shell, as for the servers; on exit:
+--                                       `stop` signal, KILL after `grace` s) -> pid | nil, err
+--   testing.pid, testing.pid_start      this process's pid (number) and its starttime (string)
+--
+-- Failure convention: a server that cannot be started raises an error that carries the
+-- tail of its log; four()/mntr()/mode()/leader()/wait_quorum()/expire() return nil, err.
+--
+-- Cleanup. Every server is recorded and testing.stop_all() stops them; it also runs when
+-- the Lua state is closed (busted closes it on exit). Independently, each JVM runs under a
+-- small babysitter shell (its own session, via setsid) that polls once a second whether the
+-- Lua process that started it still exists; if not, it terminates the JVM. So a test process
+-- that crashes or is SIGKILLed leaves no server behind (it goes within ~1-4 s). The temp dir
+-- is left behind in that case only.
+--
+-- Modules (each can be required on its own; this one re-exports their public functions):
+--   zklock.testing.config     the config table (java, jars, JVM options, port range)
+--   zklock.testing.shell      shq, sh, execute, read_file, write_file, exists, sleep, now, temp dirs
+--   zklock.testing.processes  proc_stat, pid_alive, pid, pid_start, spawn, exit_with_parent
+--   zklock.testing.ports      free_ports, and which process listens on a port
+--   zklock.testing.servers    server() and the Server methods (also used by ensemble nodes)
+--   zklock.testing.ensemble   ensemble()
+--   zklock.testing.registry   every server/ensemble started here; stop_all(), also at state close
+--   zklock.testing.faults     expire()
+--
+-- Requirements: Linux (/proc), POSIX sh, java, the `zookeeper` package
+-- (/usr/share/java/zookeeper.jar), and socat or bash for four-letter words. Pure Lua:
+-- runs under Lua 5.1-5.4 and LuaJIT. Paths can be changed in testing.config before use.
+
+local config = require("zklock.testing.config")
+local shell = require("zklock.testing.shell")
+local processes = require("zklock.testing.processes")
+local ports = require("zklock.testing.ports")
+local registry = require("zklock.testing.registry")
+local servers = require("zklock.testing.servers")
+local ensemble = require("zklock.testing.ensemble")
+local faults = require("zklock.testing.faults")
+
+local M = { _NAME = "zklock.testing", _VERSION = "0.1.0" }
+
+M.config = config
+
+-- servers and faults
+M.server = servers.server
+M.ensemble = ensemble.ensemble
+M.stop_all = registry.stop_all
+M.expire = faults.expire
+M._sentinel = registry._sentinel
+
+-- shell, files and clock
+M.shq, M.sh, M.execute = shell.shq, shell.sh, shell.execute
+M.read_file, M.write_file, M.exists = shell.read_file, shell.write_file, shell.exists
+M.sleep, M.now = shell.sleep, shell.now
+
+-- processes and ports
+M.proc_stat, M.pid_alive = processes.proc_stat, processes.pid_alive
+M.pid, M.pid_start = processes.pid, processes.pid_start
+M.spawn, M.exit_with_parent = processes.spawn, processes.exit_with_parent
+M.free_ports = ports.free_ports
+
+return M

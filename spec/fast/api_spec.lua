@@ -1,0 +1,54 @@
+-- The fast tier (no ZooKeeper server): API checks that need no server, moved here from
+-- spec/01-api_spec.lua. .ci/run runs spec/fast first, so a broken argument check fails in seconds.
+--   busted --lua=lua5.4 spec/fast            busted --lua=luajit --run=luajit spec/fast
+local zklock = require("zklock")
+local util = require("support.util")
+
+-- Raise-check: fn must raise, and the message must contain every word.
+local function assert_raises(words, fn, ...)
+  return util.assert_words(util.error_of(fn, ...), words)
+end
+
+describe("zklock API without a server #fast", function()
+  describe("module", function()
+    it("exposes the error codes by name", function()
+      local e = zklock.errno
+      assert.is_table(e)
+      assert.are.equal(-1001, e.ETIMEDOUT)
+      assert.are.equal(-1002, e.ECANCELED)
+      assert.are.equal(-1003, e.ESESSION)
+      assert.are.equal(-1004, e.ECLOSED)
+      assert.are.equal(-1005, e.ELOST)
+      assert.are.equal(-4, e.ZCONNECTIONLOSS)
+      assert.are.equal(-101, e.ZNONODE)
+      for name, code in pairs(e) do
+        assert.is_string(name)
+        assert.is_number(code)
+      end
+    end)
+  end)
+
+  describe("connect", function()
+    it("rejects malformed host lists, naming the argument and the expected form", function()
+      local bad = { "", "nohostport", "h:0", "h:99999", "h:1,,", "h:", ":2181", "h:21x81", "h:1,h:-2" }
+      for _, hosts in ipairs(bad) do
+        local msg = assert_raises({ "bad argument #1 to 'connect'", "hosts", "host:port" }, zklock.connect, hosts)
+        assert(msg:find(("%q"):format(hosts), 1, true), "message should quote the bad value: " .. msg)
+      end
+      assert_raises({ "bad argument #1 to 'connect'", "hosts", "nil" }, zklock.connect, nil)
+      assert_raises({ "bad argument #1 to 'connect'", "hosts", "number" }, zklock.connect, 2181)
+    end)
+
+    it("returns nil, 'ETIMEDOUT: ...', 'ETIMEDOUT' promptly when nothing listens", function()
+      local t0 = util.now()
+      local c, err, code = zklock.connect("127.0.0.1:1", { connect_timeout = 0.5 })
+      local dt = util.now() - t0
+      assert.is_nil(c)
+      assert.are.equal("ETIMEDOUT", code)
+      assert.matches("^ETIMEDOUT: ", err)
+      assert.truthy(err:find("127.0.0.1:1", 1, true), err)
+      assert.is_true(dt >= 0.45, ("gave up after %.3f s, before connect_timeout"):format(dt))
+      assert.is_true(dt < 2.5, ("took %.3f s for connect_timeout = 0.5"):format(dt))
+    end)
+  end)
+end)
