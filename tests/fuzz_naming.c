@@ -2,9 +2,9 @@
  *
  * Input: a child list, one name per line, as getChildren would return it. A line starting with
  * '*' marks the caller's own node (the '*' is dropped); without one, own is picked from a hash of
- * the input (sometimes a name that is not in the list). Control bytes 0x10..0x1d expand to the tokens
- * that matter (lock-, __READ__, a Curator prefix, a wrapped sequence...), so one mutation can
- * insert a whole token. Every input is run under the mutex, read, write rules and a value that
+ * the input (sometimes a name that is not in the list). Control bytes 0x10..0x1d expand to the
+ * tokens that matter (lock-, __READ__, a Curator prefix, a wrapped sequence...), so one mutation
+ * can insert a whole token. Every input is run under the mutex, read, write rules and a value that
  * is not a recipe.
  *
  * Invariants (abort on violation):
@@ -27,19 +27,20 @@
 
 #include "naming.h"
 
-#define FAIL(...)                                                  \
-    do {                                                           \
-        fprintf(stderr, "fuzz_naming: invariant broken at line %d: ", __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                              \
-        fputc('\n', stderr);                                       \
-        abort();                                                   \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "fuzz_naming: invariant broken at line %d: ", __LINE__);                   \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        abort();                                                                                   \
     } while (0)
 
 static const char *const tokens[] = {
-    "lock-",      "__READ__",   "__WRIT__", "__lock__",
-    "__rlock__",  "_c_0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0-",
-    "0000000001", "-2147483648", "-000000001", "2147483647",
-    "lease-",     "5f0c2a9e8b7d4c3a9e1f6b2d7c8a9e0f", "_c_", "-lock-",
+    "lock-",      "__READ__",    "__WRIT__",
+    "__lock__",   "__rlock__",   "_c_0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0-",
+    "0000000001", "-2147483648", "-000000001",
+    "2147483647", "lease-",      "5f0c2a9e8b7d4c3a9e1f6b2d7c8a9e0f",
+    "_c_",        "-lock-",
 };
 #define NTOKENS ((int)(sizeof tokens / sizeof tokens[0]))
 #define MAXTOKEN 40
@@ -64,7 +65,8 @@ static uint64_t next_rand(void) {
 
 /* ---------------------------------------------------------------- reference model */
 
-NO_COVERAGE static int ref_is_seq(const char *s, size_t len) { /* %010d of an int32: 10 digits, or '-' + 9/10 */
+NO_COVERAGE static int ref_is_seq(const char *s,
+                                  size_t len) { /* %010d of an int32: 10 digits, or '-' + 9/10 */
     size_t i, from = 0;
     if (len > 0 && s[0] == '-') {
         from = 1;
@@ -152,7 +154,9 @@ NO_COVERAGE static int cmp_ptr(const void *a, const void *b) {
 static void check_keys(const char **names, int n, zkl_recipe r) {
     for (int i = 0; i < n; i++) {
         const char *s = names[i], *k = zkl__sort_key(s, r), *want = ref_key(s, r);
-        if (k != want) FAIL("sort_key(\"%s\", %d) = \"%s\", reference \"%s\"", s, (int)r, k ? k : "(null)", want);
+        if (k != want)
+            FAIL("sort_key(\"%s\", %d) = \"%s\", reference \"%s\"", s, (int)r, k ? k : "(null)",
+                 want);
         if (zkl__is_writer(s) != ref_writer(s)) FAIL("is_writer(\"%s\")", s);
         if (zkl__key_wrapped(k) != ref_wrapped(k)) FAIL("key_wrapped(\"%s\")", k);
     }
@@ -175,9 +179,11 @@ static void check_sort(const char **names, int n, zkl_recipe r, const char **sor
     /* ordered */
     for (i = 0; i + 1 < n; i++)
         if (ref_cmp(sorted[i], sorted[i + 1], r) > 0)
-            FAIL("out of order at %d: \"%s\" > \"%s\" (recipe %d)", i, sorted[i], sorted[i + 1], (int)r);
+            FAIL("out of order at %d: \"%s\" > \"%s\" (recipe %d)", i, sorted[i], sorted[i + 1],
+                 (int)r);
     /* the input order does not matter: sort the reversed list */
-    for (i = 0; i < n; i++) a[i] = names[n - 1 - i];
+    for (i = 0; i < n; i++)
+        a[i] = names[n - 1 - i];
     zkl__sort_children(a, n, r, scratch);
     for (i = 0; i < n; i++)
         if (strcmp(a[i], sorted[i]) != 0) FAIL("order depends on the input order at %d", i);
@@ -220,11 +226,13 @@ static void check_pick(const char **sorted, int n, const char *own, zkl_recipe r
 }
 
 /* parse(build(x)) for one recipe or the lease token */
-static void check_round_trip(const unsigned char rnd[16], int32_t seq, zkl_recipe r, const char *token) {
+static void check_round_trip(const unsigned char rnd[16], int32_t seq, zkl_recipe r,
+                             const char *token) {
     char prefix[64], name[96], want[16];
     size_t tl = strlen(token);
-    int n = token == zkl__recipe_token(r) ? zkl__protected_prefix(prefix, sizeof prefix, rnd, r)
-                                          : zkl__protected_prefix_named(prefix, sizeof prefix, rnd, token);
+    int n = token == zkl__recipe_token(r)
+                ? zkl__protected_prefix(prefix, sizeof prefix, rnd, r)
+                : zkl__protected_prefix_named(prefix, sizeof prefix, rnd, token);
     if (n != (int)(40 + tl)) FAIL("protected_prefix length %d", n);
     if (memcmp(prefix, "_c_", 3) != 0 || prefix[39] != '-' || prefix[17] != '4' ||
         !strchr("89ab", prefix[22]) || strcmp(prefix + 40, token) != 0)
@@ -232,7 +240,8 @@ static void check_round_trip(const unsigned char rnd[16], int32_t seq, zkl_recip
     for (int i = 3; i < 39; i++) {
         int dash = i == 11 || i == 16 || i == 21 || i == 26;
         char c = prefix[i];
-        if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) FAIL("uuid %s", prefix);
+        if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            FAIL("uuid %s", prefix);
     }
     snprintf(want, sizeof want, "%010ld", (long)seq);
     snprintf(name, sizeof name, "%s%s", prefix, want);
@@ -266,7 +275,8 @@ static void check_prefix_size(const unsigned char rnd[16], const char *token, si
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t h = 1469598103934665603ULL;
     size_t i, o = 0;
-    for (i = 0; i < size; i++) h = (h ^ data[i]) * 1099511628211ULL;
+    for (i = 0; i < size; i++)
+        h = (h ^ data[i]) * 1099511628211ULL;
     rng = h | 1;
 
     /* expand tokens, split lines */
@@ -284,7 +294,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     text[o] = '\0';
     int cap = 1;
-    for (i = 0; i < o; i++) cap += text[i] == '\n';
+    for (i = 0; i < o; i++)
+        cap += text[i] == '\n';
     const char **names = malloc((size_t)cap * sizeof *names);
     const char **sorted = malloc((size_t)(cap + 1) * sizeof *sorted);
     if (!names || !sorted) abort();
@@ -307,10 +318,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (!own) {
         uint64_t pickn = next_rand() % (uint64_t)(n + 1);
-        own = (int)pickn < n ? names[pickn] : "_c_00000000-0000-4000-8000-000000000000-lock-0000000000";
+        own = (int)pickn < n ? names[pickn]
+                             : "_c_00000000-0000-4000-8000-000000000000-lock-0000000000";
     }
 
-    const zkl_recipe recipes[4] = {ZKL_MUTEX, ZKL_READ, ZKL_WRITE, (zkl_recipe)((int)(next_rand() % 9) - 2)};
+    const zkl_recipe recipes[4] = {ZKL_MUTEX, ZKL_READ, ZKL_WRITE,
+                                   (zkl_recipe)((int)(next_rand() % 9) - 2)};
     for (int ri = 0; ri < 4; ri++) {
         zkl_recipe r = recipes[ri];
         check_keys(names, n, r);
@@ -320,7 +333,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* round trips, and the built name placed into the list */
     unsigned char rnd[16];
-    for (i = 0; i < 16; i++) rnd[i] = (unsigned char)next_rand();
+    for (i = 0; i < 16; i++)
+        rnd[i] = (unsigned char)next_rand();
     int32_t seq = (int32_t)(uint32_t)next_rand();
     if (n > 0 && next_rand() % 2) { /* or a sequence read from one of the names */
         const char *k = zkl__sort_key(names[next_rand() % (uint64_t)n], ZKL_MUTEX);
@@ -341,7 +355,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t pl = strlen(prefix);
         for (int j = 0; j <= n; j++) {
             int want = strncmp(sorted[j], prefix, pl) == 0;
-            if (zkl__has_prefix(sorted[j], prefix) != want) FAIL("prefix scan at \"%s\"", sorted[j]);
+            if (zkl__has_prefix(sorted[j], prefix) != want)
+                FAIL("prefix scan at \"%s\"", sorted[j]);
             if (sorted[j] == built && !want) FAIL("own node not recovered");
         }
         free(with);

@@ -11,13 +11,13 @@
 
 static int checks, failures;
 static int wait_cap = 1 << 30; /* shorter waits while allocations fail */
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        checks++;                                                                \
-        if (!(cond)) {                                                           \
-            failures++;                                                          \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                        \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+        }                                                                                          \
     } while (0)
 
 /* Pump until the final event of `id` arrives (other events are dropped), or `ms` passes. */
@@ -40,7 +40,8 @@ static int wait_connected(zkl_client *c, int ms) {
     for (int waited = 0; waited < ms; waited += 10) {
         if (zkl_client_state(c) == ZKL_STATE_CONNECTED) return 1;
         zkl_event ev;
-        while (zkl_client_next_event(c, &ev)) {}
+        while (zkl_client_next_event(c, &ev)) {
+        }
         if (zkl_client_wait(c, 10) < 0) return 0;
     }
     return zkl_client_state(c) == ZKL_STATE_CONNECTED;
@@ -82,17 +83,17 @@ static int scenario(const char *hosts, const zkl_allocator *alloc, const char *b
     snprintf(path, sizeof path, "%s/mutex", base);
     snprintf(sem, sizeof sem, "%s/sem", base);
     snprintf(rw, sizeof rw, "%s/rw", base);
-#define EXPECT(cond)                                                                     \
-    do {                                                                                 \
-        int ok_ = (cond); /* evaluated once: conditions have side effects */             \
-        if (strict) {                                                                    \
-            checks++;                                                                    \
-            if (!ok_) {                                                                  \
-                failures++;                                                              \
-                fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            }                                                                            \
-        }                                                                                \
-        if (!ok_) bad++;                                                                 \
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        int ok_ = (cond); /* evaluated once: conditions have side effects */                       \
+        if (strict) {                                                                              \
+            checks++;                                                                              \
+            if (!ok_) {                                                                            \
+                failures++;                                                                        \
+                fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
+            }                                                                                      \
+        }                                                                                          \
+        if (!ok_) bad++;                                                                           \
     } while (0)
     if (zkl_client_new(&cfg, &c) != ZKL_OK) return 1;
     if (zkl_client_new(&cfg, &d) != ZKL_OK) {
@@ -103,7 +104,10 @@ static int scenario(const char *hosts, const zkl_allocator *alloc, const char *b
 
     /* uncontended cycles */
     for (int i = 0; i < 20; i++) {
-        if (zkl_lock_acquire(c, ZKL_MUTEX, path, 5000, 0, &a) != ZKL_OK) { bad++; continue; }
+        if (zkl_lock_acquire(c, ZKL_MUTEX, path, 5000, 0, &a) != ZKL_OK) {
+            bad++;
+            continue;
+        }
         type = wait_for(c, a, &st, 5000);
         EXPECT(type == ZKL_EV_ACQUIRED);
         if (type != ZKL_EV_ACQUIRED) continue;
@@ -122,7 +126,8 @@ static int scenario(const char *hosts, const zkl_allocator *alloc, const char *b
         EXPECT(zkl_lock_acquire(d, ZKL_MUTEX, path, 0, 0, &b) == ZKL_OK);
         EXPECT(wait_for(d, b, &st, 3000) == ZKL_EV_FAILED && st == ZKL_ETIMEDOUT);
         EXPECT(zkl_lock_acquire(d, ZKL_MUTEX, path, -1, 0, &b) == ZKL_OK);
-        for (int i = 0; i < 20; i++) zkl_client_wait(d, 5);
+        for (int i = 0; i < 20; i++)
+            zkl_client_wait(d, 5);
         EXPECT(zkl_lock_cancel(d, b) == ZKL_OK);
         EXPECT(wait_for(d, b, &st, 3000) == ZKL_EV_FAILED && st == ZKL_ECANCELED);
         EXPECT(zkl_lock_release(c, a) == ZKL_OK);
@@ -188,7 +193,8 @@ static int scenario(const char *hosts, const zkl_allocator *alloc, const char *b
     if (zkl_lock_acquire(c, ZKL_MUTEX, path, 5000, 0, &a) == ZKL_OK &&
         wait_for(c, a, &st, 5000) == ZKL_EV_ACQUIRED) {
         EXPECT(zkl_lock_acquire(d, ZKL_MUTEX, path, -1, 0, &b) == ZKL_OK);
-        for (int i = 0; i < 20; i++) zkl_client_wait(d, 5);
+        for (int i = 0; i < 20; i++)
+            zkl_client_wait(d, 5);
         zkl_client_close(d);
         zkl_event ev;
         int got = 0;
@@ -238,7 +244,8 @@ int main(void) {
     int step = total > 25 ? (int)(total / 25) : 1; /* bound the run: about 25 failure points */
     wait_cap = 300;
     /* a different sample of failure points each run (printed, to reproduce: ZKL_FAIL_OFFSET) */
-    long offset = getenv("ZKL_FAIL_OFFSET") ? atol(getenv("ZKL_FAIL_OFFSET")) : (long)getpid() % step;
+    long offset =
+        getenv("ZKL_FAIL_OFFSET") ? atol(getenv("ZKL_FAIL_OFFSET")) : (long)getpid() % step;
     printf("cycles: failing allocations %ld, %ld, ... (ZKL_FAIL_OFFSET=%ld)\n", 1 + offset,
            1 + offset + step, offset);
     for (long n = 1 + offset; n <= total; n += step) {

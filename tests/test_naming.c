@@ -15,45 +15,44 @@ static void fail_head(const char *file, int line, const char *what) {
     fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
 }
 
-#define CHECK(cond)                                                 \
-    do {                                                            \
-        checks++;                                                   \
-        if (!(cond)) fail_head(__FILE__, __LINE__, #cond);          \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (!(cond)) fail_head(__FILE__, __LINE__, #cond);                                         \
     } while (0)
 
 /* integers: both values are printed on failure */
-#define CHECK_INT(got, want)                                                           \
-    do {                                                                               \
-        long long g_ = (long long)(got), w_ = (long long)(want);                       \
-        checks++;                                                                      \
-        if (g_ != w_) {                                                                \
-            fail_head(__FILE__, __LINE__, #got " == " #want);                         \
-            fprintf(stderr, "    got %lld, want %lld\n", g_, w_);                     \
-        }                                                                              \
+#define CHECK_INT(got, want)                                                                       \
+    do {                                                                                           \
+        long long g_ = (long long)(got), w_ = (long long)(want);                                   \
+        checks++;                                                                                  \
+        if (g_ != w_) {                                                                            \
+            fail_head(__FILE__, __LINE__, #got " == " #want);                                      \
+            fprintf(stderr, "    got %lld, want %lld\n", g_, w_);                                  \
+        }                                                                                          \
     } while (0)
 
 /* strings, NULL-safe: NULL only equals NULL */
-#define CHECK_STR(got, want)                                                           \
-    do {                                                                               \
-        const char *g_ = (got), *w_ = (want);                                          \
-        checks++;                                                                      \
-        if ((g_ == NULL) != (w_ == NULL) || (g_ && strcmp(g_, w_) != 0)) {             \
-            fail_head(__FILE__, __LINE__, #got " == " #want);                         \
-            fprintf(stderr, "    got %s%s%s, want %s%s%s\n", g_ ? "\"" : "",          \
-                    g_ ? g_ : "NULL", g_ ? "\"" : "", w_ ? "\"" : "", w_ ? w_ : "NULL", \
-                    w_ ? "\"" : "");                                                  \
-        }                                                                              \
+#define CHECK_STR(got, want)                                                                       \
+    do {                                                                                           \
+        const char *g_ = (got), *w_ = (want);                                                      \
+        checks++;                                                                                  \
+        if ((g_ == NULL) != (w_ == NULL) || (g_ && strcmp(g_, w_) != 0)) {                         \
+            fail_head(__FILE__, __LINE__, #got " == " #want);                                      \
+            fprintf(stderr, "    got %s%s%s, want %s%s%s\n", g_ ? "\"" : "", g_ ? g_ : "NULL",     \
+                    g_ ? "\"" : "", w_ ? "\"" : "", w_ ? w_ : "NULL", w_ ? "\"" : "");             \
+        }                                                                                          \
     } while (0)
 
 /* pointers (sort keys point into the name they came from) */
-#define CHECK_PTR(got, want)                                                           \
-    do {                                                                               \
-        const void *g_ = (got), *w_ = (want);                                          \
-        checks++;                                                                      \
-        if (g_ != w_) {                                                                \
-            fail_head(__FILE__, __LINE__, #got " == " #want);                         \
-            fprintf(stderr, "    got %p, want %p\n", g_, w_);                         \
-        }                                                                              \
+#define CHECK_PTR(got, want)                                                                       \
+    do {                                                                                           \
+        const void *g_ = (got), *w_ = (want);                                                      \
+        checks++;                                                                                  \
+        if (g_ != w_) {                                                                            \
+            fail_head(__FILE__, __LINE__, #got " == " #want);                                      \
+            fprintf(stderr, "    got %p, want %p\n", g_, w_);                                      \
+        }                                                                                          \
     } while (0)
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -77,11 +76,12 @@ static int sorted_equals(const char *const *in, int n, zkl_recipe r, const char 
     zkl__sort_item scratch[32];
     int i, ok = 1;
     if (n > 32) return 0;
-    for (i = 0; i < n; i++) names[i] = in[i];
+    for (i = 0; i < n; i++)
+        names[i] = in[i];
     zkl__sort_children(names, n, r, scratch);
     for (i = 0; i < n; i++) {
-        if (names[i] != want[i] && (names[i] == NULL || want[i] == NULL ||
-                                    strcmp(names[i], want[i]) != 0)) {
+        if (names[i] != want[i] &&
+            (names[i] == NULL || want[i] == NULL || strcmp(names[i], want[i]) != 0)) {
             if (ok) fprintf(stderr, "%s:%d: sort order differs:\n", __FILE__, line);
             fprintf(stderr, "    [%d] got %s, want %s\n", i, names[i] ? names[i] : "NULL",
                     want[i] ? want[i] : "NULL");
@@ -90,24 +90,24 @@ static int sorted_equals(const char *const *in, int n, zkl_recipe r, const char 
     }
     return ok;
 }
-#define CHECK_SORTED(in, r, want)                                                       \
-    do {                                                                                \
-        checks++;                                                                       \
-        if (N_OF(in) != N_OF(want) || !sorted_equals(in, N_OF(in), r, want, __LINE__)) { \
-            failures++;                                                                 \
-            fprintf(stderr, "%s:%d: check failed: sort(" #in ") == " #want "\n", __FILE__, \
-                    __LINE__);                                                          \
-        }                                                                               \
+#define CHECK_SORTED(in, r, want)                                                                  \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (N_OF(in) != N_OF(want) || !sorted_equals(in, N_OF(in), r, want, __LINE__)) {           \
+            failures++;                                                                            \
+            fprintf(stderr, "%s:%d: check failed: sort(" #in ") == " #want "\n", __FILE__,         \
+                    __LINE__);                                                                     \
+        }                                                                                          \
     } while (0)
 
 /* Expected pick in one line */
-#define CHECK_PICK(p, own_, holds_, watch_, head_, wrapped_) \
-    do {                                                     \
-        CHECK_INT((p).own, own_);                            \
-        CHECK_INT((p).holds, holds_);                        \
-        CHECK_INT((p).watch, watch_);                        \
-        CHECK_INT((p).watch_is_head, head_);                 \
-        CHECK_INT((p).wrapped, wrapped_);                    \
+#define CHECK_PICK(p, own_, holds_, watch_, head_, wrapped_)                                       \
+    do {                                                                                           \
+        CHECK_INT((p).own, own_);                                                                  \
+        CHECK_INT((p).holds, holds_);                                                              \
+        CHECK_INT((p).watch, watch_);                                                              \
+        CHECK_INT((p).watch_is_head, head_);                                                       \
+        CHECK_INT((p).wrapped, wrapped_);                                                          \
     } while (0)
 
 static zkl__pick pick(const char *const *sorted, int n, const char *own, zkl_recipe r) {
@@ -155,12 +155,14 @@ static void test_protected_prefix(void) {
     CHECK_STR(buf, "_c_00010203-0405-4607-8809-0a0b0c0d0e0f-lease-");
     CHECK_INT(zkl__protected_prefix_named(buf, sizeof buf, ones, "latch-"), 46);
     CHECK_STR(buf, "_c_ffffffff-ffff-4fff-bfff-ffffffffffff-latch-");
-    /* the empty token: just the protected part, "-" at index 39 as Curator's isProtectedZNode wants */
+    /* the empty token: just the protected part, "-" at index 39 as Curator's isProtectedZNode wants
+     */
     CHECK_INT(zkl__protected_prefix_named(buf, sizeof buf, seq16, ""), 40);
     CHECK_STR(buf, "_c_00010203-0405-4607-8809-0a0b0c0d0e0f-");
     CHECK_INT(buf[39], '-');
 
-    /* buffer size: 40 + strlen(token) + 1 is enough, one less is not; nothing past `size` is written */
+    /* buffer size: 40 + strlen(token) + 1 is enough, one less is not; nothing past `size` is
+     * written */
     memset(buf, '#', sizeof buf);
     CHECK_INT(zkl__protected_prefix(buf, 46, seq16, ZKL_MUTEX), 45);
     CHECK_STR(buf, "_c_00010203-0405-4607-8809-0a0b0c0d0e0f-lock-");
@@ -225,14 +227,16 @@ static void round_trip(zkl_recipe r, const unsigned char rnd[16], long seq) {
 }
 
 static void test_round_trip(void) {
-    static const long seqs[] = {0,          1,           42,         999999999, 1000000000,
-                                2147483647, -2147483648L, -2147483647, -1000000000, -999999999,
-                                -1,         -42};
+    static const long seqs[] = {0,           1,          42,           999999999,
+                                1000000000,  2147483647, -2147483648L, -2147483647,
+                                -1000000000, -999999999, -1,           -42};
     unsigned char rnd[16];
     int i, s, r;
-    for (i = 0; i < 16; i++) rnd[i] = (unsigned char)(i * 37 + 11);
+    for (i = 0; i < 16; i++)
+        rnd[i] = (unsigned char)(i * 37 + 11);
     for (r = ZKL_MUTEX; r <= ZKL_WRITE; r++)
-        for (s = 0; s < N_OF(seqs); s++) round_trip((zkl_recipe)r, rnd, seqs[s]);
+        for (s = 0; s < N_OF(seqs); s++)
+            round_trip((zkl_recipe)r, rnd, seqs[s]);
     /* sequence formats */
     {
         char b[16];
@@ -282,8 +286,8 @@ static void test_sort_key(void) {
         {K1 "-lock-0000000009", ZKL_MUTEX, "0000000009"},
         {K1 "__lock__-2147483648", ZKL_MUTEX, "-2147483648"},
         {K1 "__lock__-000000001", ZKL_MUTEX, "-000000001"}, /* %010d of -1 */
-        {K1 "__lock__000000009", ZKL_MUTEX, NULL},           /* 9 digits: not Kazoo's */
-        {K1 "__lock__00000000090", ZKL_MUTEX, NULL},         /* 11 digits */
+        {K1 "__lock__000000009", ZKL_MUTEX, NULL},          /* 9 digits: not Kazoo's */
+        {K1 "__lock__00000000090", ZKL_MUTEX, NULL},        /* 11 digits */
         {K1 "__lock__0000000009x", ZKL_MUTEX, NULL},
         {K1 "__lock__--000000009", ZKL_MUTEX, NULL},
         {K1 "__lock__", ZKL_MUTEX, NULL},
@@ -379,7 +383,8 @@ static void test_key_wrapped(void) {
 /* ---------------------------------------------------------------- ordering of child lists */
 
 static void test_sort_children(void) {
-    /* Curator mutex children as getChildren returns them (hash order): sorted by sequence, not uuid */
+    /* Curator mutex children as getChildren returns them (hash order): sorted by sequence, not uuid
+     */
     {
         const char *in[] = {U5 "lock-0000000003", U1 "lock-0000000010", U4 "lock-0000000001",
                             U2 "lock-0000000002", U3 "lock-0000000000"};
@@ -388,7 +393,8 @@ static void test_sort_children(void) {
         CHECK_SORTED(in, ZKL_MUTEX, want);
     }
     /* mixed: Curator, Kazoo (__lock__ and -lock- pattern), a Kazoo reader and foreign children.
-     * Contenders interleave by sequence; names without a key sort by the whole name, after digits. */
+     * Contenders interleave by sequence; names without a key sort by the whole name, after digits.
+     */
     {
         const char *in[] = {"config",
                             K1 "__lock__0000000004",
@@ -411,60 +417,72 @@ static void test_sort_children(void) {
     /* wrapped sequences sort as strings, as Curator and Kazoo do: before every positive one, and
      * in reverse order of value among themselves */
     {
-        const char *in[] = {U1 "lock-0000000000", U2 "lock--2147483648", U3 "lock-2147483647",
-                            U4 "lock--2147483647", U5 "lock--000000001", K1 "__lock__-2147483646"};
-        const char *want[] = {U5 "lock--000000001", K1 "__lock__-2147483646", U4 "lock--2147483647",
-                              U2 "lock--2147483648", U1 "lock-0000000000", U3 "lock-2147483647"};
+        const char *in[] = {U1 "lock-0000000000",  U2 "lock--2147483648", U3 "lock-2147483647",
+                            U4 "lock--2147483647", U5 "lock--000000001",  K1 "__lock__-2147483646"};
+        const char *want[] = {U5 "lock--000000001",  K1 "__lock__-2147483646",
+                              U4 "lock--2147483647", U2 "lock--2147483648",
+                              U1 "lock-0000000000",  U3 "lock-2147483647"};
         CHECK_SORTED(in, ZKL_MUTEX, want);
     }
     /* sequences of different digit counts (foreign writers): plain string order */
     {
-        const char *in[] = {"a-lock-99", "b-lock-123", U1 "lock-0000000124", "c-lock-", "d-lock-1230"};
+        const char *in[] = {"a-lock-99", "b-lock-123", U1 "lock-0000000124", "c-lock-",
+                            "d-lock-1230"};
         const char *want[] = {"c-lock-", U1 "lock-0000000124", "b-lock-123", "d-lock-1230",
                               "a-lock-99"};
         CHECK_SORTED(in, ZKL_MUTEX, want);
     }
     /* read-write: readers and writers share one queue */
     {
-        const char *in[] = {U1 "__WRIT__0000000006", U2 "__READ__0000000002", U3 "__READ__0000000007",
-                            U4 "__WRIT__0000000003", U5 "__READ__0000000001"};
-        const char *want[] = {U5 "__READ__0000000001", U2 "__READ__0000000002", U4 "__WRIT__0000000003",
-                              U1 "__WRIT__0000000006", U3 "__READ__0000000007"};
+        const char *in[] = {U1 "__WRIT__0000000006", U2 "__READ__0000000002",
+                            U3 "__READ__0000000007", U4 "__WRIT__0000000003",
+                            U5 "__READ__0000000001"};
+        const char *want[] = {U5 "__READ__0000000001", U2 "__READ__0000000002",
+                              U4 "__WRIT__0000000003", U1 "__WRIT__0000000006",
+                              U3 "__READ__0000000007"};
         CHECK_SORTED(in, ZKL_READ, want);
         CHECK_SORTED(in, ZKL_WRITE, want);
     }
     /* equal keys: the downgrade read node (Curator 5.5) carries its writer's sequence; ties break
      * on the whole name, so the order does not depend on the order getChildren returned */
     {
-        const char *in[] = {U4 "__WRIT__0000000006", U3 "__WRIT__0000000005", U1 "__READ__0000000005",
-                            U2 "__READ__0000000004"};
+        const char *in[] = {U4 "__WRIT__0000000006", U3 "__WRIT__0000000005",
+                            U1 "__READ__0000000005", U2 "__READ__0000000004"};
         const char *want[] = {U2 "__READ__0000000004", U1 "__READ__0000000005",
                               U3 "__WRIT__0000000005", U4 "__WRIT__0000000006"};
         CHECK_SORTED(in, ZKL_READ, want);
-        const char *in2[] = {U5 "__READ__0000000005", U4 "__WRIT__0000000006", U2 "__WRIT__0000000005"};
-        const char *want2[] = {U2 "__WRIT__0000000005", U5 "__READ__0000000005", U4 "__WRIT__0000000006"};
+        const char *in2[] = {U5 "__READ__0000000005", U4 "__WRIT__0000000006",
+                             U2 "__WRIT__0000000005"};
+        const char *want2[] = {U2 "__WRIT__0000000005", U5 "__READ__0000000005",
+                               U4 "__WRIT__0000000006"};
         CHECK_SORTED(in2, ZKL_WRITE, want2);
     }
     /* Curator and Kazoo read-write vocabularies together */
     {
-        const char *in[] = {K1 "__rlock__0000000004", U1 "__WRIT__0000000003", K2 "__lock__0000000001",
-                            U2 "__READ__0000000002", "lock", U3 "lock-0000000000"};
-        const char *want[] = {K2 "__lock__0000000001", U2 "__READ__0000000002", U1 "__WRIT__0000000003",
-                              K1 "__rlock__0000000004", U3 "lock-0000000000", "lock"};
+        const char *in[] = {K1 "__rlock__0000000004",
+                            U1 "__WRIT__0000000003",
+                            K2 "__lock__0000000001",
+                            U2 "__READ__0000000002",
+                            "lock",
+                            U3 "lock-0000000000"};
+        const char *want[] = {K2 "__lock__0000000001", U2 "__READ__0000000002",
+                              U1 "__WRIT__0000000003", K1 "__rlock__0000000004",
+                              U3 "lock-0000000000",    "lock"};
         CHECK_SORTED(in, ZKL_READ, want);
     }
     /* the same list under the mutex rules: the rw names have no key of their own */
     {
         const char *in[] = {U2 "__READ__0000000002", U3 "lock-0000000007", K2 "__lock__0000000001"};
-        const char *want[] = {K2 "__lock__0000000001", U3 "lock-0000000007", U2 "__READ__0000000002"};
+        const char *want[] = {K2 "__lock__0000000001", U3 "lock-0000000007",
+                              U2 "__READ__0000000002"};
         CHECK_SORTED(in, ZKL_MUTEX, want);
     }
     /* every input order gives the same result (4! permutations, including a key tie) */
     {
-        const char *base[] = {U3 "__READ__0000000005", U1 "__WRIT__0000000005", U2 "__READ__0000000001",
-                              U4 "__WRIT__-2147483648"};
-        const char *want[] = {U4 "__WRIT__-2147483648", U2 "__READ__0000000001", U1 "__WRIT__0000000005",
-                              U3 "__READ__0000000005"};
+        const char *base[] = {U3 "__READ__0000000005", U1 "__WRIT__0000000005",
+                              U2 "__READ__0000000001", U4 "__WRIT__-2147483648"};
+        const char *want[] = {U4 "__WRIT__-2147483648", U2 "__READ__0000000001",
+                              U1 "__WRIT__0000000005", U3 "__READ__0000000005"};
         int a, b, c, d, bad = 0;
         for (a = 0; a < 4; a++)
             for (b = 0; b < 4; b++)
@@ -507,7 +525,8 @@ static void test_sort_children(void) {
 /* ---------------------------------------------------------------- predecessor choice */
 
 static void test_pick_mutex(void) {
-    /* a sorted mutex queue with a Kazoo contender (-lock- pattern) and a foreign child at the end */
+    /* a sorted mutex queue with a Kazoo contender (-lock- pattern) and a foreign child at the end
+     */
     const char *q[] = {U3 "lock-0000000001", K1 "-lock-0000000002", U1 "lock-0000000003",
                        U2 "lock-0000000004", "config"};
     zkl__pick p;
@@ -551,7 +570,8 @@ static void test_pick_wrapped(void) {
     CHECK_PICK(p, 0, 1, -1, 0, 0);
     {
         /* only keys up to own count (a list that is not sorted, to show it) */
-        const char *r[] = {U3 "__WRIT__0000000005", U4 "__READ__0000000006", "zz__WRIT__-2147483648"};
+        const char *r[] = {U3 "__WRIT__0000000005", U4 "__READ__0000000006",
+                           "zz__WRIT__-2147483648"};
         p = pick(r, 3, U4 "__READ__0000000006", ZKL_READ);
         CHECK_PICK(p, 1, 0, 0, 0, 0);
         const char *w[] = {K1 "__lock__-2147483648", U3 "__WRIT__0000000005"};
@@ -581,11 +601,13 @@ static void test_pick_rw(void) {
     CHECK_PICK(p, -1, 0, -1, 0, 0);
     {
         /* readers only: everyone holds at once */
-        const char *r[] = {U1 "__READ__0000000001", U2 "__READ__0000000002", U3 "__READ__0000000003"};
+        const char *r[] = {U1 "__READ__0000000001", U2 "__READ__0000000002",
+                           U3 "__READ__0000000003"};
         p = pick(r, 3, U3 "__READ__0000000003", ZKL_READ);
         CHECK_PICK(p, 2, 1, -1, 0, 0);
         /* the write side waits even behind readers */
-        const char *w[] = {U1 "__READ__0000000001", U2 "__READ__0000000002", U3 "__WRIT__0000000003"};
+        const char *w[] = {U1 "__READ__0000000001", U2 "__READ__0000000002",
+                           U3 "__WRIT__0000000003"};
         p = pick(w, 3, U3 "__WRIT__0000000003", ZKL_WRITE);
         CHECK_PICK(p, 2, 0, 1, 0, 0);
         p = pick(w, 3, U3 "__WRIT__0000000003", ZKL_MUTEX); /* the mutex rule marks the head */
@@ -595,12 +617,14 @@ static void test_pick_rw(void) {
     }
     {
         /* Kazoo in the queue: a Kazoo writer (__lock__) blocks readers, a Kazoo reader does not */
-        const char *k[] = {K1 "__rlock__0000000001", K2 "__lock__0000000002", U1 "__READ__0000000003"};
+        const char *k[] = {K1 "__rlock__0000000001", K2 "__lock__0000000002",
+                           U1 "__READ__0000000003"};
         p = pick(k, 3, U1 "__READ__0000000003", ZKL_READ);
         CHECK_PICK(p, 2, 0, 1, 0, 0);
         p = pick(k, 3, K2 "__lock__0000000002", ZKL_WRITE);
         CHECK_PICK(p, 1, 0, 0, 0, 0);
-        const char *k2[] = {K1 "__rlock__0000000001", U1 "__READ__0000000003", K2 "__lock__0000000004"};
+        const char *k2[] = {K1 "__rlock__0000000001", U1 "__READ__0000000003",
+                            K2 "__lock__0000000004"};
         p = pick(k2, 3, U1 "__READ__0000000003", ZKL_READ);
         CHECK_PICK(p, 1, 1, -1, 0, 0);
         /* foreign children before own: no writer, nothing to wait for */
@@ -610,15 +634,16 @@ static void test_pick_rw(void) {
     }
     {
         /* the downgrade: W5 holds, its read node R5 has the same key; tie order by name */
-        const char *a[] = {U1 "__READ__0000000005", U3 "__WRIT__0000000005", U4 "__WRIT__0000000006",
-                           U5 "__READ__0000000007"};
+        const char *a[] = {U1 "__READ__0000000005", U3 "__WRIT__0000000005",
+                           U4 "__WRIT__0000000006", U5 "__READ__0000000007"};
         p = pick(a, 4, U1 "__READ__0000000005", ZKL_READ); /* R5 sorts first: holds */
         CHECK_PICK(p, 0, 1, -1, 0, 0);
         p = pick(a, 4, U4 "__WRIT__0000000006", ZKL_WRITE);
         CHECK_PICK(p, 2, 0, 1, 0, 0);
         p = pick(a, 4, U5 "__READ__0000000007", ZKL_READ); /* waits on the first writer, W5 */
         CHECK_PICK(p, 3, 0, 1, 0, 0);
-        const char *b[] = {U2 "__WRIT__0000000005", U5 "__READ__0000000005", U4 "__WRIT__0000000006"};
+        const char *b[] = {U2 "__WRIT__0000000005", U5 "__READ__0000000005",
+                           U4 "__WRIT__0000000006"};
         p = pick(b, 3, U5 "__READ__0000000005", ZKL_READ); /* W5 first: only lock.c grants it */
         CHECK_PICK(p, 1, 0, 0, 0, 0);
         p = pick(b, 3, U4 "__WRIT__0000000006", ZKL_WRITE);
@@ -676,9 +701,13 @@ static int find_prefix(const char *const *children, int n, const char *prefix) {
 }
 
 static void test_has_prefix(void) {
-    const char *children[] = {U1 "lock-0000000001", U2 "lock-0000000002", U4 "lock-0000000007",
+    const char *children[] = {U1 "lock-0000000001",
+                              U2 "lock-0000000002",
+                              U4 "lock-0000000007",
                               "_c_c0ffee00-1234-4567-89ab-cdef01234568-lock-0000000003",
-                              U4 "__READ__0000000004", K1 "__lock__0000000005", "config"};
+                              U4 "__READ__0000000004",
+                              K1 "__lock__0000000005",
+                              "config"};
     const int n = N_OF(children);
     /* own uuid found among others, exactly once: U4 differs from index 3 in the last uuid digit */
     CHECK_INT(find_prefix(children, n, U4 "lock-"), 2);
@@ -695,10 +724,10 @@ static void test_has_prefix(void) {
     CHECK_INT(find_prefix(children, n, U4), -2); /* "...-lock-" and "...-__READ__" */
     /* direct cases */
     CHECK_INT(zkl__has_prefix(U1 "lock-0000000001", U1 "lock-"), 1);
-    CHECK_INT(zkl__has_prefix(U1 "lock-", U1 "lock-"), 1);          /* equal */
-    CHECK_INT(zkl__has_prefix(U1 "lock", U1 "lock-"), 0);           /* shorter name */
+    CHECK_INT(zkl__has_prefix(U1 "lock-", U1 "lock-"), 1); /* equal */
+    CHECK_INT(zkl__has_prefix(U1 "lock", U1 "lock-"), 0);  /* shorter name */
     CHECK_INT(zkl__has_prefix(U1 "lock-0000000001", U2 "lock-"), 0);
-    CHECK_INT(zkl__has_prefix("_C_0F1E2D3C", "_c_0f1e2d3c"), 0);    /* case-sensitive */
+    CHECK_INT(zkl__has_prefix("_C_0F1E2D3C", "_c_0f1e2d3c"), 0); /* case-sensitive */
     CHECK_INT(zkl__has_prefix("", U1), 0);
     /* bad prefixes never match: an empty prefix must not adopt a stranger's node */
     CHECK_INT(zkl__has_prefix(U1 "lock-0000000001", ""), 0);
@@ -711,7 +740,8 @@ static void test_has_prefix(void) {
         unsigned char rnd[16];
         char prefix[64], own[80], near[80];
         int i;
-        for (i = 0; i < 16; i++) rnd[i] = (unsigned char)(0x10 * i + 3);
+        for (i = 0; i < 16; i++)
+            rnd[i] = (unsigned char)(0x10 * i + 3);
         CHECK_INT(zkl__protected_prefix(prefix, sizeof prefix, rnd, ZKL_WRITE), 48);
         snprintf(own, sizeof own, "%s%010d", prefix, 123);
         snprintf(near, sizeof near, "%s", own);

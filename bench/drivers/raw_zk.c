@@ -5,7 +5,8 @@
  *
  *   raw_zk HOSTS uncontended n=2000 warm=200     one cycle at a time: create, then delete
  *   raw_zk HOSTS pipelined depth=K n=N warm=200  K cycles in flight (a cycle's delete is sent when
- *                                                its create is answered, a new cycle when a delete is)
+ *                                                its create is answered, a new cycle when a delete
+ * is)
  *
  * Prints one line "RESULT key=value ..." (see bench/README.md). Requests are counted at the
  * server: delta of mntr zk_packets_received over the measured part, less mntr's own share.
@@ -61,7 +62,8 @@ static char *four(const char *cmd) {
     a.sin_family = AF_INET;
     a.sin_port = htons((unsigned short)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) != 0) die("four-letter word connect", 0);
+    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) != 0)
+        die("four-letter word connect", 0);
     if (write(s, cmd, 4) != 4) die("four-letter word write", 0);
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
@@ -76,15 +78,19 @@ static char *four(const char *cmd) {
     return buf;
 }
 
-typedef struct { long long recv, sent, watch; } counters;
+typedef struct {
+    long long recv, sent, watch;
+} counters;
 
 static counters snap(void) {
     char *t = four("mntr");
     counters c;
     c.recv = mntr_value(t, "zk_packets_received");
     c.sent = mntr_value(t, "zk_packets_sent");
-    c.watch = mntr_value(t, "zk_sum_node_deleted_watch_count") + mntr_value(t, "zk_sum_node_children_watch_count") +
-              mntr_value(t, "zk_sum_node_changed_watch_count") + mntr_value(t, "zk_sum_node_created_watch_count");
+    c.watch = mntr_value(t, "zk_sum_node_deleted_watch_count") +
+              mntr_value(t, "zk_sum_node_children_watch_count") +
+              mntr_value(t, "zk_sum_node_changed_watch_count") +
+              mntr_value(t, "zk_sum_node_created_watch_count");
     free(t);
     return c;
 }
@@ -101,7 +107,8 @@ static void pump(int max_ms) {
     int fd = -1, interest = 0;
     struct timeval tv;
     int rc = zookeeper_interest(zh, &fd, &interest, &tv);
-    if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT) die("zookeeper_interest", rc);
+    if (rc != ZOK && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT)
+        die("zookeeper_interest", rc);
     int t = (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
     if (max_ms >= 0 && t > max_ms) t = max_ms;
     struct pollfd p = {fd, 0, 0};
@@ -114,7 +121,8 @@ static void pump(int max_ms) {
         if (p.revents & (POLLOUT | POLLERR | POLLHUP)) ev |= ZOOKEEPER_WRITE;
     }
     rc = zookeeper_process(zh, ev);
-    if (rc != ZOK && rc != ZNOTHING && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT) die("zookeeper_process", rc);
+    if (rc != ZOK && rc != ZNOTHING && rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT)
+        die("zookeeper_process", rc);
 }
 
 /* ------------------------------------------------------------ cycles */
@@ -153,7 +161,8 @@ static void start_cycle(slot *s) {
     started++;
     s->busy = 1;
     s->t0 = now_s();
-    int rc = zoo_acreate(zh, prefix, data, data_len, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL, create_done, s);
+    int rc = zoo_acreate(zh, prefix, data, data_len, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                         create_done, s);
     if (rc != ZOK) die("zoo_acreate", rc);
 }
 
@@ -163,11 +172,13 @@ static double run_cycles(long n, int depth, double limit_s) {
     started = finished = 0;
     target = n;
     double t0 = now_s();
-    for (int i = 0; i < depth && started < target; i++) start_cycle(&slots[i]);
+    for (int i = 0; i < depth && started < target; i++)
+        start_cycle(&slots[i]);
     while (finished < target) {
         pump(100);
         if (now_s() - t0 > limit_s) {
-            fprintf(stderr, "raw_zk: gave up after %.0f s (%ld of %ld cycles)\n", limit_s, finished, target);
+            fprintf(stderr, "raw_zk: gave up after %.0f s (%ld of %ld cycles)\n", limit_s, finished,
+                    target);
             exit(1);
         }
     }
@@ -232,7 +243,8 @@ int main(int argc, char **argv) {
     pending_sync = 2;
     zoo_acreate(zh, "/bench", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, sync_done, NULL);
     zoo_acreate(zh, dir, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, sync_done, NULL);
-    while (pending_sync > 0) pump(100);
+    while (pending_sync > 0)
+        pump(100);
 
     run_cycles(warm, uncontended ? 1 : depth, 60);
     lat = calloc((size_t)n, sizeof *lat);
@@ -244,11 +256,12 @@ int main(int argc, char **argv) {
     double notif = (double)(c2.watch - c1.watch) / (double)n;
     if (uncontended) {
         qsort(lat, (size_t)n, sizeof *lat, cmp_d);
-        printf("RESULT ops=%ld secs=%.4f rate=%.1f p50_us=%.1f p99_us=%.1f req_per=%.3f notif_per=%.3f\n", n, el,
-               (double)n / el, lat[n / 2] * 1e6, lat[(long)(n * 0.99)] * 1e6, req, notif);
+        printf("RESULT ops=%ld secs=%.4f rate=%.1f p50_us=%.1f p99_us=%.1f req_per=%.3f "
+               "notif_per=%.3f\n",
+               n, el, (double)n / el, lat[n / 2] * 1e6, lat[(long)(n * 0.99)] * 1e6, req, notif);
     } else {
-        printf("RESULT ops=%ld secs=%.4f rate=%.1f depth=%d req_per=%.3f notif_per=%.3f\n", n, el, (double)n / el, depth,
-               req, notif);
+        printf("RESULT ops=%ld secs=%.4f rate=%.1f depth=%d req_per=%.3f notif_per=%.3f\n", n, el,
+               (double)n / el, depth, req, notif);
     }
     fflush(stdout);
     zookeeper_close(zh);

@@ -22,17 +22,23 @@ static void leave(zkl_client *c) {
     }
 }
 
-#define LOCKED(c, type, call)  \
-    do {                       \
-        enter(c);              \
-        type r_ = (call);      \
-        leave(c);              \
-        return r_;             \
+#define LOCKED(c, type, call)                                                                      \
+    do {                                                                                           \
+        enter(c);                                                                                  \
+        type r_ = (call);                                                                          \
+        leave(c);                                                                                  \
+        return r_;                                                                                 \
     } while (0)
 
-int zkl_client_process(zkl_client *c) { LOCKED(c, int, zkl__client_process(c)); }
-int zkl_client_timeout_ms(zkl_client *c) { LOCKED(c, int, zkl__client_timeout_ms(c)); }
-int zkl_client_next_event(zkl_client *c, zkl_event *ev) { LOCKED(c, int, zkl__client_next_event(c, ev)); }
+int zkl_client_process(zkl_client *c) {
+    LOCKED(c, int, zkl__client_process(c));
+}
+int zkl_client_timeout_ms(zkl_client *c) {
+    LOCKED(c, int, zkl__client_timeout_ms(c));
+}
+int zkl_client_next_event(zkl_client *c, zkl_event *ev) {
+    LOCKED(c, int, zkl__client_next_event(c, ev));
+}
 int zkl_client_state(const zkl_client *c) {
     zkl_client *m = (zkl_client *)c;
     LOCKED(m, int, zkl__client_state(c));
@@ -78,8 +84,12 @@ int zkl_client_wait(zkl_client *c, int max_ms) {
 }
 
 /* close and free stop the keepalive thread first (it takes the mutex itself), then work alone */
-int zkl_client_close(zkl_client *c) { return zkl__client_close(c); }
-void zkl_client_free(zkl_client *c) { zkl__client_destroy(c); }
+int zkl_client_close(zkl_client *c) {
+    return zkl__client_close(c);
+}
+void zkl_client_free(zkl_client *c) {
+    zkl__client_destroy(c);
+}
 
 /* Background closes: counted, so that an exit handler can wait for them to end before the
  * process does. The first one also pins the shared object holding this code (RTLD_NODELETE), so
@@ -92,7 +102,8 @@ static pthread_once_t bg_once = PTHREAD_ONCE_INIT;
 
 static void bg_wait_all(void) {
     pthread_mutex_lock(&bg_mu);
-    while (bg_running > 0) pthread_cond_wait(&bg_cv, &bg_mu);
+    while (bg_running > 0)
+        pthread_cond_wait(&bg_cv, &bg_mu);
     pthread_mutex_unlock(&bg_mu);
 }
 
@@ -149,9 +160,15 @@ int zkl_semaphore_acquire(zkl_client *c, const char *path, int max_leases, int q
 int zkl_lease_ids(zkl_client *c, uint64_t id, uint64_t *ids, int n) {
     LOCKED(c, int, zkl__lease_ids(c, id, ids, n));
 }
-int zkl_lock_release(zkl_client *c, uint64_t id) { LOCKED(c, int, zkl__lock_release(c, id)); }
-int zkl_lock_cancel(zkl_client *c, uint64_t id) { LOCKED(c, int, zkl__lock_cancel(c, id)); }
-int zkl_lock_abandon(zkl_client *c, uint64_t id) { LOCKED(c, int, zkl__lock_abandon(c, id)); }
+int zkl_lock_release(zkl_client *c, uint64_t id) {
+    LOCKED(c, int, zkl__lock_release(c, id));
+}
+int zkl_lock_cancel(zkl_client *c, uint64_t id) {
+    LOCKED(c, int, zkl__lock_cancel(c, id));
+}
+int zkl_lock_abandon(zkl_client *c, uint64_t id) {
+    LOCKED(c, int, zkl__lock_abandon(c, id));
+}
 int zkl_lock_info_get(zkl_client *c, uint64_t id, zkl_lock_info *out) {
     LOCKED(c, int, zkl__lock_info_get(c, id, out));
 }

@@ -25,7 +25,9 @@ static void *default_realloc(void *ud, void *p, size_t osize, size_t nsize) {
     return realloc(p, nsize);
 }
 
-void *zkl__alloc(zkl_client *c, size_t n) { return c->alloc.realloc(c->alloc.ud, NULL, 0, n); }
+void *zkl__alloc(zkl_client *c, size_t n) {
+    return c->alloc.realloc(c->alloc.ud, NULL, 0, n);
+}
 
 void zkl__free(zkl_client *c, void *p, size_t n) {
     if (p) c->alloc.realloc(c->alloc.ud, p, n, 0);
@@ -42,7 +44,9 @@ void zkl__strfree(zkl_client *c, char *s) {
     if (s) zkl__free(c, s, strlen(s) + 1);
 }
 
-int64_t zkl__now(const zkl_client *c) { return c->zk->now_ms(); }
+int64_t zkl__now(const zkl_client *c) {
+    return c->zk->now_ms();
+}
 
 /* ---------------------------------------------------------------- current client */
 
@@ -50,16 +54,18 @@ int64_t zkl__now(const zkl_client *c) { return c->zk->now_ms(); }
  * client being driven is recorded here so completions can find it from their integer token. */
 static __thread zkl_client *current_client;
 
-zkl_client *zkl__current(void) { return current_client; }
+zkl_client *zkl__current(void) {
+    return current_client;
+}
 
-#define WITH_CLIENT(c, stmt)                   \
-    do {                                       \
-        zkl_client *saved_ = current_client;   \
-        current_client = (c);                  \
-        (c)->in_callback++;                    \
-        stmt;                                  \
-        (c)->in_callback--;                    \
-        current_client = saved_;               \
+#define WITH_CLIENT(c, stmt)                                                                       \
+    do {                                                                                           \
+        zkl_client *saved_ = current_client;                                                       \
+        current_client = (c);                                                                      \
+        (c)->in_callback++;                                                                        \
+        stmt;                                                                                      \
+        (c)->in_callback--;                                                                        \
+        current_client = saved_;                                                                   \
     } while (0)
 
 /* ---------------------------------------------------------------- events */
@@ -69,10 +75,12 @@ zkl_client *zkl__current(void) { return current_client; }
 int zkl__ev_reserve(zkl_client *c, size_t extra) {
     if (c->ev_len + extra <= c->ev_cap) return 0;
     size_t ncap = c->ev_cap ? c->ev_cap : 64, i;
-    while (ncap < c->ev_len + extra) ncap *= 2;
+    while (ncap < c->ev_len + extra)
+        ncap *= 2;
     zkl_event *nev = zkl__alloc(c, ncap * sizeof *nev);
     if (!nev) return ZKL_ENOMEM;
-    for (i = 0; i < c->ev_len; i++) nev[i] = c->ev[(c->ev_head + i) % c->ev_cap];
+    for (i = 0; i < c->ev_len; i++)
+        nev[i] = c->ev[(c->ev_head + i) % c->ev_cap];
     zkl__free(c, c->ev, c->ev_cap * sizeof *c->ev);
     c->ev = nev;
     c->ev_cap = ncap;
@@ -89,8 +97,10 @@ int zkl__emit(zkl_client *c, zkl_op *op, int type, int status) {
             return 0;
         }
         op->parent_id = 0; /* the parent is gone: nobody wants the result */
-        if (type == ZKL_EV_ACQUIRED) op->kind->abandon(c, op);
-        else op->user_gone = 1;
+        if (type == ZKL_EV_ACQUIRED)
+            op->kind->abandon(c, op);
+        else
+            op->user_gone = 1;
         return 0;
     }
     if (op && op->user_gone) return 0;
@@ -138,10 +148,14 @@ static void zk_log(const char *msg) {
 
 static ZooLogLevel zk_level(int level) {
     switch (level) {
-    case ZKL_LOG_DEBUG: return ZOO_LOG_LEVEL_DEBUG;
-    case ZKL_LOG_INFO: return ZOO_LOG_LEVEL_INFO;
-    case ZKL_LOG_WARN: return ZOO_LOG_LEVEL_WARN;
-    default: return ZOO_LOG_LEVEL_ERROR;
+    case ZKL_LOG_DEBUG:
+        return ZOO_LOG_LEVEL_DEBUG;
+    case ZKL_LOG_INFO:
+        return ZOO_LOG_LEVEL_INFO;
+    case ZKL_LOG_WARN:
+        return ZOO_LOG_LEVEL_WARN;
+    default:
+        return ZOO_LOG_LEVEL_ERROR;
     }
 }
 
@@ -173,15 +187,18 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     zkl_client *c = ctx;
     (void)path;
     if (type != ZOO_SESSION_EVENT || !c || zh != c->zh) return;
-    if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE) c->zk_connected = 1;
-    else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) c->expired_flag = 1;
-    else c->zk_connected = 0;
+    if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE)
+        c->zk_connected = 1;
+    else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
+        c->expired_flag = 1;
+    else
+        c->zk_connected = 0;
 }
 
 static int open_handle(zkl_client *c) {
     zhandle_t *zh;
-    WITH_CLIENT(c, zh = c->zk->init(c->hosts, session_watcher, c->session_timeout_ms, NULL, c,
-                                        0, zk_log));
+    WITH_CLIENT(
+        c, zh = c->zk->init(c->hosts, session_watcher, c->session_timeout_ms, NULL, c, 0, zk_log));
     if (!zh) {
         c->reinit_at = zkl__now(c) + 1000;
         return ZKL_ESYSTEM;
@@ -294,7 +311,8 @@ void zkl__refresh_interest(zkl_client *c) {
     if (fd >= 0) {
         struct epoll_event ev;
         memset(&ev, 0, sizeof ev);
-        ev.events = (interest & ZOOKEEPER_READ ? EPOLLIN : 0) | (interest & ZOOKEEPER_WRITE ? EPOLLOUT : 0);
+        ev.events =
+            (interest & ZOOKEEPER_READ ? EPOLLIN : 0) | (interest & ZOOKEEPER_WRITE ? EPOLLOUT : 0);
         int zstate = c->zk->state(c->zh);
         /* Nothing changed on an established link: skip the syscall. While connecting, always
          * register: a failed connect closes the socket (dropping its registration) and the next
@@ -304,7 +322,8 @@ void zkl__refresh_interest(zkl_client *c) {
             (zstate == ZOO_CONNECTED_STATE || zstate == ZOO_READONLY_STATE))
             return;
         /* after a close and reopen under the same number MOD fails with ENOENT and we ADD */
-        if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, fd, &ev) != 0) epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev);
+        if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, fd, &ev) != 0)
+            epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev);
         c->zkfd = fd;
         c->zkfd_events = ev.events;
         c->zkfd_state = zstate;
@@ -319,7 +338,8 @@ void zkl__refresh_interest(zkl_client *c) {
 static int64_t lost_deadline(const zkl_client *c) {
     int64_t limit = c->zh ? c->zk->recv_timeout(c->zh) : c->session_timeout_ms;
     int64_t margin = limit / 10 < 1000 ? limit / 10 : 1000;
-    int64_t from = c->last_heard_ms && c->last_heard_ms < c->suspended_at ? c->last_heard_ms : c->suspended_at;
+    int64_t from =
+        c->last_heard_ms && c->last_heard_ms < c->suspended_at ? c->last_heard_ms : c->suspended_at;
     return from + limit - margin;
 }
 
@@ -339,7 +359,9 @@ static void fire_deadlines(zkl_client *c, int64_t now) {
     }
 }
 
-int zkl__client_process(zkl_client *c) { return zkl__process(c, 1); }
+int zkl__client_process(zkl_client *c) {
+    return zkl__process(c, 1);
+}
 
 #define PROCESS_ROUNDS 64
 
@@ -359,10 +381,12 @@ int zkl__process(zkl_client *c, int owner) {
     }
     /* Data read now arrived at some time since the previous call: after a long gap (a busy
      * owner thread) credit it to the previous call, so the LOST deadline stays on the safe side. */
-    int64_t heard_at = c->last_process_ms && start - c->last_process_ms > 50 ? c->last_process_ms : start;
+    int64_t heard_at =
+        c->last_process_ms && start - c->last_process_ms > 50 ? c->last_process_ms : start;
     c->last_process_ms = start;
     if (!c->zh && c->reinit_at && zkl__now(c) >= c->reinit_at) open_handle(c);
-    zkl__listings_flush(c); /* listings asked for since the last call go out before replies are read */
+    zkl__listings_flush(
+        c); /* listings asked for since the last call go out before replies are read */
     /* zookeeper_process reads at most one reply per call: keep going while the socket has more,
      * up to a bound so one busy connection cannot starve the caller's loop */
     for (int round = 0; c->zh && round < PROCESS_ROUNDS; round++) {
@@ -395,7 +419,7 @@ int zkl__client_timeout_ms(zkl_client *c) {
     if (c->closed) return -1;
     if (c->ev_len || (c->listings && c->zh)) return 0;
     int64_t now = zkl__now(c), t = -1;
-#define FOLD(x) \
+#define FOLD(x)                                                                                    \
     if (x) t = (t < 0 || (x)-now < t) ? ((x)-now < 0 ? 0 : (x)-now) : t
     FOLD(c->zk_deadline);
     FOLD(c->next_deadline);
@@ -499,7 +523,8 @@ int zkl__client_new_zk(const zkl_config *cfg, const zkl_zk *zk, zkl_client **out
         zkl__client_destroy(c);
         return ZKL_ESYSTEM;
     }
-    c->zk->set_debug_level(cfg->log_level == ZKL_LOG_NONE ? (ZooLogLevel)0 : zk_level(cfg->log_level));
+    c->zk->set_debug_level(cfg->log_level == ZKL_LOG_NONE ? (ZooLogLevel)0
+                                                          : zk_level(cfg->log_level));
     if (open_handle(c) != 0) {
         int e = errno;
         zkl__client_destroy(c);
@@ -534,7 +559,8 @@ static void drain_replies(zkl_client *c) {
     int64_t end = zkl__now(c) + limit;
     while (c->zh && zk_link_up(c)) {
         const zkl_op *op = c->ops;
-        while (op && op->refs <= 0) op = op->next;
+        while (op && op->refs <= 0)
+            op = op->next;
         if (!op) return; /* nothing in flight */
         int64_t left = end - zkl__now(c);
         if (left <= 0) return;
@@ -591,7 +617,8 @@ void zkl__client_destroy(zkl_client *c) {
         zkl__free(c, a->cred, a->len + 1);
         zkl__free(c, a, sizeof *a);
     }
-    for (int i = 0; i < c->nacls; i++) acl_free(c, &c->acls[i]);
+    for (int i = 0; i < c->nacls; i++)
+        acl_free(c, &c->acls[i]);
     zkl__free(c, c->acls, (size_t)c->nacls * sizeof *c->acls);
     if (c->epfd >= 0) close(c->epfd);
     zkl__free(c, c->buckets, c->nbuckets * sizeof *c->buckets);
@@ -602,10 +629,18 @@ void zkl__client_destroy(zkl_client *c) {
     a.realloc(a.ud, c, sizeof *c, 0);
 }
 
-int zkl_client_fd(zkl_client *c) { return c->epfd; }
-void zkl__client_stats(const zkl_client *c, zkl_stats *out) { *out = c->stats; }
-int zkl__client_state(const zkl_client *c) { return c->state; }
-int zkl__client_session_count(const zkl_client *c) { return c->sessions; }
+int zkl_client_fd(zkl_client *c) {
+    return c->epfd;
+}
+void zkl__client_stats(const zkl_client *c, zkl_stats *out) {
+    *out = c->stats;
+}
+int zkl__client_state(const zkl_client *c) {
+    return c->state;
+}
+int zkl__client_session_count(const zkl_client *c) {
+    return c->sessions;
+}
 
 int64_t zkl__client_session(const zkl_client *c, char passwd[16]) {
     if (passwd) memcpy(passwd, c->passwd, 16);
@@ -657,8 +692,8 @@ static void acl_free(zkl_client *c, struct ACL_vector *v) {
 int zkl__client_acl(zkl_client *c, const zkl_acl_entry *entries, int n) {
     if (n < 1 || n > 64 || !entries) return ZKL_EINVAL;
     for (int i = 0; i < n; i++)
-        if (!entries[i].scheme || !*entries[i].scheme || !entries[i].id ||
-            entries[i].perms <= 0 || entries[i].perms > ZKL_PERM_ALL)
+        if (!entries[i].scheme || !*entries[i].scheme || !entries[i].id || entries[i].perms <= 0 ||
+            entries[i].perms > ZKL_PERM_ALL)
             return ZKL_EINVAL;
     struct ACL_vector v = {0, zkl__alloc(c, (size_t)n * sizeof(struct ACL))};
     struct ACL_vector *grown = zkl__alloc(c, (size_t)(c->nacls + 1) * sizeof *grown);
@@ -689,11 +724,14 @@ int zkl__client_acl(zkl_client *c, const zkl_acl_entry *entries, int n) {
 
 static void quiet_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
     (void)zh, (void)type, (void)path;
-    if (state == ZOO_CONNECTED_STATE) *(int *)ctx = 1;
-    else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) *(int *)ctx = -1;
+    if (state == ZOO_CONNECTED_STATE)
+        *(int *)ctx = 1;
+    else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
+        *(int *)ctx = -1;
 }
 
-int zkl_expire_session(const char *hosts, int64_t session_id, const char passwd[16], int timeout_ms) {
+int zkl_expire_session(const char *hosts, int64_t session_id, const char passwd[16],
+                       int timeout_ms) {
     clientid_t id;
     int connected = 0;
     memset(&id, 0, sizeof id);
@@ -706,8 +744,10 @@ int zkl_expire_session(const char *hosts, int64_t session_id, const char passwd[
         int fd = -1, interest = 0;
         struct timeval tv;
         zkl__zk_real.interest(zh, &fd, &interest, &tv);
-        struct pollfd p = {fd, (short)((interest & ZOOKEEPER_READ ? POLLIN : 0) |
-                                       (interest & ZOOKEEPER_WRITE ? POLLOUT : 0)), 0};
+        struct pollfd p = {fd,
+                           (short)((interest & ZOOKEEPER_READ ? POLLIN : 0) |
+                                   (interest & ZOOKEEPER_WRITE ? POLLOUT : 0)),
+                           0};
         int t = (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000);
         if (t > 50 || t < 0) t = 50;
         int ev = 0;

@@ -3,20 +3,24 @@
 
 const char *zkl_strerror(int err) {
     switch (err) {
-#define XX(name, code, msg) \
-    case code: return msg;
+#define XX(name, code, msg)                                                                        \
+    case code:                                                                                     \
+        return msg;
         ZKL_ERRNO_MAP(XX)
 #undef XX
-    default: return "unknown error";
+    default:
+        return "unknown error";
     }
 }
 
 const char *zkl_err_name(int err) {
     switch (err) {
-#define XX(name, code, msg) \
-    case code: return #name;
+#define XX(name, code, msg)                                                                        \
+    case code:                                                                                     \
+        return #name;
         ZKL_ERRNO_MAP(XX)
 #undef XX
-    default: return "EUNKNOWN";
+    default:
+        return "EUNKNOWN";
     }
 }

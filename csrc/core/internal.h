@@ -28,36 +28,36 @@ enum {
  * the session layer (client.c, op.c) only ever calls an op through that table. */
 struct zkl_op {
     uint64_t id;
-    uint16_t gen;              /* replies and watch events of older generations are stale */
+    uint16_t gen; /* replies and watch events of older generations are stale */
     const zkl_kind *kind;
-    zkl_op *hnext;             /* hash chain */
-    zkl_op *prev, *next;       /* the client's list of live ops */
-    int refs;                  /* completions still to come that name this op */
+    zkl_op *hnext;       /* hash chain */
+    zkl_op *prev, *next; /* the client's list of live ops */
+    int refs;            /* completions still to come that name this op */
     int phase;
-    int user_gone;             /* no more events for this op */
-    int pinned;                /* result readable until its event is consumed */
-    int64_t deadline;          /* monotonic ms while P_ACQUIRING; 0 none */
-    uint64_t parent_id;        /* a multi-lock component reports to its parent until all are held */
+    int user_gone;      /* no more events for this op */
+    int pinned;         /* result readable until its event is consumed */
+    int64_t deadline;   /* monotonic ms while P_ACQUIRING; 0 none */
+    uint64_t parent_id; /* a multi-lock component reports to its parent until all are held */
     int multi_index;
 };
 
 /* What an op kind does when the session layer calls it. NULL entries are not called. */
 struct zkl_kind {
     const char *name;
-    size_t size;                                              /* bytes of the kind's struct */
-    unsigned flags;                                           /* ZKL_KIND_* */
-    void (*kick)(zkl_client *c, zkl_op *op);                  /* move on as far as the link allows */
+    size_t size;                             /* bytes of the kind's struct */
+    unsigned flags;                          /* ZKL_KIND_* */
+    void (*kick)(zkl_client *c, zkl_op *op); /* move on as far as the link allows */
     void (*suspended)(zkl_client *c, zkl_op *op, int suspended); /* link lost (1) / back (0) */
-    void (*session_lost)(zkl_client *c, zkl_op *op);          /* every ephemeral node is gone */
-    void (*expire)(zkl_client *c, zkl_op *op);                /* its deadline passed */
-    int (*cancel)(zkl_client *c, zkl_op *op);                 /* the user withdraws it */
-    void (*abandon)(zkl_client *c, zkl_op *op);               /* the user is gone: clean up silently */
-    void (*close)(zkl_client *c, zkl_op *op);                 /* the client closes: final event */
+    void (*session_lost)(zkl_client *c, zkl_op *op);             /* every ephemeral node is gone */
+    void (*expire)(zkl_client *c, zkl_op *op);                   /* its deadline passed */
+    int (*cancel)(zkl_client *c, zkl_op *op);                    /* the user withdraws it */
+    void (*abandon)(zkl_client *c, zkl_op *op); /* the user is gone: clean up silently */
+    void (*close)(zkl_client *c, zkl_op *op);   /* the client closes: final event */
     void (*child_event)(zkl_client *c, zkl_op *op, zkl_op *child, int type, int status);
     void (*free_fields)(zkl_client *c, zkl_op *op);
     /* kinds built on the fair queue (ZKL_KIND_QUEUE) may extend it: */
-    void (*queue_head)(zkl_client *c, zkl_op *op);            /* its queue node heads the queue */
-    void (*give_up)(zkl_client *c, zkl_op *op, int failed);   /* failed (1) or abandoned (0) */
+    void (*queue_head)(zkl_client *c, zkl_op *op);          /* its queue node heads the queue */
+    void (*give_up)(zkl_client *c, zkl_op *op, int failed); /* failed (1) or abandoned (0) */
 };
 
 enum { ZKL_KIND_QUEUE = 1 }; /* the op is a zkl_qop (queue.h): a node in a lock dir's queue */
@@ -71,7 +71,7 @@ typedef struct zkl_auth {
 
 struct zkl_client {
     zkl_allocator alloc;
-    const zkl_zk *zk;      /* every call into ZooKeeper, and the clock (zk.h) */
+    const zkl_zk *zk; /* every call into ZooKeeper, and the clock (zk.h) */
     char *hosts;
     int session_timeout_ms;
     char *identity;
@@ -82,15 +82,15 @@ struct zkl_client {
 
     zhandle_t *zh;
     int epfd;
-    int zkfd;              /* fd registered in epfd, -1 none */
+    int zkfd; /* fd registered in epfd, -1 none */
     unsigned zkfd_events;
-    int zkfd_state;        /* zoo_state() when zkfd was last registered */
-    int64_t zk_deadline;   /* ZooKeeper's own next deadline (ms, monotonic), 0 none */
-    int64_t reinit_at;     /* retry creating a handle at this time (0 none) */
+    int zkfd_state;      /* zoo_state() when zkfd was last registered */
+    int64_t zk_deadline; /* ZooKeeper's own next deadline (ms, monotonic), 0 none */
+    int64_t reinit_at;   /* retry creating a handle at this time (0 none) */
 
-    int state;             /* ZKL_STATE_* as last reported */
-    int zk_connected;      /* what the session watcher last saw */
-    int expired_flag;      /* the session watcher saw EXPIRED/AUTH_FAILED */
+    int state;        /* ZKL_STATE_* as last reported */
+    int zk_connected; /* what the session watcher last saw */
+    int expired_flag; /* the session watcher saw EXPIRED/AUTH_FAILED */
     int64_t session_id;
     char passwd[16];
     int sessions;
@@ -116,17 +116,17 @@ struct zkl_client {
 
     zkl_event *ev;
     size_t ev_cap, ev_head, ev_len;
-    zkl_op *last_done;     /* plain op whose result is readable now */
+    zkl_op *last_done; /* plain op whose result is readable now */
 
     zkl_auth *auths;
     struct ACL_vector *acls; /* registered ACL lists; id n is acls[n - 1] */
     int nacls;
     zkl_stats stats;
-    int in_callback;       /* > 0 while a ZooKeeper call (and so our callbacks) is on the stack */
+    int in_callback; /* > 0 while a ZooKeeper call (and so our callbacks) is on the stack */
     /* keepalive: a thread that drives ZooKeeper I/O while the owner thread stays away */
     int ka;
     pthread_t ka_thread;
-    pthread_mutex_t mu;    /* recursive; taken by every public entry point when ka is on */
+    pthread_mutex_t mu; /* recursive; taken by every public entry point when ka is on */
     int ka_stop;
     int64_t last_owner_ms;
 };

@@ -17,7 +17,7 @@ struct zkl_listing {
     char *dir;
     strings_completion_t done; /* called once per joined op, with that op's token */
     size_t n, cap;
-    const void **tokens;       /* op tokens (id and generation) at the time each op joined */
+    const void **tokens; /* op tokens (id and generation) at the time each op joined */
 };
 
 static void listing_free(zkl_listing *l) {
@@ -29,7 +29,8 @@ static void listing_free(zkl_listing *l) {
 
 /* The op named by token joins the next listing of dir; its reply goes to done(rc, v, token).
  * 0, or -1 when out of memory (the caller then lists on its own). */
-int zkl__listing_join(zkl_client *c, const char *dir, const void *token, strings_completion_t done) {
+int zkl__listing_join(zkl_client *c, const char *dir, const void *token,
+                      strings_completion_t done) {
     zkl_listing *l;
     for (l = c->listings; l; l = l->next)
         if (l->done == done && strcmp(l->dir, dir) == 0) break;
@@ -66,7 +67,8 @@ static void listing_reply(int rc, const struct String_vector *v, const void *dat
     zkl_listing *l = (zkl_listing *)(uintptr_t)data;
     zkl_client *c = l->c;
     c->sorted_for = v;
-    for (size_t i = 0; i < l->n; i++) l->done(rc, v, l->tokens[i]);
+    for (size_t i = 0; i < l->n; i++)
+        l->done(rc, v, l->tokens[i]);
     zkl__free(c, (void *)c->sorted, c->sorted_n * sizeof *c->sorted);
     c->sorted_for = NULL;
     c->sorted = NULL;

@@ -41,7 +41,8 @@ static const zkl_kind multi_kind = {
 
 static void multi_free_fields(zkl_client *c, zkl_op *op) {
     zkl_mop *m = (zkl_mop *)op;
-    for (int i = 0; m->items && i < m->nitems; i++) zkl__strfree(c, m->items[i].path);
+    for (int i = 0; m->items && i < m->nitems; i++)
+        zkl__strfree(c, m->items[i].path);
     zkl__free(c, m->items, (size_t)m->nitems * sizeof *m->items);
     zkl__free(c, m->child_ids, (size_t)m->nitems * sizeof *m->child_ids);
 }
@@ -59,8 +60,10 @@ static void multi_rollback(zkl_client *c, zkl_mop *m, int failed, int status) {
     for (int k = 0; k < m->nitems; k++) {
         int i = given ? k : m->nitems - 1 - k;
         zkl_op *ch = m->child_ids[i] ? zkl__op_find(c, m->child_ids[i]) : NULL;
-        if (ch && i != failed) ch->kind->abandon(c, ch);
-        else if (ch) ch->parent_id = 0;
+        if (ch && i != failed)
+            ch->kind->abandon(c, ch);
+        else if (ch)
+            ch->parent_id = 0;
     }
     multi_finish(c, m, ZKL_EV_FAILED, status);
 }
@@ -77,8 +80,9 @@ static void multi_start_next(zkl_client *c, zkl_mop *m) {
         if (t < 0 || left < t) t = (int)left;
     }
     uint64_t id;
-    int rc = it->max_leases > 0 ? zkl__semaphore_acquire(c, it->path, it->max_leases, 1, t, it->acl, &id)
-                                : zkl__lock_acquire(c, it->recipe, it->path, t, it->acl, &id);
+    int rc = it->max_leases > 0
+                 ? zkl__semaphore_acquire(c, it->path, it->max_leases, 1, t, it->acl, &id)
+                 : zkl__lock_acquire(c, it->recipe, it->path, t, it->acl, &id);
     if (rc != ZKL_OK) {
         multi_rollback(c, m, m->next_item, rc);
         return;
@@ -93,8 +97,10 @@ static void multi_child(zkl_client *c, zkl_op *op, zkl_op *ch, int type, int sta
     zkl_mop *m = (zkl_mop *)op;
     if (op->phase != P_ACQUIRING) {
         ch->parent_id = 0;
-        if (type == ZKL_EV_ACQUIRED) ch->kind->abandon(c, ch); /* nobody wants it any more */
-        else ch->user_gone = 1;
+        if (type == ZKL_EV_ACQUIRED)
+            ch->kind->abandon(c, ch); /* nobody wants it any more */
+        else
+            ch->user_gone = 1;
         return;
     }
     if (type == ZKL_EV_FAILED) {
@@ -117,8 +123,10 @@ static int multi_cancel(zkl_client *c, zkl_op *op) {
     zkl_mop *m = (zkl_mop *)op;
     if (op->phase != P_ACQUIRING) return ZKL_ENOTHELD;
     zkl_op *ch = zkl__op_find(c, m->child_ids[m->next_item]);
-    if (ch) ch->kind->cancel(c, ch); /* its failure rolls the multi-lock back */
-    else multi_rollback(c, m, m->next_item, ZKL_ECANCELED);
+    if (ch)
+        ch->kind->cancel(c, ch); /* its failure rolls the multi-lock back */
+    else
+        multi_rollback(c, m, m->next_item, ZKL_ECANCELED);
     return ZKL_OK;
 }
 
@@ -140,8 +148,8 @@ static void multi_close(zkl_client *c, zkl_op *op) {
     op->pinned = 0;
 }
 
-int zkl__multi_acquire(zkl_client *c, const zkl_multi_item *items, int n, int timeout_ms,
-                       int flags, uint64_t *id) {
+int zkl__multi_acquire(zkl_client *c, const zkl_multi_item *items, int n, int timeout_ms, int flags,
+                       uint64_t *id) {
     if (c->closed) return ZKL_ECLOSED;
     if (!items || n < 1) return ZKL_EINVAL;
     for (int i = 0; i < n; i++) {
@@ -198,7 +206,8 @@ int zkl__multi_result(zkl_client *c, uint64_t id, uint64_t *ids, int n, int *fai
     int k = 0;
     if (failed_index) *failed_index = m->failed_index;
     if (m->failed_index < 0)
-        for (int i = 0; i < m->nitems && k < n; i++) ids[k++] = m->child_ids[i];
+        for (int i = 0; i < m->nitems && k < n; i++)
+            ids[k++] = m->child_ids[i];
     op->pinned = 0;
     zkl__op_maybe_free(c, op);
     return k;

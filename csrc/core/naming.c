@@ -14,9 +14,12 @@
 
 const char *zkl__recipe_token(zkl_recipe r) {
     switch (r) {
-    case ZKL_READ: return TOKEN_READ;
-    case ZKL_WRITE: return TOKEN_WRITE;
-    default: return TOKEN_MUTEX;
+    case ZKL_READ:
+        return TOKEN_READ;
+    case ZKL_WRITE:
+        return TOKEN_WRITE;
+    default:
+        return TOKEN_MUTEX;
     }
 }
 
@@ -24,7 +27,8 @@ int zkl__protected_prefix(char *buf, size_t size, const unsigned char rnd[16], z
     return zkl__protected_prefix_named(buf, size, rnd, zkl__recipe_token(r));
 }
 
-int zkl__protected_prefix_named(char *buf, size_t size, const unsigned char rnd[16], const char *token) {
+int zkl__protected_prefix_named(char *buf, size_t size, const unsigned char rnd[16],
+                                const char *token) {
     unsigned char u[16];
     if (!buf || !rnd || !token) return -1;
     memcpy(u, rnd, 16);
@@ -76,7 +80,8 @@ static const char *kazoo_seq(const char *name, const char *token) {
     return is_seq(s) ? s : NULL;
 }
 
-/* Anything that is not a read-write side is ordered as the mutex, as zkl__recipe_token() names it. */
+/* Anything that is not a read-write side is ordered as the mutex, as zkl__recipe_token() names it.
+ */
 static zkl_recipe recipe_of(zkl_recipe r) {
     return r == ZKL_READ || r == ZKL_WRITE ? r : ZKL_MUTEX;
 }
@@ -116,7 +121,8 @@ static int cmp_items(const void *a, const void *b) {
 
 void zkl__sort_children(const char **names, int n, zkl_recipe r, zkl__sort_item *scratch) {
     /* Keys are compared as byte strings: for ASCII names this is Java's String.compareTo, which
-     * Curator uses. Ties (a downgraded read node shares its writer's key) break on the whole name. */
+     * Curator uses. Ties (a downgraded read node shares its writer's key) break on the whole name.
+     */
     int i;
     if (n < 2 || !names || !scratch) return;
     for (i = 0; i < n; i++) {
@@ -124,7 +130,8 @@ void zkl__sort_children(const char **names, int n, zkl_recipe r, zkl__sort_item 
         scratch[i].key = zkl__sort_key(names[i], r);
     }
     qsort(scratch, (size_t)n, sizeof *scratch, cmp_items);
-    for (i = 0; i < n; i++) names[i] = scratch[i].name;
+    for (i = 0; i < n; i++)
+        names[i] = scratch[i].name;
 }
 
 int zkl__has_prefix(const char *name, const char *prefix) {

@@ -3,8 +3,8 @@
 #ifndef ZKL_NAMING_H
 #define ZKL_NAMING_H
 
-#include <stddef.h>
 #include "zklock.h"
+#include <stddef.h>
 
 /* The token Curator puts between the protected prefix and the sequence number. */
 const char *zkl__recipe_token(zkl_recipe r);
@@ -14,7 +14,8 @@ const char *zkl__recipe_token(zkl_recipe r);
 int zkl__protected_prefix(char *buf, size_t size, const unsigned char rnd[16], zkl_recipe r);
 
 /* The same with any token (e.g. "lease-" for semaphore leases). */
-int zkl__protected_prefix_named(char *buf, size_t size, const unsigned char rnd[16], const char *token);
+int zkl__protected_prefix_named(char *buf, size_t size, const unsigned char rnd[16],
+                                const char *token);
 
 /* Sort key of a child name under recipe r, as Curator computes it, extended so that Kazoo's
  * "__lock__<seq>" (and for read-write "__rlock__<seq>") names sort by their sequence too.
@@ -37,11 +38,11 @@ typedef struct zkl__sort_item {
 void zkl__sort_children(const char **names, int n, zkl_recipe r, zkl__sort_item *scratch);
 
 typedef struct zkl__pick {
-    int own;          /* index of own node in the sorted list, -1 if missing */
-    int holds;        /* 1 if own node holds the lock */
-    int watch;        /* index of the node to watch when not holding, else -1 */
-    int watch_is_head;/* mutex only: the watched node is the head, so its deletion hands over */
-    int wrapped;      /* some key before own node is a negative (wrapped) sequence */
+    int own;           /* index of own node in the sorted list, -1 if missing */
+    int holds;         /* 1 if own node holds the lock */
+    int watch;         /* index of the node to watch when not holding, else -1 */
+    int watch_is_head; /* mutex only: the watched node is the head, so its deletion hands over */
+    int wrapped;       /* some key before own node is a negative (wrapped) sequence */
 } zkl__pick;
 
 /* Decide, on a sorted child list, whether `own` (a child name) holds the lock, and whom to watch:

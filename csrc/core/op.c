@@ -64,17 +64,21 @@ zkl_op *zkl__op_new(zkl_client *c, const zkl_kind *kind) {
 zkl_op *zkl__op_find(zkl_client *c, uint64_t id) {
     if (!c->nbuckets) return NULL;
     zkl_op *op = c->buckets[bucket_of(c, id)];
-    while (op && op->id != id) op = op->hnext;
+    while (op && op->id != id)
+        op = op->hnext;
     return op;
 }
 
 void zkl__op_maybe_free(zkl_client *c, zkl_op *op) {
     if (op->phase != P_DONE || op->refs > 0 || op->pinned) return;
     zkl_op **pp = &c->buckets[bucket_of(c, op->id)];
-    while (*pp != op) pp = &(*pp)->hnext;
+    while (*pp != op)
+        pp = &(*pp)->hnext;
     *pp = op->hnext;
-    if (op->prev) op->prev->next = op->next;
-    else c->ops = op->next;
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        c->ops = op->next;
     if (op->next) op->next->prev = op->prev;
     c->nops--;
     if (op->kind->free_fields) op->kind->free_fields(c, op);
@@ -85,7 +89,9 @@ void zkl__note_deadline(zkl_client *c, int64_t deadline) {
     if (deadline && (!c->next_deadline || deadline < c->next_deadline)) c->next_deadline = deadline;
 }
 
-int zkl__op_table_init(zkl_client *c) { return grow_table(c); }
+int zkl__op_table_init(zkl_client *c) {
+    return grow_table(c);
+}
 
 /* The op named by a completion token, or NULL; drops the reference the request held. Replies
  * run only inside the client's own calls into ZooKeeper, so the client is the one being driven. */

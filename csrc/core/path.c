@@ -18,10 +18,12 @@ const char *zkl_path_error(const char *path, size_t len) {
         if (ch < 0x20 || ch == 0x7f) return "must not contain control characters";
     }
     for (start = 1; start <= len; start = i + 1) {
-        for (i = start; i < len && path[i] != '/'; i++) {}
+        for (i = start; i < len && path[i] != '/'; i++) {
+        }
         size_t n = i - start;
         if (n == 0) return "must not contain an empty component ('//')";
-        if ((n == 1 && path[start] == '.') || (n == 2 && path[start] == '.' && path[start + 1] == '.'))
+        if ((n == 1 && path[start] == '.') ||
+            (n == 2 && path[start] == '.' && path[start + 1] == '.'))
             return "must not contain '.' or '..' components";
     }
     if (len >= 10 && strncmp(path, "/zookeeper", 10) == 0 && (len == 10 || path[10] == '/'))

@@ -34,13 +34,15 @@ static void plain_free_fields(zkl_client *c, zkl_op *op) {
     zkl__strfree(c, P(op)->args_path);
     zkl__free(c, P(op)->args_data, P(op)->args.len + 1);
     zkl__free(c, P(op)->res_data, P(op)->res_len + 1);
-    for (int i = 0; i < P(op)->res_nchildren; i++) zkl__strfree(c, P(op)->res_children[i]);
+    for (int i = 0; i < P(op)->res_nchildren; i++)
+        zkl__strfree(c, P(op)->res_children[i]);
     zkl__free(c, P(op)->res_children, (size_t)P(op)->res_nchildren * sizeof *P(op)->res_children);
 }
 
 static void plain_done(zkl_client *c, zkl_op *op, int rc) {
     if (op->phase == P_DONE) return;
-    if (rc == ZCLOSING || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE) rc = c->closed ? ZKL_ECLOSED : ZKL_ESESSION;
+    if (rc == ZCLOSING || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE)
+        rc = c->closed ? ZKL_ECLOSED : ZKL_ESESSION;
     P(op)->rc = rc;
     op->phase = P_DONE;
     zkl__emit(c, op, ZKL_EV_OP_DONE, rc);
@@ -57,8 +59,8 @@ static int set_result_data(zkl_client *c, zkl_op *op, const char *v, size_t len)
 
 static void plain_stat_common(zkl_client *c, zkl_op *op, int rc, const struct Stat *st) {
     if (rc == ZOK && st) P(op)->res_stat = *st;
-    if (zkl__conn_lost(rc) && P(op)->args.type != ZKL_OP_CREATE && P(op)->args.type != ZKL_OP_DELETE &&
-        P(op)->args.type != ZKL_OP_SET) {
+    if (zkl__conn_lost(rc) && P(op)->args.type != ZKL_OP_CREATE &&
+        P(op)->args.type != ZKL_OP_DELETE && P(op)->args.type != ZKL_OP_SET) {
         op->phase = P_ACQUIRING; /* reads are safe to retry: again once connected */
         plain_kick(c, op);
         return;
@@ -123,21 +125,30 @@ static void plain_kick(zkl_client *c, zkl_op *op) {
     int rc;
     const void *t = ZKL_TOKEN(op);
     switch (a->type) {
-    case ZKL_OP_GET: rc = c->zk->aget(c->zh, a->path, 0, plain_data_reply, t); break;
-    case ZKL_OP_CHILDREN: rc = c->zk->aget_children(c->zh, a->path, 0, plain_children_reply, t); break;
-    case ZKL_OP_EXISTS: rc = c->zk->aexists(c->zh, a->path, 0, plain_stat_reply, t); break;
+    case ZKL_OP_GET:
+        rc = c->zk->aget(c->zh, a->path, 0, plain_data_reply, t);
+        break;
+    case ZKL_OP_CHILDREN:
+        rc = c->zk->aget_children(c->zh, a->path, 0, plain_children_reply, t);
+        break;
+    case ZKL_OP_EXISTS:
+        rc = c->zk->aexists(c->zh, a->path, 0, plain_stat_reply, t);
+        break;
     case ZKL_OP_SET:
         rc = c->zk->aset(c->zh, a->path, a->data, (int)a->len, a->version, plain_stat_reply, t);
         break;
-    case ZKL_OP_DELETE: rc = c->zk->adelete(c->zh, a->path, a->version, plain_void_reply, t); break;
+    case ZKL_OP_DELETE:
+        rc = c->zk->adelete(c->zh, a->path, a->version, plain_void_reply, t);
+        break;
     case ZKL_OP_CREATE: {
         int mode = ((a->flags & 1) ? ZOO_EPHEMERAL : 0) | ((a->flags & 2) ? ZOO_SEQUENCE : 0);
         if (a->flags & 4) mode = ZOO_CONTAINER;
         rc = c->zk->acreate2(c->zh, a->path, a->data, (int)a->len, zkl__acl(c, a->acl), mode,
-                          plain_create_reply, t);
+                             plain_create_reply, t);
         break;
     }
-    default: rc = ZBADARGUMENTS;
+    default:
+        rc = ZBADARGUMENTS;
     }
     if (rc == ZOK) {
         c->stats.ops++;

@@ -112,7 +112,9 @@ static int watch_shared(zkl_client *c, zkl_op *op, const char *path) {
     return 0;
 }
 
-static void remove_reply(int rc, const void *data) { (void)rc, (void)data; }
+static void remove_reply(int rc, const void *data) {
+    (void)rc, (void)data;
+}
 
 /* Remove every watch of this type on the path (the caller checked no other op of ours needs it):
  * removing one watcher by its function and context only sends CheckWatches, which leaves the
@@ -154,8 +156,10 @@ void zkl__queue_fail(zkl_client *c, zkl_op *op, int status) {
     zkl_qop *q = QOP(op);
     if (op->phase != P_ACQUIRING) return;
     zkl__emit(c, op, ZKL_EV_FAILED, status);
-    if (q->step == S_WAIT) drop_watch(c, op);
-    else if (q->step == S_DATA) q->drop_on_reply = 1;
+    if (q->step == S_WAIT)
+        drop_watch(c, op);
+    else if (q->step == S_DATA)
+        q->drop_on_reply = 1;
     if (op->kind->give_up) op->kind->give_up(c, op, 1);
     op->phase = P_CLEANUP;
     op->gen++; /* pending list/getData replies and armed watches are now stale */
@@ -180,8 +184,11 @@ void zkl__queue_session_lost(zkl_client *c, zkl_op *op) {
         zkl__emit(c, op, ZKL_EV_RELEASED, ZKL_ELOST);
         op->phase = P_DONE;
         break;
-    case P_CLEANUP: op->phase = P_DONE; break;
-    default: break;
+    case P_CLEANUP:
+        op->phase = P_DONE;
+        break;
+    default:
+        break;
     }
 }
 
@@ -190,11 +197,15 @@ void zkl__queue_suspended(zkl_client *c, zkl_op *op, int suspended) {
         zkl__emit(c, op, ZKL_EV_LOCK_STATE, suspended ? ZKL_LOCK_SUSPENDED : ZKL_LOCK_RECONNECTED);
 }
 
-void zkl__queue_expire(zkl_client *c, zkl_op *op) { zkl__queue_fail(c, op, ZKL_ETIMEDOUT); }
+void zkl__queue_expire(zkl_client *c, zkl_op *op) {
+    zkl__queue_fail(c, op, ZKL_ETIMEDOUT);
+}
 
 void zkl__queue_close(zkl_client *c, zkl_op *op) {
-    if (op->phase == P_ACQUIRING) zkl__emit(c, op, ZKL_EV_FAILED, ZKL_ECLOSED);
-    else if (op->phase == P_RELEASING) zkl__emit(c, op, ZKL_EV_RELEASED, ZKL_OK);
+    if (op->phase == P_ACQUIRING)
+        zkl__emit(c, op, ZKL_EV_FAILED, ZKL_ECLOSED);
+    else if (op->phase == P_RELEASING)
+        zkl__emit(c, op, ZKL_EV_RELEASED, ZKL_OK);
     op->user_gone = 1;
     op->phase = P_DONE; /* closing the session deletes every ephemeral node at once */
 }
@@ -216,7 +227,8 @@ static void request_list(zkl_client *c, zkl_op *op) {
 }
 
 static void issue_create_and_list(zkl_client *c, zkl_op *op) {
-    char *path = zkl__join_path(c, QOP(op)->dir, QOP(op)->fixed_name ? QOP(op)->fixed_name : QOP(op)->prefix);
+    char *path = zkl__join_path(c, QOP(op)->dir,
+                                QOP(op)->fixed_name ? QOP(op)->fixed_name : QOP(op)->prefix);
     if (!path) {
         zkl__queue_fail(c, op, ZKL_ENOMEM);
         return;
@@ -225,9 +237,10 @@ static void issue_create_and_list(zkl_client *c, zkl_op *op) {
     QOP(op)->step = S_CREATE;
     QOP(op)->create_inflight = 1;
     c->stats.creates++;
-    int rc = c->zk->acreate2(c->zh, path, c->identity, (int)c->identity_len, zkl__acl(c, QOP(op)->acl),
-                          QOP(op)->fixed_name ? ZOO_EPHEMERAL : ZOO_EPHEMERAL_SEQUENTIAL, create_reply,
-                          ZKL_TOKEN(op));
+    int rc =
+        c->zk->acreate2(c->zh, path, c->identity, (int)c->identity_len, zkl__acl(c, QOP(op)->acl),
+                        QOP(op)->fixed_name ? ZOO_EPHEMERAL : ZOO_EPHEMERAL_SEQUENTIAL,
+                        create_reply, ZKL_TOKEN(op));
     zkl__strfree(c, path);
     if (rc != ZOK) {
         QOP(op)->create_inflight = 0;
@@ -253,7 +266,8 @@ static void issue_parents(zkl_client *c, zkl_op *op) {
             char save = buf[i];
             buf[i] = '\0';
             c->stats.creates++;
-            ZKL_ISSUE(c, op, c->zk->acreate2(c->zh, buf, "", 0, zkl__acl(c, QOP(op)->acl), ZOO_CONTAINER,
+            ZKL_ISSUE(c, op,
+                      c->zk->acreate2(c->zh, buf, "", 0, zkl__acl(c, QOP(op)->acl), ZOO_CONTAINER,
                                       zkl__queue_parent_reply, ZKL_TOKEN(op)));
             buf[i] = save;
         }
@@ -271,8 +285,10 @@ static void issue_delete(zkl_client *c, zkl_op *op) {
     QOP(op)->delete_inflight = 1;
     c->stats.deletes++;
     int rc = c->zk->adelete(c->zh, QOP(op)->node, -1, delete_reply, ZKL_TOKEN(op));
-    if (rc == ZOK) op->refs++;
-    else QOP(op)->delete_inflight = 0;
+    if (rc == ZOK)
+        op->refs++;
+    else
+        QOP(op)->delete_inflight = 0;
 }
 
 static void issue_scan(zkl_client *c, zkl_op *op) {
@@ -280,7 +296,8 @@ static void issue_scan(zkl_client *c, zkl_op *op) {
     c->stats.lists++;
     if (op->phase == P_ACQUIRING) QOP(op)->step = S_SCANNING;
     int rc = c->zk->aget_children(c->zh, QOP(op)->dir, 0, scan_reply, ZKL_TOKEN(op));
-    if (rc == ZOK) op->refs++;
+    if (rc == ZOK)
+        op->refs++;
     else {
         QOP(op)->scan_inflight = 0;
         if (op->phase == P_ACQUIRING) QOP(op)->step = S_SCAN;
@@ -294,9 +311,12 @@ void zkl__queue_kick(zkl_client *c, zkl_op *op) {
     switch (op->phase) {
     case P_ACQUIRING:
         if (!connected) return;
-        if (q->step == S_START) issue_create_and_list(c, op);
-        else if (q->step == S_RELIST) issue_list(c, op);
-        else if (q->step == S_SCAN) issue_scan(c, op);
+        if (q->step == S_START)
+            issue_create_and_list(c, op);
+        else if (q->step == S_RELIST)
+            issue_list(c, op);
+        else if (q->step == S_SCAN)
+            issue_scan(c, op);
         return;
     case P_RELEASING:
     case P_CLEANUP:
@@ -310,7 +330,8 @@ void zkl__queue_kick(zkl_client *c, zkl_op *op) {
             op->phase = P_DONE;
         }
         return;
-    default: return;
+    default:
+        return;
     }
 }
 
@@ -321,7 +342,8 @@ void zkl__queue_parent_reply(int rc, const char *name, const struct Stat *st, co
     (void)name, (void)st;
     zkl_op *op = zkl__reply_op(token, &c);
     if (!op) return;
-    if (rc != ZOK && rc != ZNODEEXISTS && !zkl__conn_lost(rc) && !zkl__handle_gone(rc) && !QOP(op)->parent_rc)
+    if (rc != ZOK && rc != ZNODEEXISTS && !zkl__conn_lost(rc) && !zkl__handle_gone(rc) &&
+        !QOP(op)->parent_rc)
         QOP(op)->parent_rc = rc; /* the first refusal is the cause; later ones follow from it */
     zkl__op_maybe_free(c, op);
 }
@@ -348,8 +370,10 @@ static void create_reply(int rc, const char *name, const struct Stat *st, const 
         return;
     }
     if (rc == ZOK) {
-        if (QOP(op)->grant_on_create) zkl__queue_acquired(c, op);
-        else QOP(op)->step = S_LIST; /* the pipelined list reply comes next */
+        if (QOP(op)->grant_on_create)
+            zkl__queue_acquired(c, op);
+        else
+            QOP(op)->step = S_LIST; /* the pipelined list reply comes next */
     } else if (rc == ZNONODE && QOP(op)->parent_rc) {
         zkl__queue_fail(c, op, QOP(op)->parent_rc); /* e.g. ZNOAUTH: we may not create the parent */
     } else if (rc == ZNONODE && QOP(op)->parents_tried < 2 && !QOP(op)->grant_on_create) {
@@ -391,7 +415,8 @@ static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
     if (v && v == c->sorted_for && c->sorted && c->sorted_recipe == (int)QOP(op)->recipe) {
         memcpy(names, c->sorted, (size_t)n * sizeof *names); /* a shared listing, sorted already */
     } else {
-        for (int i = 0; i < n; i++) names[i] = v->data[i];
+        for (int i = 0; i < n; i++)
+            names[i] = v->data[i];
         zkl__sort_children(names, n, QOP(op)->recipe, scratch);
         if (v && v == c->sorted_for && n > 0) { /* keep it for the other ops of this listing */
             const char **keep = zkl__alloc(c, (size_t)n * sizeof *keep);
@@ -427,7 +452,8 @@ static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
             QOP(op)->watch_token = ZKL_TOKEN(op);
             /* getData, not exists: on a node that is already gone it leaves no watch behind */
             c->stats.gets++;
-            ZKL_ISSUE(c, op, c->zk->awget(c->zh, wp, watch_fired, (void *)ZKL_TOKEN(op), data_reply,
+            ZKL_ISSUE(c, op,
+                      c->zk->awget(c->zh, wp, watch_fired, (void *)ZKL_TOKEN(op), data_reply,
                                    ZKL_TOKEN(op)));
         }
     }
@@ -440,12 +466,15 @@ static void list_reply(int rc, const struct String_vector *v, const void *token)
     zkl_op *op = zkl__reply_op(token, &c);
     if (!op) return;
     if (op->phase == P_ACQUIRING && QOP(op)->step == S_LIST && op->gen == ZKL_TOKEN_GEN(token)) {
-        if (rc == ZOK) evaluate(c, op, v);
+        if (rc == ZOK)
+            evaluate(c, op, v);
         else if (zkl__conn_lost(rc)) {
             QOP(op)->step = S_RELIST;
             KICK(c, op);
-        } else if (rc == ZNONODE) restart_attempt(c, op);
-        else if (!zkl__handle_gone(rc)) zkl__queue_fail(c, op, rc);
+        } else if (rc == ZNONODE)
+            restart_attempt(c, op);
+        else if (!zkl__handle_gone(rc))
+            zkl__queue_fail(c, op, rc);
     }
     zkl__op_maybe_free(c, op);
 }
@@ -465,7 +494,8 @@ static int own_exclusive_predecessor(zkl_client *c, zkl_op *op) {
     for (zkl_op *o = c->ops; o; o = o->next) {
         if (o == op || !(o->kind->flags & ZKL_KIND_QUEUE) || QOP(o)->recipe != ZKL_MUTEX) continue;
         /* a held user mutex, or the semaphore's internal mutex given back by its holder */
-        int head = (QOP(o)->granted && !QOP(o)->stage) || (QOP(o)->held_head && o->phase == P_CLEANUP);
+        int head =
+            (QOP(o)->granted && !QOP(o)->stage) || (QOP(o)->held_head && o->phase == P_CLEANUP);
         if (head && QOP(o)->node && strcmp(QOP(o)->node, q->watch_path) == 0) return 1;
     }
     return 0;
@@ -475,8 +505,8 @@ static void predecessor_gone(zkl_client *c, zkl_op *op) {
     if (QOP(op)->watch_is_head || own_exclusive_predecessor(c, op)) {
         c->stats.handoffs++;
         zkl__queue_acquired(c, op);
-    }
-    else issue_list(c, op);
+    } else
+        issue_list(c, op);
 }
 
 static void data_reply(int rc, const char *v, int len, const struct Stat *st, const void *token) {
@@ -484,17 +514,21 @@ static void data_reply(int rc, const char *v, int len, const struct Stat *st, co
     (void)v, (void)len, (void)st;
     zkl_op *op = zkl__reply_op(token, &c);
     if (!op) return;
-    if (QOP(op)->drop_on_reply && op->phase != P_ACQUIRING && rc == ZOK && QOP(op)->watch_token == token) {
+    if (QOP(op)->drop_on_reply && op->phase != P_ACQUIRING && rc == ZOK &&
+        QOP(op)->watch_token == token) {
         QOP(op)->drop_on_reply = 0;
         drop_watch(c, op); /* gave up while this getData was in flight: its watch is now set */
     }
     if (op->phase == P_ACQUIRING && QOP(op)->step == S_DATA && op->gen == ZKL_TOKEN_GEN(token)) {
-        if (rc == ZOK) QOP(op)->step = S_WAIT;
-        else if (rc == ZNONODE) predecessor_gone(c, op);
+        if (rc == ZOK)
+            QOP(op)->step = S_WAIT;
+        else if (rc == ZNONODE)
+            predecessor_gone(c, op);
         else if (zkl__conn_lost(rc)) {
             QOP(op)->step = S_RELIST;
             KICK(c, op);
-        } else if (!zkl__handle_gone(rc)) zkl__queue_fail(c, op, rc);
+        } else if (!zkl__handle_gone(rc))
+            zkl__queue_fail(c, op, rc);
     }
     zkl__op_maybe_free(c, op);
 }
@@ -507,8 +541,10 @@ static void watch_fired(zhandle_t *zh, int type, int state, const char *path, vo
     zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(token));
     if (!op || op->phase != P_ACQUIRING || op->gen != ZKL_TOKEN_GEN(token)) return;
     if (QOP(op)->step != S_WAIT && QOP(op)->step != S_DATA) return;
-    if (type == ZOO_DELETED_EVENT) predecessor_gone(c, op);
-    else issue_list(c, op); /* data changed (e.g. a revocation request): look again */
+    if (type == ZOO_DELETED_EVENT)
+        predecessor_gone(c, op);
+    else
+        issue_list(c, op); /* data changed (e.g. a revocation request): look again */
 }
 
 static void delete_reply(int rc, const void *token) {
@@ -520,8 +556,10 @@ static void delete_reply(int rc, const void *token) {
         zkl__set_str(c, &QOP(op)->node, NULL);
     } else if (!zkl__conn_lost(rc) && !zkl__handle_gone(rc)) {
         /* e.g. ZNOAUTH: the node cannot be deleted by us; report it and stop trying */
-        if (op->phase == P_RELEASING) QOP(op)->release_status = rc;
-        else zkl__emit(c, NULL, ZKL_EV_WARNING, rc);
+        if (op->phase == P_RELEASING)
+            QOP(op)->release_status = rc;
+        else
+            zkl__emit(c, NULL, ZKL_EV_WARNING, rc);
         zkl__set_str(c, &QOP(op)->node, NULL);
         QOP(op)->unknown = 0;
     }
@@ -603,7 +641,8 @@ int zkl__queue_new(zkl_client *c, const zkl_kind *kind, const char *dir, const c
         zkl__op_maybe_free(c, op);
         return ZKL_ENOMEM;
     }
-    if (timeout_ms == 0) q->try_once = 1;
+    if (timeout_ms == 0)
+        q->try_once = 1;
     else if (timeout_ms > 0) {
         op->deadline = zkl__now(c) + timeout_ms + 1; /* the clock is truncated to ms: never early */
         zkl__note_deadline(c, op->deadline);
@@ -627,7 +666,8 @@ int zkl__lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int ti
     if (c->closed) return ZKL_ECLOSED;
     if (!path || zkl_path_error(path, strlen(path))) return ZKL_EINVAL;
     if (recipe != ZKL_MUTEX && recipe != ZKL_READ && recipe != ZKL_WRITE) return ZKL_EINVAL;
-    int rc = zkl__queue_new(c, &zkl__queue_kind, path, zkl__recipe_token(recipe), timeout_ms, acl, &op);
+    int rc =
+        zkl__queue_new(c, &zkl__queue_kind, path, zkl__recipe_token(recipe), timeout_ms, acl, &op);
     if (rc != ZKL_OK) return rc;
     QOP(op)->recipe = recipe;
     return zkl__queue_start(c, op, id);

@@ -25,28 +25,29 @@ enum {
 typedef struct zkl_qop {
     zkl_op op;
     int step;
-    int stage;                 /* 0: plain queue op; > 0: owned by a kind built on the queue */
+    int stage; /* 0: plain queue op; > 0: owned by a kind built on the queue */
     zkl_recipe recipe;
-    int acl;                   /* id of the ACL for the nodes this op creates (0: open) */
+    int acl; /* id of the ACL for the nodes this op creates (0: open) */
     int try_once;
-    char *dir;                 /* lock path */
-    char *prefix;              /* "_c_<uuid>-<token>" */
-    char *node;                /* full path of own node, once known */
-    int64_t czxid;             /* the fencing token */
+    char *dir;     /* lock path */
+    char *prefix;  /* "_c_<uuid>-<token>" */
+    char *node;    /* full path of own node, once known */
+    int64_t czxid; /* the fencing token */
     int create_inflight, delete_inflight, scan_inflight;
-    int unknown;               /* a create's outcome is unknown: scan by prefix */
+    int unknown; /* a create's outcome is unknown: scan by prefix */
     int parents_tried;
-    int parent_rc;             /* why a parent could not be created (not NODEEXISTS), if so */
+    int parent_rc; /* why a parent could not be created (not NODEEXISTS), if so */
     int warned_wrap;
     int release_status;
     char *watch_path;
     int watch_is_head;
-    int granted;               /* held at some point (its node was then the head, if exclusive) */
-    int held_head;             /* cleanup of a node that headed its mutex queue (the semaphore's
-                                  internal mutex, given back after the lease stage) */
-    const void *watch_token;   /* context of the armed watch */
-    int drop_on_reply;         /* gave up while the watch-setting request was in flight */
-    /* read side of a downgrade: a non-sequential node with the writer's sequence, granted at once */
+    int granted;             /* held at some point (its node was then the head, if exclusive) */
+    int held_head;           /* cleanup of a node that headed its mutex queue (the semaphore's
+                                internal mutex, given back after the lease stage) */
+    const void *watch_token; /* context of the armed watch */
+    int drop_on_reply;       /* gave up while the watch-setting request was in flight */
+    /* read side of a downgrade: a non-sequential node with the writer's sequence, granted at once
+     */
     char *fixed_name;
     int grant_on_create;
 } zkl_qop;
@@ -83,11 +84,13 @@ void zkl__set_str(zkl_client *c, char **slot, char *value);
 
 /* Issue a request; on a synchronous failure treat it like a lost connection (retried when the
  * session is connected again) unless the arguments were refused. */
-#define ZKL_ISSUE(c, op, call)                       \
-    do {                                             \
-        int rc_ = (call);                            \
-        if (rc_ == ZOK) (op)->refs++;                \
-        else zkl__queue_issue_failed(c, op, rc_);    \
+#define ZKL_ISSUE(c, op, call)                                                                     \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ == ZOK)                                                                            \
+            (op)->refs++;                                                                          \
+        else                                                                                       \
+            zkl__queue_issue_failed(c, op, rc_);                                                   \
     } while (0)
 void zkl__queue_issue_failed(zkl_client *c, zkl_op *op, int rc);
 

@@ -14,26 +14,26 @@
 
 enum {
     S_LEASE_START = S_QUEUE_LAST, /* create the missing leases + list leases, once connected */
-    S_LEASE_CREATE,   /* those in flight */
-    S_LEASE_RELIST,   /* list again once connected */
-    S_LEASE_LIST,     /* list in flight (with a watch if lease_watched) */
-    S_LEASE_WAIT,     /* too many leases: children watch armed, internal mutex still held */
-    S_LEASE_SCAN,     /* a lease create's outcome is unknown: find and delete ours, then retry */
+    S_LEASE_CREATE,               /* those in flight */
+    S_LEASE_RELIST,               /* list again once connected */
+    S_LEASE_LIST,                 /* list in flight (with a watch if lease_watched) */
+    S_LEASE_WAIT, /* too many leases: children watch armed, internal mutex still held */
+    S_LEASE_SCAN, /* a lease create's outcome is unknown: find and delete ours, then retry */
     S_LEASE_SCANNING
 };
 
 typedef struct zkl_sop {
-    zkl_qop q;                 /* the internal mutex; after the grant, the first lease */
+    zkl_qop q; /* the internal mutex; after the grant, the first lease */
     int max_leases, qty;
     char *lease_dir, *lease_prefix;
-    char **leases;             /* lease nodes created so far (capacity qty) */
+    char **leases; /* lease nodes created so far (capacity qty) */
     int64_t *lease_czxid;
     int nleases;
-    int lease_inflight;        /* lease creates in flight */
+    int lease_inflight; /* lease creates in flight */
     int lease_unknown, lease_nonode;
     int lease_parents_tried;
-    int lease_watched;         /* the lease listing in flight arms a children watch */
-    uint64_t *split_ids;       /* after the grant: the ids of the qty leases, this op's first */
+    int lease_watched;   /* the lease listing in flight arms a children watch */
+    uint64_t *split_ids; /* after the grant: the ids of the qty leases, this op's first */
 } zkl_sop;
 
 #define SOP(o) ((zkl_sop *)(o))
@@ -61,7 +61,8 @@ static const zkl_kind sem_kind = {
 };
 
 static void leases_clear(zkl_client *c, zkl_op *op) {
-    for (int i = 0; i < SOP(op)->nleases; i++) zkl__strfree(c, SOP(op)->leases[i]);
+    for (int i = 0; i < SOP(op)->nleases; i++)
+        zkl__strfree(c, SOP(op)->leases[i]);
     SOP(op)->nleases = 0;
 }
 
@@ -79,7 +80,8 @@ static void sem_free_fields(zkl_client *c, zkl_op *op) {
 /* Give every lease this op created (or may have created) to background cleanup. */
 static void leases_abandon(zkl_client *c, zkl_op *op) {
     zkl_sop *s = SOP(op);
-    for (int i = 0; i < s->nleases; i++) zkl__queue_cleanup(c, s->lease_dir, s->lease_prefix, s->leases[i], 0);
+    for (int i = 0; i < s->nleases; i++)
+        zkl__queue_cleanup(c, s->lease_dir, s->lease_prefix, s->leases[i], 0);
     if (s->lease_unknown) zkl__queue_cleanup(c, s->lease_dir, s->lease_prefix, NULL, 0);
     leases_clear(c, op);
     s->lease_unknown = 0;
@@ -92,7 +94,8 @@ static int lease_watch_shared(zkl_client *c, zkl_op *op, const char *path) {
         if (o == op || o->kind != &sem_kind || o->phase != P_ACQUIRING) continue;
         if (QOP(o)->stage == 2 && SOP(o)->lease_dir && strcmp(SOP(o)->lease_dir, path) == 0 &&
             (QOP(o)->step == S_LEASE_WAIT ||
-             ((QOP(o)->step == S_LEASE_LIST || QOP(o)->step == S_LEASE_CREATE) && SOP(o)->lease_watched)))
+             ((QOP(o)->step == S_LEASE_LIST || QOP(o)->step == S_LEASE_CREATE) &&
+              SOP(o)->lease_watched)))
             return 1;
     }
     return 0;
@@ -108,12 +111,14 @@ static void drop_lease_watch(zkl_client *c, zkl_op *op) {
 
 static void sem_give_up(zkl_client *c, zkl_op *op, int failed) {
     if (failed) {
-        if (QOP(op)->step == S_LEASE_WAIT) drop_lease_watch(c, op);
+        if (QOP(op)->step == S_LEASE_WAIT)
+            drop_lease_watch(c, op);
         else if (QOP(op)->step == S_LEASE_LIST || QOP(op)->step == S_LEASE_CREATE)
             QOP(op)->drop_on_reply = 1;
     }
     if (QOP(op)->stage) leases_abandon(c, op);
-    if (failed && QOP(op)->stage == 2) QOP(op)->held_head = 1; /* its node is the internal mutex it held */
+    if (failed && QOP(op)->stage == 2)
+        QOP(op)->held_head = 1; /* its node is the internal mutex it held */
 }
 
 static void sem_session_lost(zkl_client *c, zkl_op *op) {
@@ -132,9 +137,12 @@ static void sem_kick(zkl_client *c, zkl_op *op) {
     int step = QOP(op)->step;
     if (op->phase == P_ACQUIRING && step >= S_LEASE_START) {
         if (!zkl__connected(c)) return;
-        if (step == S_LEASE_START) issue_lease_creates(c, op);
-        else if (step == S_LEASE_RELIST) issue_lease_list(c, op);
-        else if (step == S_LEASE_SCAN) issue_lease_scan(c, op);
+        if (step == S_LEASE_START)
+            issue_lease_creates(c, op);
+        else if (step == S_LEASE_RELIST)
+            issue_lease_list(c, op);
+        else if (step == S_LEASE_SCAN)
+            issue_lease_scan(c, op);
         return;
     }
     zkl__queue_kick(c, op);
@@ -157,7 +165,8 @@ static void sem_queue_head(zkl_client *c, zkl_op *op) {
  * a request). */
 static uint64_t dir_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h;
 }
 
@@ -174,13 +183,15 @@ static void issue_lease_creates(zkl_client *c, zkl_op *op) {
         /* <path>/leases is missing (first use, or reaped): make it, as a container */
         SOP(op)->lease_nonode = 0;
         c->stats.creates++;
-        ZKL_ISSUE(c, op, c->zk->acreate2(c->zh, SOP(op)->lease_dir, "", 0, zkl__acl(c, QOP(op)->acl), ZOO_CONTAINER,
-                                  zkl__queue_parent_reply, ZKL_TOKEN(op)));
+        ZKL_ISSUE(c, op,
+                  c->zk->acreate2(c->zh, SOP(op)->lease_dir, "", 0, zkl__acl(c, QOP(op)->acl),
+                                  ZOO_CONTAINER, zkl__queue_parent_reply, ZKL_TOKEN(op)));
     }
     for (int i = SOP(op)->nleases; i < SOP(op)->qty; i++) {
         c->stats.creates++;
-        int rc = c->zk->acreate2(c->zh, path, c->identity, (int)c->identity_len, zkl__acl(c, QOP(op)->acl),
-                              ZOO_EPHEMERAL_SEQUENTIAL, lease_create_reply, ZKL_TOKEN(op));
+        int rc = c->zk->acreate2(c->zh, path, c->identity, (int)c->identity_len,
+                                 zkl__acl(c, QOP(op)->acl), ZOO_EPHEMERAL_SEQUENTIAL,
+                                 lease_create_reply, ZKL_TOKEN(op));
         if (rc == ZOK) {
             op->refs++;
             SOP(op)->lease_inflight++;
@@ -192,11 +203,14 @@ static void issue_lease_creates(zkl_client *c, zkl_op *op) {
     SOP(op)->lease_watched = watched;
     c->stats.lists++;
     if (watched) {
-        ZKL_ISSUE(c, op, c->zk->awget_children(c->zh, SOP(op)->lease_dir, lease_watch_fired, (void *)ZKL_TOKEN(op),
-                                        lease_list_reply, ZKL_TOKEN(op)));
+        ZKL_ISSUE(c, op,
+                  c->zk->awget_children(c->zh, SOP(op)->lease_dir, lease_watch_fired,
+                                        (void *)ZKL_TOKEN(op), lease_list_reply, ZKL_TOKEN(op)));
     } else {
         QOP(op)->watch_token = NULL;
-        ZKL_ISSUE(c, op, c->zk->aget_children(c->zh, SOP(op)->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
+        ZKL_ISSUE(
+            c, op,
+            c->zk->aget_children(c->zh, SOP(op)->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
     }
 }
 
@@ -209,11 +223,14 @@ static void issue_lease_list_as(zkl_client *c, zkl_op *op, int watched) {
     c->stats.lists++;
     if (watched) {
         QOP(op)->watch_token = ZKL_TOKEN(op);
-        ZKL_ISSUE(c, op, c->zk->awget_children(c->zh, SOP(op)->lease_dir, lease_watch_fired, (void *)ZKL_TOKEN(op),
-                                        lease_list_reply, ZKL_TOKEN(op)));
+        ZKL_ISSUE(c, op,
+                  c->zk->awget_children(c->zh, SOP(op)->lease_dir, lease_watch_fired,
+                                        (void *)ZKL_TOKEN(op), lease_list_reply, ZKL_TOKEN(op)));
     } else {
         QOP(op)->watch_token = NULL;
-        ZKL_ISSUE(c, op, c->zk->aget_children(c->zh, SOP(op)->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
+        ZKL_ISSUE(
+            c, op,
+            c->zk->aget_children(c->zh, SOP(op)->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
     }
 }
 
@@ -225,7 +242,8 @@ static void issue_lease_scan(zkl_client *c, zkl_op *op) {
     op->gen++;
     QOP(op)->step = S_LEASE_SCANNING;
     c->stats.lists++;
-    ZKL_ISSUE(c, op, c->zk->aget_children(c->zh, SOP(op)->lease_dir, 0, lease_scan_reply, ZKL_TOKEN(op)));
+    ZKL_ISSUE(c, op,
+              c->zk->aget_children(c->zh, SOP(op)->lease_dir, 0, lease_scan_reply, ZKL_TOKEN(op)));
 }
 
 static void lease_create_reply(int rc, const char *name, const struct Stat *st, const void *token) {
@@ -235,8 +253,10 @@ static void lease_create_reply(int rc, const char *name, const struct Stat *st, 
     SOP(op)->lease_inflight--;
     if (op->phase != P_ACQUIRING || QOP(op)->stage != 2) {
         /* given up (or session gone) meanwhile: whatever was created goes to cleanup */
-        if (rc == ZOK) zkl__queue_cleanup(c, SOP(op)->lease_dir, SOP(op)->lease_prefix, name, 0);
-        else if (zkl__conn_lost(rc)) zkl__queue_cleanup(c, SOP(op)->lease_dir, SOP(op)->lease_prefix, NULL, 0);
+        if (rc == ZOK)
+            zkl__queue_cleanup(c, SOP(op)->lease_dir, SOP(op)->lease_prefix, name, 0);
+        else if (zkl__conn_lost(rc))
+            zkl__queue_cleanup(c, SOP(op)->lease_dir, SOP(op)->lease_prefix, NULL, 0);
     } else if (rc == ZOK) {
         char *node = zkl__strdup(c, name);
         if (!node || SOP(op)->nleases >= SOP(op)->qty) {
@@ -317,7 +337,8 @@ static void lease_list_reply(int rc, const struct String_vector *v, const void *
     zkl_client *c;
     zkl_op *op = zkl__reply_op(token, &c);
     if (!op) return;
-    if (QOP(op)->drop_on_reply && op->phase != P_ACQUIRING && rc == ZOK && QOP(op)->watch_token == token) {
+    if (QOP(op)->drop_on_reply && op->phase != P_ACQUIRING && rc == ZOK &&
+        QOP(op)->watch_token == token) {
         QOP(op)->drop_on_reply = 0;
         drop_lease_watch(c, op);
     }
@@ -380,7 +401,8 @@ static void lease_watch_fired(zhandle_t *zh, int type, int state, const char *pa
     if (type == ZOO_SESSION_EVENT || !c || zh != c->zh) return;
     c->stats.watch_events++;
     zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(token));
-    if (!op || op->phase != P_ACQUIRING || QOP(op)->stage != 2 || op->gen != ZKL_TOKEN_GEN(token)) return;
+    if (!op || op->phase != P_ACQUIRING || QOP(op)->stage != 2 || op->gen != ZKL_TOKEN_GEN(token))
+        return;
     /* the watch is used up: a listing that shows room grants without arming another */
     if (QOP(op)->step == S_LEASE_WAIT) issue_lease_list_as(c, op, 0);
 }
@@ -396,7 +418,8 @@ static void lease_scan_reply(int rc, const struct String_vector *v, const void *
             for (int i = 0; rc == ZOK && v && i < v->count; i++) {
                 if (zkl__has_prefix(v->data[i], SOP(op)->lease_prefix)) {
                     char *full = zkl__join_path(c, SOP(op)->lease_dir, v->data[i]);
-                    if (full) zkl__queue_cleanup(c, SOP(op)->lease_dir, SOP(op)->lease_prefix, full, 0);
+                    if (full)
+                        zkl__queue_cleanup(c, SOP(op)->lease_dir, SOP(op)->lease_prefix, full, 0);
                     zkl__strfree(c, full);
                 }
             }
@@ -405,8 +428,10 @@ static void lease_scan_reply(int rc, const struct String_vector *v, const void *
             /* a fresh prefix, so the cleanups above can never take the new leases */
             zkl__set_str(c, &SOP(op)->lease_prefix, zkl__new_prefix(c, "lease-"));
             QOP(op)->step = S_LEASE_START;
-            if (!SOP(op)->lease_prefix) zkl__queue_fail(c, op, ZKL_ENOMEM);
-            else sem_kick(c, op);
+            if (!SOP(op)->lease_prefix)
+                zkl__queue_fail(c, op, ZKL_ENOMEM);
+            else
+                sem_kick(c, op);
         } else if (zkl__conn_lost(rc) || zkl__handle_gone(rc)) {
             QOP(op)->step = S_LEASE_SCAN;
             sem_kick(c, op);
@@ -436,7 +461,8 @@ int zkl__semaphore_acquire(zkl_client *c, const char *path, int max_leases, int 
     memcpy(locks + n, "/locks", 7);
     memcpy(leases, path, n);
     memcpy(leases + n, "/leases", 8);
-    int rc = zkl__queue_new(c, &sem_kind, locks, zkl__recipe_token(ZKL_MUTEX), timeout_ms, acl, &op);
+    int rc =
+        zkl__queue_new(c, &sem_kind, locks, zkl__recipe_token(ZKL_MUTEX), timeout_ms, acl, &op);
     zkl__free(c, locks, n + 7);
     if (rc != ZKL_OK) {
         zkl__free(c, leases, n + 8);

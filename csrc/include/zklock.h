@@ -82,10 +82,10 @@
  * The mutex (recursive) is taken, for the duration of the call, by every entry point that takes
  * a zkl_client except these: zkl_client_fd() (a constant), and zkl_client_close() /
  * zkl_client_free() (which stop the thread first and then work alone); zkl_client_free_nowait()
- * takes it only to detach the log function. zkl_client_wait() takes it before and after its poll, not during. zkl_strerror(),
- * zkl_err_name(), zkl_path_error() and zkl_expire_session() touch no client. The mutex does not
- * make the API safe to call from several threads: results (zkl_op_result) and the event queue
- * belong to the owner.
+ * takes it only to detach the log function. zkl_client_wait() takes it before and after its poll,
+ * not during. zkl_strerror(), zkl_err_name(), zkl_path_error() and zkl_expire_session() touch no
+ * client. The mutex does not make the API safe to call from several threads: results
+ * (zkl_op_result) and the event queue belong to the owner.
  *
  * Errors. Functions return ZKL_OK (0) or a negative code from ZKL_ERRNO_MAP below: zklock's own
  * codes (below -1000) and ZooKeeper's codes, passed through with their numbers (zookeeper.h).
@@ -126,52 +126,52 @@ extern "C" {
 
 /* Error codes. zklock's own codes are below -1000; ZooKeeper's codes (zookeeper.h ZOO_ERRORS)
  * pass through unchanged, so a ZooKeeper error keeps its familiar number and name. */
-#define ZKL_ERRNO_MAP(XX)                                                                  \
-    XX(OK, 0, "success")                                                                   \
-    XX(ETIMEDOUT, -1001, "timed out")                                                      \
-    XX(ECANCELED, -1002, "canceled")                                                       \
-    XX(ESESSION, -1003, "the ZooKeeper session expired")                                   \
-    XX(ECLOSED, -1004, "the client is closed")                                             \
-    XX(ELOST, -1005, "the lock was lost with the session")                                 \
-    XX(EINVAL, -1006, "invalid argument")                                                  \
-    XX(ENOMEM, -1007, "out of memory")                                                     \
-    XX(ENOTHELD, -1008, "not held")                                                        \
-    XX(ENOTFOUND, -1009, "no such operation")                                              \
-    XX(ESEQWRAP, -1010, "sequence counter wrapped: names no longer sort in queue order")   \
-    XX(ESYSTEM, -1011, "system call failed")                                               \
-    XX(EOWNNODE, -1012, "the lock's own queue node disappeared")                           \
-    XX(EDEADLK, -1013, "would deadlock")                                                   \
-    XX(ZSYSTEMERROR, -1, "ZooKeeper system error")                                         \
-    XX(ZRUNTIMEINCONSISTENCY, -2, "ZooKeeper runtime inconsistency")                       \
-    XX(ZDATAINCONSISTENCY, -3, "ZooKeeper data inconsistency")                             \
-    XX(ZCONNECTIONLOSS, -4, "connection to the server lost")                               \
-    XX(ZMARSHALLINGERROR, -5, "error while marshalling or unmarshalling data")             \
-    XX(ZUNIMPLEMENTED, -6, "operation not implemented by the server")                      \
-    XX(ZOPERATIONTIMEOUT, -7, "operation timed out (outcome unknown)")                     \
-    XX(ZBADARGUMENTS, -8, "invalid arguments")                                             \
-    XX(ZINVALIDSTATE, -9, "invalid ZooKeeper handle state")                                \
-    XX(ZNEWCONFIGNOQUORUM, -13, "no quorum for new config")                                \
-    XX(ZRECONFIGINPROGRESS, -14, "reconfiguration in progress")                            \
-    XX(ZSSLCONNECTIONERROR, -15, "SSL connection error")                                   \
-    XX(ZAPIERROR, -100, "ZooKeeper API error")                                             \
-    XX(ZNONODE, -101, "node does not exist")                                               \
-    XX(ZNOAUTH, -102, "not authorized")                                                    \
-    XX(ZBADVERSION, -103, "version conflict")                                              \
-    XX(ZNOCHILDRENFOREPHEMERALS, -108, "ephemeral nodes may not have children")            \
-    XX(ZNODEEXISTS, -110, "node already exists")                                           \
-    XX(ZNOTEMPTY, -111, "node has children")                                               \
-    XX(ZSESSIONEXPIRED, -112, "session expired")                                           \
-    XX(ZINVALIDCALLBACK, -113, "invalid callback")                                         \
-    XX(ZINVALIDACL, -114, "invalid ACL")                                                   \
-    XX(ZAUTHFAILED, -115, "authentication failed")                                         \
-    XX(ZCLOSING, -116, "ZooKeeper handle is closing")                                      \
-    XX(ZNOTHING, -117, "no server responses to process")                                   \
-    XX(ZSESSIONMOVED, -118, "session moved to another server")                             \
-    XX(ZNOTREADONLY, -119, "state-changing request to a read-only server")                 \
-    XX(ZEPHEMERALONLOCALSESSION, -120, "ephemeral node on a local session")                \
-    XX(ZNOWATCHER, -121, "watcher not found")                                              \
-    XX(ZRECONFIGDISABLED, -123, "reconfiguration disabled")                                \
-    XX(ZSESSIONCLOSEDREQUIRESASLAUTH, -124, "session closed: SASL authentication required") \
+#define ZKL_ERRNO_MAP(XX)                                                                          \
+    XX(OK, 0, "success")                                                                           \
+    XX(ETIMEDOUT, -1001, "timed out")                                                              \
+    XX(ECANCELED, -1002, "canceled")                                                               \
+    XX(ESESSION, -1003, "the ZooKeeper session expired")                                           \
+    XX(ECLOSED, -1004, "the client is closed")                                                     \
+    XX(ELOST, -1005, "the lock was lost with the session")                                         \
+    XX(EINVAL, -1006, "invalid argument")                                                          \
+    XX(ENOMEM, -1007, "out of memory")                                                             \
+    XX(ENOTHELD, -1008, "not held")                                                                \
+    XX(ENOTFOUND, -1009, "no such operation")                                                      \
+    XX(ESEQWRAP, -1010, "sequence counter wrapped: names no longer sort in queue order")           \
+    XX(ESYSTEM, -1011, "system call failed")                                                       \
+    XX(EOWNNODE, -1012, "the lock's own queue node disappeared")                                   \
+    XX(EDEADLK, -1013, "would deadlock")                                                           \
+    XX(ZSYSTEMERROR, -1, "ZooKeeper system error")                                                 \
+    XX(ZRUNTIMEINCONSISTENCY, -2, "ZooKeeper runtime inconsistency")                               \
+    XX(ZDATAINCONSISTENCY, -3, "ZooKeeper data inconsistency")                                     \
+    XX(ZCONNECTIONLOSS, -4, "connection to the server lost")                                       \
+    XX(ZMARSHALLINGERROR, -5, "error while marshalling or unmarshalling data")                     \
+    XX(ZUNIMPLEMENTED, -6, "operation not implemented by the server")                              \
+    XX(ZOPERATIONTIMEOUT, -7, "operation timed out (outcome unknown)")                             \
+    XX(ZBADARGUMENTS, -8, "invalid arguments")                                                     \
+    XX(ZINVALIDSTATE, -9, "invalid ZooKeeper handle state")                                        \
+    XX(ZNEWCONFIGNOQUORUM, -13, "no quorum for new config")                                        \
+    XX(ZRECONFIGINPROGRESS, -14, "reconfiguration in progress")                                    \
+    XX(ZSSLCONNECTIONERROR, -15, "SSL connection error")                                           \
+    XX(ZAPIERROR, -100, "ZooKeeper API error")                                                     \
+    XX(ZNONODE, -101, "node does not exist")                                                       \
+    XX(ZNOAUTH, -102, "not authorized")                                                            \
+    XX(ZBADVERSION, -103, "version conflict")                                                      \
+    XX(ZNOCHILDRENFOREPHEMERALS, -108, "ephemeral nodes may not have children")                    \
+    XX(ZNODEEXISTS, -110, "node already exists")                                                   \
+    XX(ZNOTEMPTY, -111, "node has children")                                                       \
+    XX(ZSESSIONEXPIRED, -112, "session expired")                                                   \
+    XX(ZINVALIDCALLBACK, -113, "invalid callback")                                                 \
+    XX(ZINVALIDACL, -114, "invalid ACL")                                                           \
+    XX(ZAUTHFAILED, -115, "authentication failed")                                                 \
+    XX(ZCLOSING, -116, "ZooKeeper handle is closing")                                              \
+    XX(ZNOTHING, -117, "no server responses to process")                                           \
+    XX(ZSESSIONMOVED, -118, "session moved to another server")                                     \
+    XX(ZNOTREADONLY, -119, "state-changing request to a read-only server")                         \
+    XX(ZEPHEMERALONLOCALSESSION, -120, "ephemeral node on a local session")                        \
+    XX(ZNOWATCHER, -121, "watcher not found")                                                      \
+    XX(ZRECONFIGDISABLED, -123, "reconfiguration disabled")                                        \
+    XX(ZSESSIONCLOSEDREQUIRESASLAUTH, -124, "session closed: SASL authentication required")        \
     XX(ZTHROTTLEDOP, -127, "operation throttled by the server")
 
 enum {
@@ -187,10 +187,10 @@ ZKL_EXTERN const char *zkl_err_name(int err);
 
 /* Client connection states (zkl_client_state, ZKL_EV_SESSION). */
 enum {
-    ZKL_STATE_CONNECTING = 1,  /* no session yet (first connect, or after an expiry) */
-    ZKL_STATE_CONNECTED = 2,   /* session established and connected */
-    ZKL_STATE_SUSPENDED = 3,   /* session exists but the connection is lost: ownership uncertain */
-    ZKL_STATE_EXPIRED = 4,     /* reported once when a session is lost; a new one is being made */
+    ZKL_STATE_CONNECTING = 1, /* no session yet (first connect, or after an expiry) */
+    ZKL_STATE_CONNECTED = 2,  /* session established and connected */
+    ZKL_STATE_SUSPENDED = 3,  /* session exists but the connection is lost: ownership uncertain */
+    ZKL_STATE_EXPIRED = 4,    /* reported once when a session is lost; a new one is being made */
     ZKL_STATE_CLOSED = 5
 };
 
@@ -199,9 +199,10 @@ enum { ZKL_LOCK_SUSPENDED = 1, ZKL_LOCK_RECONNECTED = 2, ZKL_LOCK_LOST = 3 };
 
 /* Event types. */
 enum {
-    ZKL_EV_ACQUIRED = 1,   /* id = acquisition; status ZKL_OK */
-    ZKL_EV_FAILED = 2,     /* id = acquisition; status = why (ETIMEDOUT, ECANCELED, ESESSION, ...) */
-    ZKL_EV_RELEASED = 3,   /* id = acquisition; status ZKL_OK, or ZKL_ELOST if the session ended first */
+    ZKL_EV_ACQUIRED = 1, /* id = acquisition; status ZKL_OK */
+    ZKL_EV_FAILED = 2,   /* id = acquisition; status = why (ETIMEDOUT, ECANCELED, ESESSION, ...) */
+    ZKL_EV_RELEASED =
+        3, /* id = acquisition; status ZKL_OK, or ZKL_ELOST if the session ended first */
     ZKL_EV_LOCK_STATE = 4, /* id = held acquisition; status = ZKL_LOCK_* */
     ZKL_EV_SESSION = 5,    /* id = 0; status = ZKL_STATE_* */
     ZKL_EV_OP_DONE = 6,    /* id = znode operation; status = ZooKeeper result */
@@ -252,18 +253,18 @@ typedef struct zkl_allocator {
 enum { ZKL_LOG_NONE = 0, ZKL_LOG_ERROR = 1, ZKL_LOG_WARN = 2, ZKL_LOG_INFO = 3, ZKL_LOG_DEBUG = 4 };
 
 typedef struct zkl_config {
-    const char *hosts;           /* "127.0.0.1:2181,127.0.0.1:2182[/chroot]"; required */
-    int session_timeout_ms;      /* requested session timeout; 0 = 10000 */
-    const char *identity;        /* data stored in lock nodes; NULL = host name */
+    const char *hosts;      /* "127.0.0.1:2181,127.0.0.1:2182[/chroot]"; required */
+    int session_timeout_ms; /* requested session timeout; 0 = 10000 */
+    const char *identity;   /* data stored in lock nodes; NULL = host name */
     size_t identity_len;
-    int log_level;               /* ZKL_LOG_*; the ZooKeeper client's level is process-wide */
+    int log_level; /* ZKL_LOG_*; the ZooKeeper client's level is process-wide */
     void (*log_fn)(void *ud, const char *msg); /* NULL: messages are dropped */
     void *log_ud;
-    const zkl_allocator *alloc;  /* NULL: malloc */
-    int keepalive;               /* 1: a background thread keeps the session alive while the
-                                  * owner thread stays away (blocking scripts); public calls then
-                                  * take the client's mutex (see "Keepalive" at the top). Never
-                                  * for nginx. */
+    const zkl_allocator *alloc; /* NULL: malloc */
+    int keepalive;              /* 1: a background thread keeps the session alive while the
+                                 * owner thread stays away (blocking scripts); public calls then
+                                 * take the client's mutex (see "Keepalive" at the top). Never
+                                 * for nginx. */
 } zkl_config;
 
 typedef struct zkl_client zkl_client;
@@ -365,8 +366,14 @@ ZKL_EXTERN int zkl_client_add_auth(zkl_client *c, const char *scheme, const char
  * credentials create, change or delete. Returns the id (> 0), ZKL_EINVAL (entries NULL, n < 1 or
  * n > 64, an entry with an empty scheme, a NULL id or perms outside 1..ZKL_PERM_ALL) or
  * ZKL_ENOMEM. Registered lists live as long as the client. */
-enum { ZKL_PERM_READ = 1, ZKL_PERM_WRITE = 2, ZKL_PERM_CREATE = 4, ZKL_PERM_DELETE = 8,
-       ZKL_PERM_ADMIN = 16, ZKL_PERM_ALL = 31 };
+enum {
+    ZKL_PERM_READ = 1,
+    ZKL_PERM_WRITE = 2,
+    ZKL_PERM_CREATE = 4,
+    ZKL_PERM_DELETE = 8,
+    ZKL_PERM_ADMIN = 16,
+    ZKL_PERM_ALL = 31
+};
 
 typedef struct zkl_acl_entry {
     int perms;
@@ -430,7 +437,7 @@ ZKL_EXTERN int zkl_lease_ids(zkl_client *c, uint64_t id, uint64_t *ids, int n);
 typedef struct zkl_multi_item {
     zkl_recipe recipe; /* ZKL_MUTEX, ZKL_READ or ZKL_WRITE, ignored when max_leases > 0 */
     const char *path;
-    int max_leases;    /* > 0: one lease of the semaphore at path (1: a semaphore mutex) */
+    int max_leases; /* > 0: one lease of the semaphore at path (1: a semaphore mutex) */
     int timeout_ms;
     int acl;
 } zkl_multi_item;
@@ -438,14 +445,15 @@ typedef struct zkl_multi_item {
 /* flags for zkl_multi_acquire */
 enum { ZKL_MULTI_ROLLBACK_GIVEN = 1 /* on failure release in the given order, not in reverse */ };
 
-ZKL_EXTERN int zkl_multi_acquire(zkl_client *c, const zkl_multi_item *items, int n,
-                                 int timeout_ms, int flags, uint64_t *id);
+ZKL_EXTERN int zkl_multi_acquire(zkl_client *c, const zkl_multi_item *items, int n, int timeout_ms,
+                                 int flags, uint64_t *id);
 
 /* After the multi-lock's event: on ACQUIRED, write the components' acquisition ids (in item order;
  * each is then released on its own) and return their number; on FAILED, set *failed_index to the
  * component that failed and return 0 (failed_index may be NULL). Frees the multi-lock's own
  * record. Errors: ZKL_ENOTFOUND (unknown id, not a multi-lock, or already called). */
-ZKL_EXTERN int zkl_multi_result(zkl_client *c, uint64_t id, uint64_t *ids, int n, int *failed_index);
+ZKL_EXTERN int zkl_multi_result(zkl_client *c, uint64_t id, uint64_t *ids, int n,
+                                int *failed_index);
 
 /* Release a held acquisition (or one semaphore lease). On ZKL_OK a RELEASED event follows once the
  * node is deleted (retried across connection loss while the session lives).
@@ -470,9 +478,9 @@ ZKL_EXTERN int zkl_lock_abandon(zkl_client *c, uint64_t id);
 
 typedef struct zkl_lock_info {
     char node[ZKL_NODE_MAX]; /* full path of the queue node, "" while unknown */
-    int64_t token;      /* fencing token: czxid of the node (0 until known; kept after LOST) */
-    int held;           /* 1 while held (0 while pending, releasing, or after LOST) */
-    int suspended;      /* 1 while the connection is lost */
+    int64_t token;           /* fencing token: czxid of the node (0 until known; kept after LOST) */
+    int held;                /* 1 while held (0 while pending, releasing, or after LOST) */
+    int suspended;           /* 1 while the connection is lost */
 } zkl_lock_info;
 
 /* Fill *out for a live acquisition. Errors: ZKL_ENOTFOUND (unknown id, a multi-lock id, or its
@@ -498,9 +506,9 @@ typedef struct zkl_op_args {
     const char *path;
     const char *data; /* create/set */
     size_t len;
-    int flags;        /* create */
-    int version;      /* set/delete; -1 any */
-    int acl;          /* create: an ACL id from zkl_client_acl; 0 = open to everyone */
+    int flags;   /* create */
+    int version; /* set/delete; -1 any */
+    int acl;     /* create: an ACL id from zkl_client_acl; 0 = open to everyone */
 } zkl_op_args;
 
 /* Errors: ZKL_ECLOSED, ZKL_EINVAL (path NULL or not starting with '/', unknown type; other path
@@ -511,13 +519,14 @@ typedef struct zkl_op_result {
     int rc;
     const char *data; /* GET: node data (may be NULL for empty); CREATE: created path */
     size_t len;
-    int nchildren;    /* CHILDREN */
+    int nchildren; /* CHILDREN */
     const char *const *children;
     int64_t czxid, mzxid, pzxid, ephemeral_owner;
     int32_t version, num_children;
 } zkl_op_result;
 
-/* Errors: ZKL_ENOTFOUND (id is not the operation whose OP_DONE event next_event() just returned). */
+/* Errors: ZKL_ENOTFOUND (id is not the operation whose OP_DONE event next_event() just returned).
+ */
 ZKL_EXTERN int zkl_op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out);
 
 /* Testing aid: expire a session from outside by opening a second handle with the same id and

@@ -38,8 +38,10 @@ static void on_log(void *ud, const char *msg) {
     l->len = n;
     memcpy(l->text, msg, n + 1);
     pthread_mutex_lock(&u->log_mu);
-    if (u->log_tail) u->log_tail->next = l;
-    else u->log_head = l;
+    if (u->log_tail)
+        u->log_tail->next = l;
+    else
+        u->log_head = l;
     u->log_tail = l;
     if (++u->log_count > LOG_KEEP) {
         log_line *old = u->log_head;
@@ -69,7 +71,8 @@ static void free_log_list(log_line *l) {
     }
 }
 
-/* core.new(hosts, session_timeout_ms, identity|nil, log_level, keepalive) -> client | nil, msg, code */
+/* core.new(hosts, session_timeout_ms, identity|nil, log_level, keepalive) -> client | nil, msg,
+ * code */
 static int l_new(lua_State *L) {
     zkl_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -192,7 +195,8 @@ static int l_acquire(lua_State *L) {
     const char *why = zkl_path_error(path, len);
     if (why) return luaL_argerror(L, 3, lua_pushfstring(L, "lock path %s", why));
     uint64_t id;
-    int rc = zkl_lock_acquire(u->c, (zkl_recipe)recipe, path, timeout, (int)luaL_optinteger(L, 5, 0), &id);
+    int rc = zkl_lock_acquire(u->c, (zkl_recipe)recipe, path, timeout,
+                              (int)luaL_optinteger(L, 5, 0), &id);
     if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
     lua_pushinteger(L, (lua_Integer)id);
     return 1;
@@ -209,7 +213,8 @@ static int l_semaphore(lua_State *L) {
     const char *why = zkl_path_error(path, len);
     if (why) return luaL_argerror(L, 2, lua_pushfstring(L, "semaphore path %s", why));
     uint64_t id;
-    int rc = zkl_semaphore_acquire(u->c, path, max, qty, timeout, (int)luaL_optinteger(L, 6, 0), &id);
+    int rc =
+        zkl_semaphore_acquire(u->c, path, max, qty, timeout, (int)luaL_optinteger(L, 6, 0), &id);
     if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
     lua_pushinteger(L, (lua_Integer)id);
     return 1;
@@ -323,9 +328,15 @@ static int id_call(lua_State *L, int (*fn)(zkl_client *, uint64_t)) {
     return 1;
 }
 
-static int l_release(lua_State *L) { return id_call(L, zkl_lock_release); }
-static int l_cancel(lua_State *L) { return id_call(L, zkl_lock_cancel); }
-static int l_abandon(lua_State *L) { return id_call(L, zkl_lock_abandon); }
+static int l_release(lua_State *L) {
+    return id_call(L, zkl_lock_release);
+}
+static int l_cancel(lua_State *L) {
+    return id_call(L, zkl_lock_cancel);
+}
+static int l_abandon(lua_State *L) {
+    return id_call(L, zkl_lock_abandon);
+}
 
 /* c:info(id) -> node|false, token, held, suspended | nil, msg, code */
 static int l_info(lua_State *L) {
@@ -333,8 +344,10 @@ static int l_info(lua_State *L) {
     zkl_lock_info info;
     int rc = zkl_lock_info_get(u->c, (uint64_t)luaL_checkinteger(L, 2), &info);
     if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
-    if (info.node[0]) lua_pushstring(L, info.node);
-    else lua_pushboolean(L, 0);
+    if (info.node[0])
+        lua_pushstring(L, info.node);
+    else
+        lua_pushboolean(L, 0);
     lua_pushinteger(L, (lua_Integer)info.token);
     lua_pushboolean(L, info.held);
     lua_pushboolean(L, info.suspended);
@@ -427,11 +440,19 @@ static int l_stats(lua_State *L) {
     zkl_stats s;
     zkl_client_stats(check(L)->c, &s);
     lua_createtable(L, 0, 10);
-#define F(name)                                  \
-    lua_pushinteger(L, (lua_Integer)s.name);     \
+#define F(name)                                                                                    \
+    lua_pushinteger(L, (lua_Integer)s.name);                                                       \
     lua_setfield(L, -2, #name)
-    F(creates); F(lists); F(gets); F(deletes); F(exists); F(ops);
-    F(watch_events); F(acquired); F(handoffs); F(sessions_expired);
+    F(creates);
+    F(lists);
+    F(gets);
+    F(deletes);
+    F(exists);
+    F(ops);
+    F(watch_events);
+    F(acquired);
+    F(handoffs);
+    F(sessions_expired);
 #undef F
     return 1;
 }
@@ -444,22 +465,34 @@ static int l_tostring(lua_State *L) {
 
 static const luaL_Reg meta[] = {{"__gc", l_gc}, {"__tostring", l_tostring}, {NULL, NULL}};
 
-static const luaL_Reg methods[] = {
-    {"close", l_close},       {"free", l_free},
-    {"fd", l_fd},             {"timeout", l_timeout},
-    {"process", l_process},   {"wait", l_wait},
-    {"next_event", l_next_event}, {"state", l_state},
-    {"session", l_session},   {"session_timeout", l_session_timeout},
-    {"session_count", l_session_count},
-    {"acquire", l_acquire},   {"release", l_release},
-    {"cancel", l_cancel},     {"abandon", l_abandon},
-    {"info", l_info},         {"op", l_op},
-    {"result", l_result},     {"add_auth", l_add_auth},
-    {"logs", l_logs},         {"stats", l_stats},
-    {"semaphore", l_semaphore}, {"lease_ids", l_lease_ids},
-    {"downgrade", l_downgrade}, {"multi", l_multi},
-    {"multi_result", l_multi_result}, {"acl", l_acl},
-    {NULL, NULL}};
+static const luaL_Reg methods[] = {{"close", l_close},
+                                   {"free", l_free},
+                                   {"fd", l_fd},
+                                   {"timeout", l_timeout},
+                                   {"process", l_process},
+                                   {"wait", l_wait},
+                                   {"next_event", l_next_event},
+                                   {"state", l_state},
+                                   {"session", l_session},
+                                   {"session_timeout", l_session_timeout},
+                                   {"session_count", l_session_count},
+                                   {"acquire", l_acquire},
+                                   {"release", l_release},
+                                   {"cancel", l_cancel},
+                                   {"abandon", l_abandon},
+                                   {"info", l_info},
+                                   {"op", l_op},
+                                   {"result", l_result},
+                                   {"add_auth", l_add_auth},
+                                   {"logs", l_logs},
+                                   {"stats", l_stats},
+                                   {"semaphore", l_semaphore},
+                                   {"lease_ids", l_lease_ids},
+                                   {"downgrade", l_downgrade},
+                                   {"multi", l_multi},
+                                   {"multi_result", l_multi_result},
+                                   {"acl", l_acl},
+                                   {NULL, NULL}};
 
 void zkl_lua_client_register(lua_State *L) {
     luaL_newmetatable(L, ZKL_CLIENT_MT);

@@ -1,6 +1,6 @@
 /* lzklock.c - luaopen_zklock_core: constants, the error table and module functions. */
-#include <string.h>
 #include <poll.h>
+#include <string.h>
 #include <time.h>
 
 #include "naming.h"
@@ -130,8 +130,8 @@ static const luaL_Reg funcs[] = {{"strerror", l_strerror},
                                  {"expire_session", l_expire_session},
                                  {NULL, NULL}};
 
-#define SETINT(name, value)          \
-    lua_pushinteger(L, (value));     \
+#define SETINT(name, value)                                                                        \
+    lua_pushinteger(L, (value));                                                                   \
     lua_setfield(L, -2, name)
 
 #if defined(__GNUC__)

@@ -30,8 +30,8 @@ static int64_t now_ms(void) {
 
 /* Events nobody waits for are only reported: session changes, lock states, warnings. */
 static void report(const zkl_event *ev) {
-    static const char *const states[] = {"?", "CONNECTING", "CONNECTED", "SUSPENDED", "EXPIRED",
-                                         "CLOSED"};
+    static const char *const states[] = {"?",         "CONNECTING", "CONNECTED",
+                                         "SUSPENDED", "EXPIRED",    "CLOSED"};
     static const char *const lock_states[] = {"?", "SUSPENDED", "RECONNECTED", "LOST"};
     if (ev->type == ZKL_EV_SESSION && ev->status >= 1 && ev->status <= 5)
         printf("session %s\n", states[ev->status]);
@@ -114,7 +114,8 @@ int main(int argc, char **argv) {
         fail("connecting", rc < 0 ? rc : ZKL_ETIMEDOUT);
         goto out;
     }
-    printf("connected to %s, session 0x%" PRIx64 "\n", hosts, (uint64_t)zkl_client_session(c, NULL));
+    printf("connected to %s, session 0x%" PRIx64 "\n", hosts,
+           (uint64_t)zkl_client_session(c, NULL));
 
     /* Acquire with a 5 s timeout: one ACQUIRED or FAILED event follows. */
     rc = zkl_lock_acquire(c, ZKL_MUTEX, path, 5000, 0, &id);
@@ -150,7 +151,9 @@ int main(int argc, char **argv) {
     rc = await(c, other, ZKL_EV_FAILED, 0, 10000, &ev);
     if (rc <= 0 || ev.type != ZKL_EV_FAILED || ev.status != ZKL_ETIMEDOUT) {
         fprintf(stderr, "lock_demo: try-once while held: expected FAILED/ETIMEDOUT, got %s\n",
-                rc <= 0 ? "nothing" : ev.type == ZKL_EV_ACQUIRED ? "ACQUIRED" : zkl_err_name(ev.status));
+                rc <= 0                      ? "nothing"
+                : ev.type == ZKL_EV_ACQUIRED ? "ACQUIRED"
+                                             : zkl_err_name(ev.status));
         goto out;
     }
     printf("try-once while held: %s\n", zkl_err_name(ev.status));
