@@ -6,7 +6,7 @@ PKGS=(
   build-essential cmake pkg-config
   libzookeeper-st-dev zookeeper default-jre-headless socat
   lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev lua-busted luarocks
-  clang libclang-rt-14-dev valgrind
+  clang libclang-rt-14-dev valgrind clang-format lua-check
   libcurator-recipes-java python3-kazoo
   lua-cqueues lua-luv
   nginx-core libnginx-mod-http-lua lua-resty-core curl
