@@ -826,6 +826,7 @@ int fz_tree_del(const char *path) {
     node *n = find(path);
     if (!n) return ZNONODE;
     if (fz_tree_children(path)) return ZNOTEMPTY;
+    live_del(path);
     del_node(n);
     return ZOK;
 }
@@ -873,6 +874,7 @@ int fz_tree_apply(fz_req *r, int *rcp, char **namep) {
         if (p) p->cversion++;
         int eph = (r->mode & ZOO_EPHEMERAL) != 0;
         add_node(name, r->mode, eph ? r->session : 0, r->data, r->len);
+        if (eph) live_add(name);
         *namep = xstrdup(name);
         fz_fire(ZOO_CREATED_EVENT, name);
         fz_fire(ZOO_CHILD_EVENT, parent);
@@ -886,6 +888,7 @@ int fz_tree_apply(fz_req *r, int *rcp, char **namep) {
             parent_of(r->path, parent, sizeof parent);
             node *p = find(parent);
             if (p) p->cversion++;
+            live_del(r->path);
             del_node(n);
         }
         break;
@@ -930,7 +933,6 @@ int fz_serve(fz_req *r) {
     }
     if (r->kind == FZ_CREATE && rc == ZOK) {
         r->created = name;
-        if (r->mode & ZOO_EPHEMERAL) live_add(name);
     } else {
         free(name);
     }
