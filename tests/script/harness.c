@@ -238,24 +238,31 @@ static const struct {
     {"sem", g_sem, &g_sem_n},           {"alloc", g_alloc, &g_alloc_n},
 };
 
+/* an argument names a group ("mutex") or one test ("mutex.grant") */
+static int wanted(int argc, char **argv, const char *group, const char *test) {
+    if (argc < 2) return 1;
+    for (int i = 1; i < argc; i++) {
+        size_t n = strlen(group);
+        if (strcmp(argv[i], group) == 0) return 1;
+        if (test && strncmp(argv[i], group, n) == 0 && argv[i][n] == '.' && strcmp(argv[i] + n + 1, test) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int ngroups = (int)(sizeof groups / sizeof groups[0]), total = 0, failed = 0, k = 0;
-    for (int g = 0; g < ngroups; g++) {
-        int want = argc < 2;
-        for (int i = 1; i < argc; i++) want |= strcmp(argv[i], groups[g].name) == 0;
-        if (want) total += *groups[g].n;
-    }
+    for (int g = 0; g < ngroups; g++)
+        for (int t = 0; t < *groups[g].n; t++) total += wanted(argc, argv, groups[g].name, groups[g].tests[t].name);
     if (total == 0) {
-        fprintf(stderr, "usage: %s [group...]; groups: mutex giveup session rw sem alloc\n", argv[0]);
+        fprintf(stderr, "usage: %s [group|group.test...]; groups: mutex giveup session rw sem alloc\n", argv[0]);
         return 2;
     }
     printf("1..%d\n", total);
     for (int g = 0; g < ngroups; g++) {
-        int want = argc < 2;
-        for (int i = 1; i < argc; i++) want |= strcmp(argv[i], groups[g].name) == 0;
-        if (!want) continue;
         for (int t = 0; t < *groups[g].n; t++) {
             const h_test *ht = &groups[g].tests[t];
+            if (!wanted(argc, argv, groups[g].name, ht->name)) continue;
             int c0 = h_checks, f0 = h_failures;
             struct timespec a, b;
             clock_gettime(CLOCK_MONOTONIC, &a);
