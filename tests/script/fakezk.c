@@ -462,7 +462,7 @@ static void fail_outstanding(int rc) {
 static void session_event(zhandle_t *zh, int state) {
     int n = F.nwatches;
     wtch *copy = xmalloc((size_t)(n ? n : 1) * sizeof *copy);
-    memcpy(copy, F.watches, (size_t)n * sizeof *copy);
+    if (n) memcpy(copy, F.watches, (size_t)n * sizeof *copy);
     if (zh->watcher) zh->watcher(zh, ZOO_SESSION_EVENT, state, "", zh->context);
     for (int i = 0; i < n && zh == F.zh; i++) copy[i].fn(zh, ZOO_SESSION_EVENT, state, "", copy[i].ctx);
     free(copy);
