@@ -1,0 +1,344 @@
+/* test_session.c - connection loss and session expiry around the mutex: protected-prefix
+ * adoption of a create whose reply was lost, re-create when no node carries the prefix, expiry
+ * in every phase (creating, listing, watching, held, releasing), SUSPENDED/RECONNECTED, LOST by
+ * the client's own timer, releases retried across a connection loss. */
+#include "harness.h"
+
+#define DIR "/s"
+
+static uint64_t start(zkl_client *c, fz_req **cr, fz_req **ls) {
+    uint64_t id = 0;
+    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, &id), ZKL_OK);
+    *cr = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
+    zkl_client_process(c);
+    *ls = EXPECT_REQ(FZ_CHILDREN, DIR);
+    return id;
+}
+
+/* acquire and hold (own seq 1, czxid 0x41) */
+static uint64_t hold(zkl_client *c, fz_req **cr) {
+    fz_req *ls;
+    uint64_t id = start(c, cr, &ls);
+    fz_create_ok(*cr, 1, 0x41);
+    fz_children_v(ls, h_seqname(*cr, 1), NULL);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
+    return id;
+}
+
+static void lost_create_reply(int server_created) {
+    zkl_client *c = h_client();
+    fz_req *cr, *ls;
+    uint64_t id = start(c, &cr, &ls);
+    fz_disconnect();
+    h_pump(c);
+    CHECK_INT(cr->rc, ZCONNECTIONLOSS);
+    CHECK_INT(ls->rc, ZCONNECTIONLOSS);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    EXPECT_NO_EV(c);
+    EXPECT_NO_REQ();
+    fz_connect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
+    fz_req *scan = EXPECT_REQ(FZ_CHILDREN, DIR); /* look for our prefix */
+    EXPECT_NO_REQ();
+    const char *o1 = h_other(1, "lock-", 2);
+    if (server_created) {
+        const char *own = h_seqname(cr, 3);
+        fz_children_v(scan, o1, own, NULL);
+        h_pump(c);
+        fz_req *ex = EXPECT_REQ(FZ_EXISTS, h_join(DIR, own)); /* its czxid is the token */
+        CHECK_STR(ex->path, h_join(DIR, own));
+        CHECK_INT(ex->watch, 0);
+        EXPECT_NO_REQ();
+        fz_stat_ok(ex, 0x333);
+        h_pump(c);
+        fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR);
+        EXPECT_NO_REQ();
+        fz_children_v(ls2, own, NULL); /* o1 left meanwhile */
+        h_pump(c);
+        EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
+        zkl_lock_info info;
+        zkl_lock_info_get(c, id, &info);
+        CHECK_INT(info.token, 0x333);
+        CHECK_STR(info.node, h_join(DIR, own));
+        zkl_stats st;
+        zkl_client_stats(c, &st);
+        CHECK_INT(st.creates, 1); /* adopted, not created again */
+        CHECK_INT(st.exists, 1);
+    } else {
+        fz_children_v(scan, o1, NULL);
+        h_pump(c);
+        fz_req *cr2 = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
+        CHECK_STR(cr2->path, cr->path); /* the same protected prefix */
+        fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR);
+        EXPECT_NO_REQ();
+        fz_create_ok(cr2, 3, 0x334);
+        fz_children_v(ls2, h_seqname(cr2, 3), NULL);
+        h_pump(c);
+        EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
+        zkl_lock_info info;
+        zkl_lock_info_get(c, id, &info);
+        CHECK_INT(info.token, 0x334);
+    }
+    EXPECT_NO_EV(c);
+    h_free(c);
+}
+
+static void adopt_by_prefix(void) { lost_create_reply(1); }
+static void recreate_without_prefix(void) { lost_create_reply(0); }
+
+/* A create answered ZOPERATIONTIMEOUT is as unknown as a lost one: scanned for, without any
+ * connection loss. */
+static void operation_timeout_scans(void) {
+    zkl_client *c = h_client();
+    fz_req *cr, *ls;
+    uint64_t id = start(c, &cr, &ls);
+    fz_reply(cr, ZOPERATIONTIMEOUT);
+    h_pump(c);
+    fz_req *scan = EXPECT_REQ(FZ_CHILDREN, DIR);
+    fz_children_v(ls, h_seqname(cr, 0), NULL); /* the stale pipelined listing: ignored */
+    h_pump(c);
+    EXPECT_NO_REQ();
+    EXPECT_NO_EV(c);
+    fz_children_v(scan, h_seqname(cr, 0), NULL);
+    h_pump(c);
+    fz_stat_ok(EXPECT_REQ(FZ_EXISTS, h_join(DIR, h_seqname(cr, 0))), 0x10);
+    h_pump(c);
+    fz_children_v(EXPECT_REQ(FZ_CHILDREN, DIR), h_seqname(cr, 0), NULL);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
+    h_free(c);
+}
+
+enum { X_CREATING, X_LISTING, X_WATCHING, X_HELD, X_RELEASING };
+
+/* The session expires: pending acquires fail ESESSION, a held lock is LOST (release then
+ * returns ELOST), a release in flight ends RELEASED with ELOST; a new session follows. */
+static void expire_in(int phase) {
+    zkl_client *c = h_client();
+    fz_req *cr, *ls, *g = NULL, *del = NULL;
+    uint64_t id = start(c, &cr, &ls);
+    const char *o1 = h_other(1, "lock-", 0);
+    if (phase >= X_LISTING) {
+        fz_create_ok(cr, 1, 0x51);
+        h_pump(c);
+    }
+    if (phase == X_WATCHING) {
+        fz_children_v(ls, o1, h_seqname(cr, 1), NULL);
+        h_pump(c);
+        g = EXPECT_REQ(FZ_GET, h_join(DIR, o1));
+        fz_data_ok(g, "o", 1);
+        h_pump(c);
+        CHECK_INT(fz_armed(h_join(DIR, o1)), 1);
+    }
+    if (phase >= X_HELD) {
+        fz_children_v(ls, h_seqname(cr, 1), NULL);
+        h_pump(c);
+        EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
+    }
+    if (phase == X_RELEASING) {
+        CHECK_INT(zkl_lock_release(c, id), ZKL_OK);
+        del = EXPECT_REQ(FZ_DELETE, cr->created);
+    }
+    EXPECT_NO_REQ();
+    EXPECT_NO_EV(c);
+    int64_t s1 = zkl_client_session(c, NULL);
+    CHECK(s1 != 0);
+    fz_expire();
+    h_pump(c);
+    if (phase <= X_WATCHING) EXPECT_EV(c, ZKL_EV_FAILED, id, ZKL_ESESSION);
+    if (phase == X_HELD) EXPECT_EV(c, ZKL_EV_LOCK_STATE, id, ZKL_LOCK_LOST);
+    if (phase == X_RELEASING) {
+        CHECK_INT(del->rc, ZSESSIONEXPIRED);
+        EXPECT_EV(c, ZKL_EV_RELEASED, id, ZKL_ELOST);
+    }
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_EXPIRED);
+    EXPECT_NO_EV(c);
+    CHECK_INT(zkl_client_state(c), ZKL_STATE_CONNECTING);
+    CHECK_INT(fz_handles_closed(), 1); /* the old handle is closed, a new one opened */
+    CHECK_INT(fz_handles_opened(), 2);
+    CHECK_INT(fz_armed_total(), 0);
+    if (phase == X_HELD) {
+        zkl_lock_info info;
+        CHECK_INT(zkl_lock_info_get(c, id, &info), ZKL_OK);
+        CHECK_INT(info.held, 0);
+        CHECK_INT(zkl_lock_release(c, id), ZKL_ELOST);
+        CHECK_INT(zkl_lock_release(c, id), ZKL_ENOTFOUND);
+    }
+    /* late events of the old session change nothing */
+    if (g) CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o1)), 0);
+    fz_connect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
+    EXPECT_NO_EV(c);
+    EXPECT_NO_REQ(); /* nothing to clean up: the old session's nodes went with it */
+    CHECK(zkl_client_session(c, NULL) != s1);
+    CHECK_INT(zkl_client_session_count(c), 2);
+    zkl_stats st;
+    zkl_client_stats(c, &st);
+    CHECK_INT(st.sessions_expired, 1);
+    h_free(c);
+}
+
+static void expire_creating(void) { expire_in(X_CREATING); }
+static void expire_listing(void) { expire_in(X_LISTING); }
+static void expire_watching(void) { expire_in(X_WATCHING); }
+static void expire_held(void) { expire_in(X_HELD); }
+static void expire_releasing(void) { expire_in(X_RELEASING); }
+
+/* Connection loss while held: SUSPENDED, then RECONNECTED when the same session comes back. */
+static void held_suspended_reconnected(void) {
+    zkl_client *c = h_client();
+    fz_req *cr;
+    uint64_t id = hold(c, &cr);
+    fz_disconnect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    EXPECT_EV(c, ZKL_EV_LOCK_STATE, id, ZKL_LOCK_SUSPENDED);
+    EXPECT_NO_EV(c);
+    zkl_lock_info info;
+    zkl_lock_info_get(c, id, &info);
+    CHECK_INT(info.held, 1);
+    CHECK_INT(info.suspended, 1);
+    h_advance(c, 3000);
+    EXPECT_NO_EV(c);
+    fz_connect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
+    EXPECT_EV(c, ZKL_EV_LOCK_STATE, id, ZKL_LOCK_RECONNECTED);
+    EXPECT_NO_EV(c);
+    EXPECT_NO_REQ();
+    CHECK_INT(zkl_client_session_count(c), 1);
+    zkl_lock_info_get(c, id, &info);
+    CHECK_INT(info.suspended, 0);
+    h_free(c);
+}
+
+/* Suspended too long: the holder is told LOST a session timeout less a margin (10 s - 1 s) after
+ * it last heard from the server, before the server could have given the lock to anyone else. */
+static void held_lost_by_timer(void) {
+    zkl_client *c = h_client();
+    fz_req *cr;
+    uint64_t id = hold(c, &cr);
+    fz_disconnect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    EXPECT_EV(c, ZKL_EV_LOCK_STATE, id, ZKL_LOCK_SUSPENDED);
+    h_advance(c, 8999);
+    EXPECT_NO_EV(c);
+    CHECK_INT(zkl_client_timeout_ms(c), 1);
+    h_advance(c, 1);
+    EXPECT_EV(c, ZKL_EV_LOCK_STATE, id, ZKL_LOCK_LOST);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_EXPIRED);
+    EXPECT_NO_EV(c);
+    CHECK_INT(fz_handles_closed(), 1);
+    CHECK_INT(zkl_lock_release(c, id), ZKL_ELOST);
+    h_free(c);
+}
+
+/* A client nobody drove for a whole session timeout takes its session as expired. */
+static void not_driven_for_a_timeout(void) {
+    zkl_client *c = h_client();
+    fz_req *cr;
+    uint64_t id = hold(c, &cr);
+    fz_advance(10000);
+    zkl_client_process(c);
+    EXPECT_EV(c, ZKL_EV_LOCK_STATE, id, ZKL_LOCK_LOST);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_EXPIRED);
+    EXPECT_NO_EV(c);
+    h_free(c);
+}
+
+/* A release while disconnected waits; its delete lost with the connection is sent again. */
+static void release_across_connection_loss(void) {
+    zkl_client *c = h_client();
+    fz_req *cr;
+    uint64_t id = hold(c, &cr);
+    fz_disconnect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    EXPECT_EV(c, ZKL_EV_LOCK_STATE, id, ZKL_LOCK_SUSPENDED);
+    CHECK_INT(zkl_lock_release(c, id), ZKL_OK);
+    h_pump(c);
+    EXPECT_NO_REQ();
+    fz_connect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
+    EXPECT_NO_EV(c); /* releasing: no RECONNECTED for it */
+    fz_req *d1 = EXPECT_REQ(FZ_DELETE, cr->created);
+    EXPECT_NO_REQ();
+    fz_disconnect(); /* this delete's reply is lost too */
+    h_pump(c);
+    CHECK_INT(d1->rc, ZCONNECTIONLOSS);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    EXPECT_NO_EV(c);
+    fz_connect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
+    fz_req *d2 = EXPECT_REQ(FZ_DELETE, cr->created);
+    fz_reply(d2, ZNONODE); /* the first one had been applied */
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_RELEASED, id, ZKL_OK);
+    EXPECT_NO_EV(c);
+    EXPECT_NO_REQ();
+    h_free(c);
+}
+
+/* A waiter's getData lost with the connection: it lists again after reconnect. */
+static void waiter_relists_after_reconnect(void) {
+    zkl_client *c = h_client();
+    fz_req *cr, *ls;
+    uint64_t id = start(c, &cr, &ls);
+    const char *o1 = h_other(1, "lock-", 0);
+    fz_create_ok(cr, 1, 1);
+    fz_children_v(ls, o1, h_seqname(cr, 1), NULL);
+    h_pump(c);
+    fz_req *g = EXPECT_REQ(FZ_GET, h_join(DIR, o1));
+    fz_disconnect();
+    h_pump(c);
+    CHECK_INT(g->rc, ZCONNECTIONLOSS);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    fz_connect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
+    fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR);
+    EXPECT_NO_REQ();
+    fz_children_v(ls2, h_seqname(cr, 1), NULL);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
+    h_free(c);
+}
+
+/* Closing the client: a pending acquire fails ECLOSED, a release in flight completes, the
+ * session is closed (its nodes vanish with it). */
+static void close_with_work_pending(void) {
+    zkl_client *c = h_client();
+    fz_req *cr, *ls;
+    uint64_t held = hold(c, &cr);
+    uint64_t waiting = start(c, &cr, &ls);
+    CHECK_INT(zkl_lock_release(c, held), ZKL_OK);
+    fz_drop_link(); /* so that close does not wait for replies */
+    CHECK_INT(zkl_client_close(c), ZKL_OK);
+    EXPECT_EV(c, ZKL_EV_FAILED, waiting, ZKL_ECLOSED);
+    EXPECT_EV(c, ZKL_EV_RELEASED, held, ZKL_OK);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CLOSED);
+    EXPECT_NO_EV(c);
+    CHECK_INT(fz_handles_closed(), 1);
+    CHECK_INT(fz_handle_open(), 0);
+    CHECK_INT(zkl_client_process(c), ZKL_ECLOSED);
+    uint64_t x;
+    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, &x), ZKL_ECLOSED);
+    zkl_client_free(c);
+}
+
+H_DEFINE_GROUP(g_session, {"adopt_by_prefix", adopt_by_prefix},
+               {"recreate_without_prefix", recreate_without_prefix},
+               {"operation_timeout_scans", operation_timeout_scans}, {"expire_creating", expire_creating},
+               {"expire_listing", expire_listing}, {"expire_watching", expire_watching},
+               {"expire_held", expire_held}, {"expire_releasing", expire_releasing},
+               {"held_suspended_reconnected", held_suspended_reconnected},
+               {"held_lost_by_timer", held_lost_by_timer}, {"not_driven_for_a_timeout", not_driven_for_a_timeout},
+               {"release_across_connection_loss", release_across_connection_loss},
+               {"waiter_relists_after_reconnect", waiter_relists_after_reconnect},
+               {"close_with_work_pending", close_with_work_pending});
