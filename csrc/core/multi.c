@@ -6,7 +6,7 @@
  * (child_event) until all are held; then each is an ordinary hold of its own. */
 #include <string.h>
 
-#include "internal.h"
+#include "queue.h"
 
 typedef struct multi_item {
     zkl_recipe recipe;
@@ -79,18 +79,20 @@ static void multi_start_next(zkl_client *c, zkl_mop *m) {
         }
         if (t < 0 || left < t) t = (int)left;
     }
-    uint64_t id;
+    zkl_op *ch;
     int rc = it->max_leases > 0
-                 ? zkl__semaphore_acquire(c, it->path, it->max_leases, 1, t, it->acl, &id)
-                 : zkl__lock_acquire(c, it->recipe, it->path, t, it->acl, &id);
+                 ? zkl__semaphore_new(c, it->path, it->max_leases, 1, t, it->acl, &ch)
+                 : zkl__lock_new(c, it->recipe, it->path, t, it->acl, &ch);
     if (rc != ZKL_OK) {
         multi_rollback(c, m, m->next_item, rc);
         return;
     }
-    zkl_op *ch = zkl__op_find(c, id);
+    /* linked before it starts: a component that fails at once reports to this multi-lock */
     ch->parent_id = m->op.id;
     ch->multi_index = m->next_item;
-    m->child_ids[m->next_item] = id;
+    m->child_ids[m->next_item] = ch->id;
+    uint64_t id;
+    zkl__queue_start(c, ch, &id);
 }
 
 static void multi_child(zkl_client *c, zkl_op *op, zkl_op *ch, int type, int status) {

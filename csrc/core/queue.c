@@ -75,13 +75,28 @@ void zkl__queue_free_fields(zkl_client *c, zkl_op *op) {
     zkl__strfree(c, q->fixed_name);
 }
 
+static void ignore_reply(int rc, const void *data) {
+    (void)rc, (void)data;
+}
+
+/* No memory for a cleanup op: delete at once without one (best effort: not retried after a
+ * connection loss), rather than leave a node that others queue behind while the session lives. */
+static void delete_now(zkl_client *c, const char *node) {
+    if (!node || !zkl__connected(c)) return;
+    c->stats.deletes++;
+    c->zk->adelete(c->zh, node, -1, ignore_reply, NULL);
+}
+
 /* A background op that deletes `node` (or, with node NULL, every child of dir named with
  * prefix): used for nodes an op no longer owns itself (leases of a failed semaphore acquire,
  * the internal mutex node of a granted one). No event is ever reported for it. */
 void zkl__queue_cleanup(zkl_client *c, const char *dir, const char *prefix, const char *node,
                         int held_head) {
     zkl_op *op = zkl__op_new(c, &zkl__queue_kind);
-    if (!op) return; /* out of memory: the node stays until the session ends */
+    if (!op) {
+        delete_now(c, node);
+        return;
+    }
     zkl_qop *q = QOP(op);
     op->user_gone = 1;
     q->held_head = held_head;
@@ -94,6 +109,7 @@ void zkl__queue_cleanup(zkl_client *c, const char *dir, const char *prefix, cons
     if (!q->dir || !q->prefix || (node && !q->node)) {
         op->phase = P_DONE;
         zkl__op_maybe_free(c, op);
+        delete_now(c, node);
         return;
     }
     KICK(c, op);
@@ -112,17 +128,13 @@ static int watch_shared(zkl_client *c, zkl_op *op, const char *path) {
     return 0;
 }
 
-static void remove_reply(int rc, const void *data) {
-    (void)rc, (void)data;
-}
-
 /* Remove every watch of this type on the path (the caller checked no other op of ours needs it):
  * removing one watcher by its function and context only sends CheckWatches, which leaves the
  * server's watch in place. zookeeper.h declares the completion as void_completion_t *, but the
  * client stores and calls it as a plain void_completion_t (and asserts it is set). */
 void zkl__remove_watches(zkl_client *c, const char *path, int type) {
     c->zk->aremove_all_watches(c->zh, path, (ZooWatcherType)type, 0,
-                               (void_completion_t *)(void (*)(void))remove_reply, NULL);
+                               (void_completion_t *)(void (*)(void))ignore_reply, NULL);
 }
 
 /* Take back the watch an abandoned waiter left armed, so a release does not wake a waiter that is
@@ -660,17 +672,22 @@ int zkl__queue_start(zkl_client *c, zkl_op *op, uint64_t *id) {
     return ZKL_OK;
 }
 
-int zkl__lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
-                      uint64_t *id) {
-    zkl_op *op;
+int zkl__lock_new(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
+                  zkl_op **out) {
     if (c->closed) return ZKL_ECLOSED;
     if (!path || zkl_path_error(path, strlen(path))) return ZKL_EINVAL;
     if (recipe != ZKL_MUTEX && recipe != ZKL_READ && recipe != ZKL_WRITE) return ZKL_EINVAL;
     int rc =
-        zkl__queue_new(c, &zkl__queue_kind, path, zkl__recipe_token(recipe), timeout_ms, acl, &op);
-    if (rc != ZKL_OK) return rc;
-    QOP(op)->recipe = recipe;
-    return zkl__queue_start(c, op, id);
+        zkl__queue_new(c, &zkl__queue_kind, path, zkl__recipe_token(recipe), timeout_ms, acl, out);
+    if (rc == ZKL_OK) QOP(*out)->recipe = recipe;
+    return rc;
+}
+
+int zkl__lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
+                      uint64_t *id) {
+    zkl_op *op;
+    int rc = zkl__lock_new(c, recipe, path, timeout_ms, acl, &op);
+    return rc != ZKL_OK ? rc : zkl__queue_start(c, op, id);
 }
 
 int zkl__lock_downgrade(zkl_client *c, uint64_t write_id, uint64_t *id) {

@@ -61,6 +61,11 @@ extern const zkl_kind zkl__queue_kind;
 int zkl__queue_new(zkl_client *c, const zkl_kind *kind, const char *dir, const char *token,
                    int timeout_ms, int acl, zkl_op **out);
 int zkl__queue_start(zkl_client *c, zkl_op *op, uint64_t *id);
+/* a lock or semaphore acquisition made but not started (the multi-lock links it first) */
+int zkl__lock_new(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
+                  zkl_op **out);
+int zkl__semaphore_new(zkl_client *c, const char *path, int max_leases, int qty, int timeout_ms,
+                       int acl, zkl_op **out);
 void zkl__queue_kick(zkl_client *c, zkl_op *op);
 void zkl__queue_fail(zkl_client *c, zkl_op *op, int status);
 void zkl__queue_acquired(zkl_client *c, zkl_op *op);

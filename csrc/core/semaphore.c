@@ -444,8 +444,8 @@ static void lease_scan_reply(int rc, const struct String_vector *v, const void *
 
 /* ---------------------------------------------------------------- public API */
 
-int zkl__semaphore_acquire(zkl_client *c, const char *path, int max_leases, int qty, int timeout_ms,
-                           int acl, uint64_t *id) {
+int zkl__semaphore_new(zkl_client *c, const char *path, int max_leases, int qty, int timeout_ms,
+                       int acl, zkl_op **out) {
     zkl_op *op;
     if (c->closed) return ZKL_ECLOSED;
     if (!path || zkl_path_error(path, strlen(path))) return ZKL_EINVAL;
@@ -483,7 +483,15 @@ int zkl__semaphore_acquire(zkl_client *c, const char *path, int max_leases, int 
         return ZKL_ENOMEM;
     }
     memset(s->split_ids, 0, (size_t)qty * sizeof *s->split_ids);
-    return zkl__queue_start(c, op, id);
+    *out = op;
+    return ZKL_OK;
+}
+
+int zkl__semaphore_acquire(zkl_client *c, const char *path, int max_leases, int qty, int timeout_ms,
+                           int acl, uint64_t *id) {
+    zkl_op *op;
+    int rc = zkl__semaphore_new(c, path, max_leases, qty, timeout_ms, acl, &op);
+    return rc != ZKL_OK ? rc : zkl__queue_start(c, op, id);
 }
 
 int zkl__lease_ids(zkl_client *c, uint64_t id, uint64_t *ids, int n) {

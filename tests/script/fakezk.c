@@ -104,14 +104,14 @@ static char *xstrdup(const char *s) {
     return d;
 }
 
-#define GROW(arr, n, cap)                                                     \
-    do {                                                                      \
-        if ((n) == (cap)) {                                                   \
-            (cap) = (cap) ? (cap)*2 : 16;                                     \
-            void *p_ = realloc((arr), (size_t)(cap) * sizeof *(arr));         \
-            if (!p_) abort();                                                 \
-            (arr) = p_;                                                       \
-        }                                                                     \
+#define GROW(arr, n, cap)                                                                          \
+    do {                                                                                           \
+        if ((n) == (cap)) {                                                                        \
+            (cap) = (cap) ? (cap)*2 : 16;                                                          \
+            void *p_ = realloc((arr), (size_t)(cap) * sizeof *(arr));                              \
+            if (!p_) abort();                                                                      \
+            (arr) = p_;                                                                            \
+        }                                                                                          \
     } while (0)
 
 /* ------------------------------------------------------------------ fd */
@@ -129,8 +129,10 @@ static void sync_fd(void) {
 
 static void push(item *it) {
     it->next = NULL;
-    if (F.tail) F.tail->next = it;
-    else F.head = it;
+    if (F.tail)
+        F.tail->next = it;
+    else
+        F.head = it;
     F.tail = it;
     sync_fd();
 }
@@ -164,25 +166,32 @@ static void live_del(const char *path) {
 }
 
 static void live_clear(void) {
-    for (int i = 0; i < F.nlive; i++) free(F.live[i]);
+    for (int i = 0; i < F.nlive; i++)
+        free(F.live[i]);
     F.nlive = 0;
 }
 
-int fz_live(void) { return F.nlive; }
-const char *fz_live_at(int i) { return i >= 0 && i < F.nlive ? F.live[i] : NULL; }
+int fz_live(void) {
+    return F.nlive;
+}
+const char *fz_live_at(int i) {
+    return i >= 0 && i < F.nlive ? F.live[i] : NULL;
+}
 
 /* ------------------------------------------------------------------ tree */
 
 static void tree_drop_ephemerals(int64_t owner);
 
 static void watches_clear(void) {
-    for (int i = 0; i < F.nwatches; i++) free(F.watches[i].path);
+    for (int i = 0; i < F.nwatches; i++)
+        free(F.watches[i].path);
     F.nwatches = 0;
 }
 
 static void req_free(fz_req *r) {
     struct fz_req_private *p = r->priv;
-    for (int i = 0; i < p->nchildren; i++) free(p->children[i]);
+    for (int i = 0; i < p->nchildren; i++)
+        free(p->children[i]);
     free(p->children);
     free(p->data);
     free(p);
@@ -199,7 +208,8 @@ void fz_reset(void) {
         item_free(it);
     }
     F.tail = NULL;
-    for (int i = 0; i < F.nreqs; i++) req_free(F.reqs[i]);
+    for (int i = 0; i < F.nreqs; i++)
+        req_free(F.reqs[i]);
     free(F.reqs);
     watches_clear();
     free(F.watches);
@@ -225,25 +235,39 @@ void fz_reset(void) {
     sync_fd();
 }
 
-int64_t fz_now(void) { return F.now; }
-void fz_advance(int64_t ms) { F.now += ms; }
+int64_t fz_now(void) {
+    return F.now;
+}
+void fz_advance(int64_t ms) {
+    F.now += ms;
+}
 
 /* ------------------------------------------------------------------ requests */
 
-int fz_nreqs(void) { return F.nreqs; }
-fz_req *fz_req_at(int i) { return i >= 0 && i < F.nreqs ? F.reqs[i] : NULL; }
-fz_req *fz_next(void) { return F.taken < F.nreqs ? F.reqs[F.taken++] : NULL; }
-int fz_untaken(void) { return F.nreqs - F.taken; }
+int fz_nreqs(void) {
+    return F.nreqs;
+}
+fz_req *fz_req_at(int i) {
+    return i >= 0 && i < F.nreqs ? F.reqs[i] : NULL;
+}
+fz_req *fz_next(void) {
+    return F.taken < F.nreqs ? F.reqs[F.taken++] : NULL;
+}
+int fz_untaken(void) {
+    return F.nreqs - F.taken;
+}
 
 int fz_unanswered(void) {
     int n = 0;
-    for (int i = 0; i < F.nreqs; i++) n += F.reqs[i]->status == FZ_PENDING;
+    for (int i = 0; i < F.nreqs; i++)
+        n += F.reqs[i]->status == FZ_PENDING;
     return n;
 }
 
 int fz_queued(void) {
     int n = 0;
-    for (item *it = F.head; it; it = it->next) n++;
+    for (item *it = F.head; it; it = it->next)
+        n++;
     return n;
 }
 
@@ -253,8 +277,8 @@ const char *fz_base(const char *path) {
 }
 
 static const char *kind_name(int k) {
-    static const char *n[] = {"?", "create", "delete", "exists", "get", "children", "set", "multi",
-                              "removeWatches", "auth"};
+    static const char *n[] = {"?",        "create", "delete", "exists",        "get",
+                              "children", "set",    "multi",  "removeWatches", "auth"};
     return k >= 1 && k <= FZ_AUTH ? n[k] : "?";
 }
 
@@ -308,11 +332,11 @@ int fz_fire(int type, const char *path) {
     int n = 0;
     for (int i = 0; i < F.nwatches;) {
         wtch *w = &F.watches[i];
-        int hit = strcmp(w->path, path) == 0 &&
-                  ((type == ZOO_DELETED_EVENT) ||
-                   (type == ZOO_CHANGED_EVENT && w->kind != W_CHILD) ||
-                   (type == ZOO_CREATED_EVENT && w->kind == W_EXIST) ||
-                   (type == ZOO_CHILD_EVENT && w->kind == W_CHILD));
+        int hit =
+            strcmp(w->path, path) == 0 &&
+            ((type == ZOO_DELETED_EVENT) || (type == ZOO_CHANGED_EVENT && w->kind != W_CHILD) ||
+             (type == ZOO_CREATED_EVENT && w->kind == W_EXIST) ||
+             (type == ZOO_CHILD_EVENT && w->kind == W_CHILD));
         if (!hit) {
             i++;
             continue;
@@ -332,11 +356,14 @@ int fz_fire(int type, const char *path) {
 
 int fz_armed(const char *path) {
     int n = 0;
-    for (int i = 0; i < F.nwatches; i++) n += strcmp(F.watches[i].path, path) == 0;
+    for (int i = 0; i < F.nwatches; i++)
+        n += strcmp(F.watches[i].path, path) == 0;
     return n;
 }
 
-int fz_armed_total(void) { return F.nwatches; }
+int fz_armed_total(void) {
+    return F.nwatches;
+}
 
 static void remove_watches(const char *path, int wtype) {
     for (int i = 0; i < F.nwatches;) {
@@ -360,9 +387,12 @@ static int answer(fz_req *r, int rc) {
     r->rc = rc;
     /* the server registers a watch when it processes the request */
     if (r->watch && F.zh && r->priv->handle == F.zh->gen) {
-        if (r->kind == FZ_EXISTS && (rc == ZOK || rc == ZNONODE)) arm(r, rc == ZOK ? W_DATA : W_EXIST);
-        else if (r->kind == FZ_GET && rc == ZOK) arm(r, W_DATA);
-        else if (r->kind == FZ_CHILDREN && rc == ZOK) arm(r, W_CHILD);
+        if (r->kind == FZ_EXISTS && (rc == ZOK || rc == ZNONODE))
+            arm(r, rc == ZOK ? W_DATA : W_EXIST);
+        else if (r->kind == FZ_GET && rc == ZOK)
+            arm(r, W_DATA);
+        else if (r->kind == FZ_CHILDREN && rc == ZOK)
+            arm(r, W_CHILD);
     }
     if (r->kind == FZ_REMOVE_WATCHES && rc == ZOK) remove_watches(r->path, r->mode);
     if (r->kind == FZ_DELETE && (rc == ZOK || rc == ZNONODE)) live_del(r->path);
@@ -373,13 +403,17 @@ static int answer(fz_req *r, int rc) {
     return 0;
 }
 
-int fz_reply(fz_req *r, int rc) { return answer(r, rc); }
+int fz_reply(fz_req *r, int rc) {
+    return answer(r, rc);
+}
 
 int fz_create_ok(fz_req *r, int seq, int64_t czxid) {
     if (!r || r->kind != FZ_CREATE || r->status != FZ_PENDING) return -1;
     char buf[2048];
-    if (r->mode & ZOO_SEQUENCE) snprintf(buf, sizeof buf, "%s%010d", r->path, seq);
-    else snprintf(buf, sizeof buf, "%s", r->path);
+    if (r->mode & ZOO_SEQUENCE)
+        snprintf(buf, sizeof buf, "%s%010d", r->path, seq);
+    else
+        snprintf(buf, sizeof buf, "%s", r->path);
     r->created = xstrdup(buf);
     r->priv->stat.czxid = r->priv->stat.mzxid = czxid;
     if (r->mode & ZOO_EPHEMERAL) live_add(buf);
@@ -389,10 +423,12 @@ int fz_create_ok(fz_req *r, int seq, int64_t czxid) {
 int fz_children_ok(fz_req *r, const char *const *names) {
     if (!r || r->kind != FZ_CHILDREN || r->status != FZ_PENDING) return -1;
     int n = 0;
-    while (names && names[n]) n++;
+    while (names && names[n])
+        n++;
     struct fz_req_private *p = r->priv;
     p->children = xmalloc((size_t)(n ? n : 1) * sizeof *p->children);
-    for (int i = 0; i < n; i++) p->children[i] = xstrdup(names[i]);
+    for (int i = 0; i < n; i++)
+        p->children[i] = xstrdup(names[i]);
     p->nchildren = n;
     return answer(r, ZOK);
 }
@@ -402,7 +438,8 @@ int fz_children_v(fz_req *r, ...) {
     int n = 0;
     va_list ap;
     va_start(ap, r);
-    for (const char *s; n < 255 && (s = va_arg(ap, const char *)) != NULL;) names[n++] = s;
+    for (const char *s; n < 255 && (s = va_arg(ap, const char *)) != NULL;)
+        names[n++] = s;
     va_end(ap);
     names[n] = NULL;
     return fz_children_ok(r, names);
@@ -437,7 +474,8 @@ static void complete(fz_req *r, int rc, int use_answer) {
         if (p->done.st) p->done.st(rc, ok ? &p->stat : NULL, p->ctx);
         break;
     case FZ_GET:
-        if (p->done.d) p->done.d(rc, ok ? p->data : NULL, ok ? p->len : -1, ok ? &p->stat : NULL, p->ctx);
+        if (p->done.d)
+            p->done.d(rc, ok ? p->data : NULL, ok ? p->len : -1, ok ? &p->stat : NULL, p->ctx);
         break;
     case FZ_CHILDREN: {
         struct String_vector v = {p->nchildren, p->children};
@@ -464,7 +502,8 @@ static void session_event(zhandle_t *zh, int state) {
     wtch *copy = xmalloc((size_t)(n ? n : 1) * sizeof *copy);
     if (n) memcpy(copy, F.watches, (size_t)n * sizeof *copy);
     if (zh->watcher) zh->watcher(zh, ZOO_SESSION_EVENT, state, "", zh->context);
-    for (int i = 0; i < n && zh == F.zh; i++) copy[i].fn(zh, ZOO_SESSION_EVENT, state, "", copy[i].ctx);
+    for (int i = 0; i < n && zh == F.zh; i++)
+        copy[i].fn(zh, ZOO_SESSION_EVENT, state, "", copy[i].ctx);
     free(copy);
 }
 
@@ -476,7 +515,9 @@ static void doom_pending(void) {
         if (F.reqs[i]->status == FZ_PENDING) F.reqs[i]->status = FZ_ANSWERED;
 }
 
-void fz_connect(void) { push(new_item(IT_UP)); }
+void fz_connect(void) {
+    push(new_item(IT_UP));
+}
 
 void fz_disconnect(void) {
     doom_pending();
@@ -492,16 +533,26 @@ void fz_drop_link(void) {
     if (F.zh) F.zh->state = ZOO_CONNECTING_STATE;
 }
 
-int fz_state(void) { return F.zh ? F.zh->state : 0; }
-int64_t fz_session(void) { return F.zh ? F.zh->cid.client_id : 0; }
-int fz_handles_opened(void) { return F.opened; }
-int fz_handles_closed(void) { return F.closed; }
-int fz_handle_open(void) { return F.zh != NULL; }
+int fz_state(void) {
+    return F.zh ? F.zh->state : 0;
+}
+int64_t fz_session(void) {
+    return F.zh ? F.zh->cid.client_id : 0;
+}
+int fz_handles_opened(void) {
+    return F.opened;
+}
+int fz_handles_closed(void) {
+    return F.closed;
+}
+int fz_handle_open(void) {
+    return F.zh != NULL;
+}
 
 /* ------------------------------------------------------------------ the table */
 
-static zhandle_t *t_init(const char *hosts, watcher_fn watcher, int recv_timeout, const clientid_t *id,
-                         void *context, int flags, log_callback_fn log) {
+static zhandle_t *t_init(const char *hosts, watcher_fn watcher, int recv_timeout,
+                         const clientid_t *id, void *context, int flags, log_callback_fn log) {
     (void)hosts, (void)id, (void)flags, (void)log;
     if (F.zh) return NULL; /* one handle at a time */
     zhandle_t *zh = xmalloc(sizeof *zh);
@@ -572,8 +623,12 @@ static int t_process(zhandle_t *zh, int events) {
             continue;
         }
         switch (it->type) {
-        case IT_REPLY: complete(it->req, it->req->rc, 1); break;
-        case IT_WATCH: it->fn(zh, it->ev, zh->state, it->path, it->ctx); break;
+        case IT_REPLY:
+            complete(it->req, it->req->rc, 1);
+            break;
+        case IT_WATCH:
+            it->fn(zh, it->ev, zh->state, it->path, it->ctx);
+            break;
         case IT_UP:
             if (!zh->ever_connected) {
                 zh->ever_connected = 1;
@@ -604,12 +659,25 @@ static int t_process(zhandle_t *zh, int events) {
     }
 }
 
-static int t_state(zhandle_t *zh) { return zh ? zh->state : 0; }
-static int t_recv_timeout(zhandle_t *zh) { return zh ? zh->timeout : 0; }
-static const clientid_t *t_client_id(zhandle_t *zh) { return zh ? &zh->cid : NULL; }
-static const void *t_get_context(zhandle_t *zh) { return zh ? zh->context : NULL; }
-static int t_resolution_delay(zhandle_t *zh, int ms) { (void)zh, (void)ms; return ZOK; }
-static void t_debug_level(ZooLogLevel l) { (void)l; }
+static int t_state(zhandle_t *zh) {
+    return zh ? zh->state : 0;
+}
+static int t_recv_timeout(zhandle_t *zh) {
+    return zh ? zh->timeout : 0;
+}
+static const clientid_t *t_client_id(zhandle_t *zh) {
+    return zh ? &zh->cid : NULL;
+}
+static const void *t_get_context(zhandle_t *zh) {
+    return zh ? zh->context : NULL;
+}
+static int t_resolution_delay(zhandle_t *zh, int ms) {
+    (void)zh, (void)ms;
+    return ZOK;
+}
+static void t_debug_level(ZooLogLevel l) {
+    (void)l;
+}
 
 static int t_add_auth(zhandle_t *zh, const char *scheme, const char *cert, int len,
                       void_completion_t done, const void *data) {
@@ -658,7 +726,8 @@ static int t_aexists(zhandle_t *zh, const char *path, int watch, stat_completion
     return ZOK;
 }
 
-static int t_aget(zhandle_t *zh, const char *path, int watch, data_completion_t done, const void *data) {
+static int t_aget(zhandle_t *zh, const char *path, int watch, data_completion_t done,
+                  const void *data) {
     if (!usable(zh)) return ZINVALIDSTATE;
     fz_req *r = record(zh, FZ_GET, path, data);
     r->watch = watch != 0;
@@ -727,30 +796,18 @@ static int t_aremove_all_watches(zhandle_t *zh, const char *path, ZooWatcherType
     return ZOK;
 }
 
-static int64_t t_now_ms(void) { return F.now; }
+static int64_t t_now_ms(void) {
+    return F.now;
+}
 
 const zkl_zk fz_table = {
-    t_init,
-    t_close,
-    t_interest,
-    t_process,
-    t_state,
-    t_recv_timeout,
-    t_client_id,
-    t_get_context,
-    t_resolution_delay,
-    t_debug_level,
-    t_add_auth,
-    t_acreate2,
-    t_adelete,
-    t_aexists,
-    t_aget,
-    t_awget,
-    t_aget_children,
-    t_awget_children,
-    t_aset,
-    t_amulti,
-    t_aremove_all_watches,
+    t_init,        t_close,         t_interest,
+    t_process,     t_state,         t_recv_timeout,
+    t_client_id,   t_get_context,   t_resolution_delay,
+    t_debug_level, t_add_auth,      t_acreate2,
+    t_adelete,     t_aexists,       t_aget,
+    t_awget,       t_aget_children, t_awget_children,
+    t_aset,        t_amulti,        t_aremove_all_watches,
     t_now_ms,
 };
 
@@ -778,11 +835,14 @@ static int is_child(const char *parent, const char *path) {
     return strchr(path + n + 1, '/') == NULL && path[n + 1] != '\0';
 }
 
-int fz_tree_has(const char *path) { return strcmp(path, "/") == 0 || find(path) != NULL; }
+int fz_tree_has(const char *path) {
+    return strcmp(path, "/") == 0 || find(path) != NULL;
+}
 
 int fz_tree_children(const char *path) {
     int n = 0;
-    for (int i = 0; i < F.nnodes; i++) n += is_child(path, F.nodes[i].path);
+    for (int i = 0; i < F.nnodes; i++)
+        n += is_child(path, F.nodes[i].path);
     return n;
 }
 
@@ -881,9 +941,12 @@ int fz_tree_apply(fz_req *r, int *rcp, char **namep) {
         break;
     }
     case FZ_DELETE:
-        if (!n) rc = ZNONODE;
-        else if (fz_tree_children(r->path)) rc = ZNOTEMPTY;
-        else if (r->mode >= 0 && r->mode != n->version) rc = ZBADVERSION;
+        if (!n)
+            rc = ZNONODE;
+        else if (fz_tree_children(r->path))
+            rc = ZNOTEMPTY;
+        else if (r->mode >= 0 && r->mode != n->version)
+            rc = ZBADVERSION;
         else {
             parent_of(r->path, parent, sizeof parent);
             node *p = find(parent);
@@ -893,8 +956,10 @@ int fz_tree_apply(fz_req *r, int *rcp, char **namep) {
         }
         break;
     case FZ_SET:
-        if (!n) rc = ZNONODE;
-        else if (r->mode >= 0 && r->mode != n->version) rc = ZBADVERSION;
+        if (!n)
+            rc = ZNONODE;
+        else if (r->mode >= 0 && r->mode != n->version)
+            rc = ZBADVERSION;
         else {
             free(n->data);
             n->data = xmalloc((size_t)r->len + 1);
@@ -906,10 +971,18 @@ int fz_tree_apply(fz_req *r, int *rcp, char **namep) {
         }
         break;
     case FZ_EXISTS:
-    case FZ_GET: rc = n || strcmp(r->path, "/") == 0 ? ZOK : ZNONODE; break;
-    case FZ_CHILDREN: rc = fz_tree_has(r->path) ? ZOK : ZNONODE; break;
-    case FZ_REMOVE_WATCHES: rc = fz_armed(r->path) ? ZOK : ZNOWATCHER; break;
-    default: rc = ZOK; break;
+    case FZ_GET:
+        rc = n || strcmp(r->path, "/") == 0 ? ZOK : ZNONODE;
+        break;
+    case FZ_CHILDREN:
+        rc = fz_tree_has(r->path) ? ZOK : ZNONODE;
+        break;
+    case FZ_REMOVE_WATCHES:
+        rc = fz_armed(r->path) ? ZOK : ZNOWATCHER;
+        break;
+    default:
+        rc = ZOK;
+        break;
     }
     *rcp = rc;
     return 0;
@@ -945,7 +1018,8 @@ int fz_serve(fz_req *r) {
         int k = fz_tree_children(r->path), j = 0;
         p->children = xmalloc((size_t)(k ? k : 1) * sizeof *p->children);
         for (int i = 0; i < F.nnodes; i++)
-            if (is_child(r->path, F.nodes[i].path)) p->children[j++] = xstrdup(fz_base(F.nodes[i].path));
+            if (is_child(r->path, F.nodes[i].path))
+                p->children[j++] = xstrdup(fz_base(F.nodes[i].path));
         p->nchildren = j;
     }
     return answer(r, rc);

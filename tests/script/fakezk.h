@@ -39,10 +39,10 @@ enum {
 enum { FZ_PENDING = 0, FZ_ANSWERED = 1, FZ_DONE = 2 };
 
 typedef struct fz_req {
-    int index;       /* order of issue, from 0 */
-    int kind;        /* FZ_* */
-    char *path;      /* as sent (a sequential create's path has no sequence yet) */
-    char *data;      /* create/set payload (NUL-terminated copy), else NULL */
+    int index;  /* order of issue, from 0 */
+    int kind;   /* FZ_* */
+    char *path; /* as sent (a sequential create's path has no sequence yet) */
+    char *data; /* create/set payload (NUL-terminated copy), else NULL */
     int len;
     int mode;        /* create: ZOO_* mode; delete/set: version; remove-watches: ZWATCHTYPE_* */
     int watch;       /* 1: arms a watch if answered OK (exists: also on NONODE) */
@@ -67,17 +67,17 @@ void fz_advance(int64_t ms); /* only the clock; the test calls zkl_client_proces
 /* requests */
 int fz_nreqs(void);
 fz_req *fz_req_at(int i);
-fz_req *fz_next(void);      /* oldest request the test has not taken yet (a cursor), or NULL */
-int fz_untaken(void);       /* how many fz_next() would still return */
-int fz_unanswered(void);    /* requests neither answered nor completed */
-int fz_queued(void);        /* deliveries waiting for process() */
+fz_req *fz_next(void);   /* oldest request the test has not taken yet (a cursor), or NULL */
+int fz_untaken(void);    /* how many fz_next() would still return */
+int fz_unanswered(void); /* requests neither answered nor completed */
+int fz_queued(void);     /* deliveries waiting for process() */
 const char *fz_base(const char *path); /* text after the last '/' */
 
 /* scripted answers: 0, or -1 if the request was already answered or completed */
-int fz_reply(fz_req *r, int rc);                             /* any kind, empty payload */
-int fz_create_ok(fz_req *r, int seq, int64_t czxid);         /* sequential: path + %010d seq */
-int fz_children_ok(fz_req *r, const char *const *names);     /* NULL-terminated */
-int fz_children_v(fz_req *r, ...);                           /* names..., NULL */
+int fz_reply(fz_req *r, int rc);                         /* any kind, empty payload */
+int fz_create_ok(fz_req *r, int seq, int64_t czxid);     /* sequential: path + %010d seq */
+int fz_children_ok(fz_req *r, const char *const *names); /* NULL-terminated */
+int fz_children_v(fz_req *r, ...);                       /* names..., NULL */
 int fz_data_ok(fz_req *r, const char *data, int64_t czxid);
 int fz_stat_ok(fz_req *r, int64_t czxid);
 
@@ -88,22 +88,23 @@ int fz_armed(const char *path); /* watchers armed on path (any kind) */
 int fz_armed_total(void);
 
 /* session (queued like answers) */
-void fz_connect(void);    /* CONNECTED: a new session on a fresh handle, else the same session */
-void fz_disconnect(void); /* connection loss: CONNECTING, unanswered requests fail ZCONNECTIONLOSS */
-void fz_expire(void);     /* EXPIRED: unanswered requests fail ZSESSIONEXPIRED, watches dropped */
-void fz_drop_link(void);  /* the link goes down silently (no event): for tearing down */
-int fz_state(void);       /* zoo_state of the current handle, 0 when none */
+void fz_connect(void); /* CONNECTED: a new session on a fresh handle, else the same session */
+void fz_disconnect(
+    void);               /* connection loss: CONNECTING, unanswered requests fail ZCONNECTIONLOSS */
+void fz_expire(void);    /* EXPIRED: unanswered requests fail ZSESSIONEXPIRED, watches dropped */
+void fz_drop_link(void); /* the link goes down silently (no event): for tearing down */
+int fz_state(void);      /* zoo_state of the current handle, 0 when none */
 int64_t fz_session(void); /* current session id */
 int fz_handles_opened(void);
 int fz_handles_closed(void);
 int fz_handle_open(void); /* 1 while the core holds an open handle */
 
 /* tree server */
-int fz_serve(fz_req *r);  /* answer r from the tree (applying creates/deletes/sets) */
-int fz_serve_all(void);   /* fz_serve every unanswered request, oldest first; returns how many */
-int fz_tree_apply(fz_req *r, int *rc, char **name); /* apply r to the tree without answering */
+int fz_serve(fz_req *r); /* answer r from the tree (applying creates/deletes/sets) */
+int fz_serve_all(void);  /* fz_serve every unanswered request, oldest first; returns how many */
+int fz_tree_apply(fz_req *r, int *rc, char **name);     /* apply r to the tree without answering */
 int fz_tree_add(const char *path, int ephemeral_other); /* a node (of another session if 1) */
-int fz_tree_del(const char *path);                   /* delete a node, firing its watches */
+int fz_tree_del(const char *path);                      /* delete a node, firing its watches */
 int fz_tree_has(const char *path);
 int fz_tree_children(const char *path);
 

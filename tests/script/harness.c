@@ -43,7 +43,9 @@ zkl_client *h_client_alloc(const zkl_allocator *alloc) {
     return c;
 }
 
-zkl_client *h_client(void) { return h_client_alloc(NULL); }
+zkl_client *h_client(void) {
+    return h_client_alloc(NULL);
+}
 
 void h_pump(zkl_client *c) {
     for (int i = 0; i < 10000; i++) {
@@ -70,8 +72,8 @@ void h_free(zkl_client *c) {
 
 /* ------------------------------------------------------------------ requests */
 
-static const char *kind_names[] = {"?", "create", "delete", "exists", "get", "children", "set",
-                                   "multi", "removeWatches", "auth"};
+static const char *kind_names[] = {"?",        "create", "delete", "exists",        "get",
+                                   "children", "set",    "multi",  "removeWatches", "auth"};
 
 /* returned instead of NULL, so a test goes on (failing) rather than crash: it is answered
  * already, so every fz_* answer on it returns -1 */
@@ -86,8 +88,8 @@ fz_req *h_expect_req(const char *file, int line, int kind, const char *prefix) {
         return &missing;
     }
     if (r->kind != kind || (prefix && strncmp(r->path, prefix, strlen(prefix)) != 0)) {
-        h_fail(file, line, "expected %s %s..., got #%d %s %s", kind_names[kind], prefix ? prefix : "",
-               r->index, kind_names[r->kind], r->path);
+        h_fail(file, line, "expected %s %s..., got #%d %s %s", kind_names[kind],
+               prefix ? prefix : "", r->index, kind_names[r->kind], r->path);
         return &missing;
     }
     return r;
@@ -97,9 +99,10 @@ void h_expect_no_req(const char *file, int line) {
     h_checks++;
     if (fz_untaken()) {
         fz_req *r = fz_req_at(fz_nreqs() - fz_untaken());
-        h_fail(file, line, "expected no more requests, got %d, first #%d %s %s", fz_untaken(), r->index,
-               kind_names[r->kind], r->path);
-        while (fz_next()) {}
+        h_fail(file, line, "expected no more requests, got %d, first #%d %s %s", fz_untaken(),
+               r->index, kind_names[r->kind], r->path);
+        while (fz_next()) {
+        }
     }
 }
 
@@ -109,7 +112,8 @@ int h_is_protected(const char *path, const char *dir, const char *token) {
     const char *u = path + d + 4;
     for (int i = 0; i < 36; i++) {
         int dash = i == 8 || i == 13 || i == 18 || i == 23;
-        if (dash ? u[i] != '-' : !(isdigit((unsigned char)u[i]) || (u[i] >= 'a' && u[i] <= 'f'))) return 0;
+        if (dash ? u[i] != '-' : !(isdigit((unsigned char)u[i]) || (u[i] >= 'a' && u[i] <= 'f')))
+            return 0;
     }
     if (u[14] != '4') return 0; /* version 4 */
     return u[36] == '-' && strcmp(u + 37, token) == 0;
@@ -142,8 +146,8 @@ const char *h_join(const char *dir, const char *name) {
 /* ------------------------------------------------------------------ events */
 
 static const char *ev_name(int t) {
-    static const char *n[] = {"?", "ACQUIRED", "FAILED", "RELEASED", "LOCK_STATE", "SESSION", "OP_DONE",
-                              "WARNING"};
+    static const char *n[] = {"?",          "ACQUIRED", "FAILED",  "RELEASED",
+                              "LOCK_STATE", "SESSION",  "OP_DONE", "WARNING"};
     return t >= 1 && t <= 7 ? n[t] : "?";
 }
 
@@ -156,9 +160,9 @@ void h_expect_ev(const char *file, int line, zkl_client *c, int type, uint64_t i
         return;
     }
     if (ev.type != type || ev.id != id || ev.status != status)
-        h_fail(file, line, "expected event %s id=%llu status=%d, got %s id=%llu status=%d (%s)", ev_name(type),
-               (unsigned long long)id, status, ev_name(ev.type), (unsigned long long)ev.id, ev.status,
-               zkl_err_name(ev.status));
+        h_fail(file, line, "expected event %s id=%llu status=%d, got %s id=%llu status=%d (%s)",
+               ev_name(type), (unsigned long long)id, status, ev_name(ev.type),
+               (unsigned long long)ev.id, ev.status, zkl_err_name(ev.status));
 }
 
 void h_expect_no_ev(const char *file, int line, zkl_client *c) {
@@ -178,7 +182,8 @@ static void *h_realloc(void *ud, void *p, size_t osize, size_t nsize) {
         if (p) {
             size_t *hdr = (size_t *)p - 2;
             if (hdr[0] != osize) {
-                h_fail(__FILE__, __LINE__, "free of a %zu-byte block with osize %zu", hdr[0], osize);
+                h_fail(__FILE__, __LINE__, "free of a %zu-byte block with osize %zu", hdr[0],
+                       osize);
             }
             h->live--;
             h->bytes -= (long long)hdr[0];
@@ -233,9 +238,12 @@ static const struct {
     const h_test *tests;
     const int *n;
 } groups[] = {
-    {"mutex", g_mutex, &g_mutex_n},     {"giveup", g_giveup, &g_giveup_n},
-    {"session", g_session, &g_session_n}, {"rw", g_rw, &g_rw_n},
-    {"sem", g_sem, &g_sem_n},           {"alloc", g_alloc, &g_alloc_n},
+    {"mutex", g_mutex, &g_mutex_n},
+    {"giveup", g_giveup, &g_giveup_n},
+    {"session", g_session, &g_session_n},
+    {"rw", g_rw, &g_rw_n},
+    {"sem", g_sem, &g_sem_n},
+    {"alloc", g_alloc, &g_alloc_n},
 };
 
 /* an argument names a group ("mutex") or one test ("mutex.grant") */
@@ -244,7 +252,8 @@ static int wanted(int argc, char **argv, const char *group, const char *test) {
     for (int i = 1; i < argc; i++) {
         size_t n = strlen(group);
         if (strcmp(argv[i], group) == 0) return 1;
-        if (test && strncmp(argv[i], group, n) == 0 && argv[i][n] == '.' && strcmp(argv[i] + n + 1, test) == 0)
+        if (test && strncmp(argv[i], group, n) == 0 && argv[i][n] == '.' &&
+            strcmp(argv[i] + n + 1, test) == 0)
             return 1;
     }
     return 0;
@@ -253,9 +262,12 @@ static int wanted(int argc, char **argv, const char *group, const char *test) {
 int main(int argc, char **argv) {
     int ngroups = (int)(sizeof groups / sizeof groups[0]), total = 0, failed = 0, k = 0;
     for (int g = 0; g < ngroups; g++)
-        for (int t = 0; t < *groups[g].n; t++) total += wanted(argc, argv, groups[g].name, groups[g].tests[t].name);
+        for (int t = 0; t < *groups[g].n; t++)
+            total += wanted(argc, argv, groups[g].name, groups[g].tests[t].name);
     if (total == 0) {
-        fprintf(stderr, "usage: %s [group|group.test...]; groups: mutex giveup session rw sem alloc\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s [group|group.test...]; groups: mutex giveup session rw sem alloc\n",
+                argv[0]);
         return 2;
     }
     printf("1..%d\n", total);
@@ -275,11 +287,12 @@ int main(int argc, char **argv) {
                 printf("not ok %d - %s.%s # asserted nothing\n", k, groups[g].name, ht->name);
                 failed++;
             } else if (fails) {
-                printf("not ok %d - %s.%s # %d of %d checks failed\n", k, groups[g].name, ht->name, fails,
-                       checks);
+                printf("not ok %d - %s.%s # %d of %d checks failed\n", k, groups[g].name, ht->name,
+                       fails, checks);
                 failed++;
             } else {
-                printf("ok %d - %s.%s # %d checks, %.1f ms\n", k, groups[g].name, ht->name, checks, ms);
+                printf("ok %d - %s.%s # %d checks, %.1f ms\n", k, groups[g].name, ht->name, checks,
+                       ms);
             }
             fflush(stdout);
         }

@@ -13,26 +13,26 @@ extern int h_checks, h_failures;
 
 void h_fail(const char *file, int line, const char *fmt, ...);
 
-#define CHECK(cond)                                                   \
-    do {                                                              \
-        h_checks++;                                                   \
-        if (!(cond)) h_fail(__FILE__, __LINE__, "check failed: %s", #cond); \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        h_checks++;                                                                                \
+        if (!(cond)) h_fail(__FILE__, __LINE__, "check failed: %s", #cond);                        \
     } while (0)
 
-#define CHECK_INT(a, b)                                                                    \
-    do {                                                                                   \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                \
-        h_checks++;                                                                        \
-        if (a_ != b_) h_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_, b_); \
+#define CHECK_INT(a, b)                                                                            \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        h_checks++;                                                                                \
+        if (a_ != b_) h_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_, b_);        \
     } while (0)
 
-#define CHECK_STR(a, b)                                                                     \
-    do {                                                                                    \
-        const char *a_ = (a), *b_ = (b);                                                    \
-        h_checks++;                                                                         \
-        if (!a_ || !b_ || strcmp(a_, b_) != 0)                                              \
-            h_fail(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)", \
-                   b_ ? b_ : "(null)");                                                     \
+#define CHECK_STR(a, b)                                                                            \
+    do {                                                                                           \
+        const char *a_ = (a), *b_ = (b);                                                           \
+        h_checks++;                                                                                \
+        if (!a_ || !b_ || strcmp(a_, b_) != 0)                                                     \
+            h_fail(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)",   \
+                   b_ ? b_ : "(null)");                                                            \
     } while (0)
 
 /* A test: a name and a function. Groups are arrays of these. */
@@ -41,9 +41,11 @@ typedef struct h_test {
     void (*fn)(void);
 } h_test;
 
-#define H_GROUP(name) extern const h_test name[]; extern const int name##_n
-#define H_DEFINE_GROUP(name, ...)                                  \
-    const h_test name[] = {__VA_ARGS__};                           \
+#define H_GROUP(name)                                                                              \
+    extern const h_test name[];                                                                    \
+    extern const int name##_n
+#define H_DEFINE_GROUP(name, ...)                                                                  \
+    const h_test name[] = {__VA_ARGS__};                                                           \
     const int name##_n = (int)(sizeof name / sizeof name[0])
 
 /* ------------------------------------------------------------------ clients */
@@ -65,7 +67,8 @@ void h_free(zkl_client *c);
 
 /* The next request the test has not looked at: must be of `kind` with path starting with
  * `prefix` (NULL: any). Returns it; otherwise a failure and a placeholder that is already
- * answered (every fz_* answer on it returns -1), so the test goes on failing instead of crashing. */
+ * answered (every fz_* answer on it returns -1), so the test goes on failing instead of crashing.
+ */
 fz_req *h_expect_req(const char *file, int line, int kind, const char *prefix);
 #define EXPECT_REQ(kind, prefix) h_expect_req(__FILE__, __LINE__, (kind), (prefix))
 /* Nothing more was sent. */
@@ -93,11 +96,11 @@ void h_expect_no_ev(const char *file, int line, zkl_client *c);
 
 typedef struct h_alloc {
     zkl_allocator a;
-    long count;       /* allocations so far */
-    long fail_at;     /* fail the allocation with this number (1-based); 0 never */
-    long failed;      /* allocations refused */
-    long live;        /* blocks not freed */
-    long long bytes;  /* bytes not freed */
+    long count;      /* allocations so far */
+    long fail_at;    /* fail the allocation with this number (1-based); 0 never */
+    long failed;     /* allocations refused */
+    long live;       /* blocks not freed */
+    long long bytes; /* bytes not freed */
 } h_alloc;
 
 void h_alloc_init(h_alloc *h, long fail_at);

@@ -30,7 +30,8 @@ static void drive(void) {
         int served = fz_serve_all();
         h_pump(C);
         drain();
-        if (!served && !fz_queued() && (fz_state() != ZOO_CONNECTED_STATE || !fz_unanswered())) return;
+        if (!served && !fz_queued() && (fz_state() != ZOO_CONNECTED_STATE || !fz_unanswered()))
+            return;
     }
     h_fail(__FILE__, __LINE__, "the client did not go quiet (fail_at=%ld)", A.fail_at);
 }
@@ -41,20 +42,22 @@ static int outcome(uint64_t id, int alt) {
     int n = 0, got = -1;
     for (int i = 0; i < nlog; i++) {
         if (evlog[i].id != id) continue;
-        if (evlog[i].type == ZKL_EV_ACQUIRED) n++, got = 1;
+        if (evlog[i].type == ZKL_EV_ACQUIRED)
+            n++, got = 1;
         else if (evlog[i].type == ZKL_EV_FAILED) {
             n++;
             got = 0;
             if (evlog[i].status != ZKL_ENOMEM && (!alt || evlog[i].status != alt)) {
-                h_fail(__FILE__, __LINE__, "id %llu FAILED with %s (fail_at=%ld)", (unsigned long long)id,
-                       zkl_err_name(evlog[i].status), A.fail_at);
+                h_fail(__FILE__, __LINE__, "id %llu FAILED with %s (fail_at=%ld)",
+                       (unsigned long long)id, zkl_err_name(evlog[i].status), A.fail_at);
                 return -1;
             }
         }
     }
     h_checks++;
     if (n != 1) {
-        h_fail(__FILE__, __LINE__, "id %llu: %d final events (fail_at=%ld)", (unsigned long long)id, n, A.fail_at);
+        h_fail(__FILE__, __LINE__, "id %llu: %d final events (fail_at=%ld)", (unsigned long long)id,
+               n, A.fail_at);
         if (getenv("ZKL_SCRIPT_VERBOSE")) {
             fz_dump(stderr);
             for (int i = 0; i < nlog; i++)
@@ -63,13 +66,16 @@ static int outcome(uint64_t id, int alt) {
         }
         return -1;
     }
-    if (counting && got != 1 && !alt) h_fail(__FILE__, __LINE__, "id %llu not acquired in the counting run", (unsigned long long)id);
+    if (counting && got != 1 && !alt)
+        h_fail(__FILE__, __LINE__, "id %llu not acquired in the counting run",
+               (unsigned long long)id);
     return got;
 }
 
 static int count_ev(uint64_t id, int type, int status) {
     int n = 0;
-    for (int i = 0; i < nlog; i++) n += evlog[i].id == id && evlog[i].type == type && evlog[i].status == status;
+    for (int i = 0; i < nlog; i++)
+        n += evlog[i].id == id && evlog[i].type == type && evlog[i].status == status;
     return n;
 }
 
@@ -107,8 +113,10 @@ static void settle(const uint64_t *ids, const int *ok, int n, int lease) {
             if (!ok[i] || done[i]) continue;
             if (count_ev(ids[i], ZKL_EV_ACQUIRED, ZKL_OK)) {
                 done[i] = 1;
-                if (lease) release_leases(ids[i]);
-                else release(ids[i]);
+                if (lease)
+                    release_leases(ids[i]);
+                else
+                    release(ids[i]);
             } else if (count_ev(ids[i], ZKL_EV_FAILED, ZKL_ENOMEM)) {
                 done[i] = 1;
             }
@@ -140,7 +148,8 @@ static void sc_locks(void) {
     if (started(zkl_op_start(C, &args, &op))) {
         drive();
         int n = 0;
-        for (int i = 0; i < nlog; i++) n += evlog[i].id == op && evlog[i].type == ZKL_EV_OP_DONE;
+        for (int i = 0; i < nlog; i++)
+            n += evlog[i].id == op && evlog[i].type == ZKL_EV_OP_DONE;
         CHECK_INT(n, 1);
     }
 }
@@ -149,7 +158,8 @@ static void release_leases(uint64_t id) {
     uint64_t ids[4];
     int n = zkl_lease_ids(C, id, ids, 4);
     CHECK(n >= 1 && n <= 2);
-    for (int i = 0; i < n; i++) release(ids[i]);
+    for (int i = 0; i < n; i++)
+        release(ids[i]);
 }
 
 static void sc_sem(void) {
@@ -235,7 +245,8 @@ static long run(void (*scenario)(void), long fail_at) {
     int rc = zkl__client_new_zk(&cfg, &fz_table, &C);
     h_checks++;
     if (rc != ZKL_OK) {
-        if (rc != ZKL_ENOMEM || counting) h_fail(__FILE__, __LINE__, "client_new: %s", zkl_err_name(rc));
+        if (rc != ZKL_ENOMEM || counting)
+            h_fail(__FILE__, __LINE__, "client_new: %s", zkl_err_name(rc));
     } else {
         fz_connect();
         drive();
@@ -244,17 +255,20 @@ static long run(void (*scenario)(void), long fail_at) {
         h_checks++;
         if (fz_live()) {
             leftover++;
-            if (counting) h_fail(__FILE__, __LINE__, "node left behind in the counting run: %s", fz_live_at(0));
+            if (counting)
+                h_fail(__FILE__, __LINE__, "node left behind in the counting run: %s",
+                       fz_live_at(0));
             else if (getenv("ZKL_SCRIPT_VERBOSE"))
-                fprintf(stderr, "# fail_at=%ld: %d node(s) left until the session ends, e.g. %s\n", fail_at,
-                        fz_live(), fz_live_at(0));
+                fprintf(stderr, "# fail_at=%ld: %d node(s) left until the session ends, e.g. %s\n",
+                        fail_at, fz_live(), fz_live_at(0));
         }
         zkl_client_free(C);
         CHECK_INT(fz_handle_open(), 0); /* the session is closed: whatever was left is gone */
     }
     h_checks++;
     if (A.live != 0 || A.bytes != 0)
-        h_fail(__FILE__, __LINE__, "fail_at=%ld: %ld blocks, %lld bytes not freed", fail_at, A.live, A.bytes);
+        h_fail(__FILE__, __LINE__, "fail_at=%ld: %ld blocks, %lld bytes not freed", fail_at, A.live,
+               A.bytes);
     if (fail_at) CHECK_INT(A.failed, fail_at <= A.count ? 1 : 0);
     return A.count;
 }
@@ -267,9 +281,12 @@ static void sweep(const char *name, void (*scenario)(void)) {
     counting = 0;
     leftover = 0;
     int f0 = h_failures;
-    for (long k = 1; k <= n && h_failures - f0 < 20; k++) run(scenario, k);
-    printf("# alloc sweep %s: %ld allocation points, each failed once; %ld run(s) left a node until "
-           "the session closed\n", name, n, leftover);
+    for (long k = 1; k <= n && h_failures - f0 < 20; k++)
+        run(scenario, k);
+    printf(
+        "# alloc sweep %s: %ld allocation points, each failed once; %ld run(s) left a node until "
+        "the session closed\n",
+        name, n, leftover);
 }
 
 /* ------------------------------------------------------------------ targeted */
@@ -290,7 +307,7 @@ static void finish(void) {
 /* Every allocation zkl_multi_acquire makes (the components' first start included), failed in
  * turn: the call returns ENOMEM with no event, or the multi-lock gets exactly one final event and
  * no other id gets one. */
-static void corebug_multi_start_oom(void) {
+static void multi_start_oom(void) {
     zkl_multi_item items[2] = {{ZKL_MUTEX, "/m1", 0, -1, 0}, {ZKL_MUTEX, "/m2", 0, -1, 0}};
     fresh();
     uint64_t m;
@@ -308,11 +325,14 @@ static void corebug_multi_start_oom(void) {
         int mine = 0, others = 0;
         for (int i = 0; i < nlog; i++) {
             if (evlog[i].type != ZKL_EV_ACQUIRED && evlog[i].type != ZKL_EV_FAILED) continue;
-            if (rc == ZKL_OK && evlog[i].id == m) mine++;
-            else others++;
+            if (rc == ZKL_OK && evlog[i].id == m)
+                mine++;
+            else
+                others++;
         }
         if (rc == ZKL_OK) CHECK_INT(mine, 1);
-        if (others) h_fail(__FILE__, __LINE__, "k=%ld: a final event for an id the caller never got", k);
+        if (others)
+            h_fail(__FILE__, __LINE__, "k=%ld: a final event for an id the caller never got", k);
         h_checks++;
         finish();
     }
@@ -322,7 +342,7 @@ static void corebug_multi_start_oom(void) {
  * allocation of the process() call that grants, failed in turn: the node must still be deleted
  * (or the acquisition fail and delete it), or every other acquirer of the semaphore waits behind
  * it for as long as this session lives. */
-static void corebug_sem_grant_oom(void) {
+static void sem_grant_oom(void) {
     long n = 0;
     for (long k = 0; k <= n; k++) {
         fresh();
@@ -344,17 +364,23 @@ static void corebug_sem_grant_oom(void) {
         h_pump(C); /* the listing's reply grants */
         if (!k) n = A.count - before;
         drive();
-        if (getenv("ZKL_SCRIPT_VERBOSE")) fprintf(stderr, "# k=%ld n=%ld locks=%d\n", k, n, fz_tree_children("/s/locks"));
+        if (getenv("ZKL_SCRIPT_VERBOSE"))
+            fprintf(stderr, "# k=%ld n=%ld locks=%d\n", k, n, fz_tree_children("/s/locks"));
         CHECK_INT(fz_tree_children("/s/locks"), 0);
         finish();
     }
     CHECK(n > 0);
 }
 
-static void alloc_locks(void) { sweep("locks", sc_locks); }
-static void alloc_sem(void) { sweep("sem", sc_sem); }
-static void alloc_session(void) { sweep("session", sc_session); }
+static void alloc_locks(void) {
+    sweep("locks", sc_locks);
+}
+static void alloc_sem(void) {
+    sweep("sem", sc_sem);
+}
+static void alloc_session(void) {
+    sweep("session", sc_session);
+}
 
 H_DEFINE_GROUP(g_alloc, {"locks", alloc_locks}, {"sem", alloc_sem}, {"session", alloc_session},
-               {"corebug_multi_start_oom", corebug_multi_start_oom},
-               {"corebug_sem_grant_oom", corebug_sem_grant_oom});
+               {"multi_start_oom", multi_start_oom}, {"sem_grant_oom", sem_grant_oom});

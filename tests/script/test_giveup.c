@@ -67,9 +67,12 @@ static void give_up(int how, int phase) {
     fz_req *del = NULL, *rw = NULL, *r;
     int other = 0;
     while ((r = fz_next()) != NULL) {
-        if (r->kind == FZ_DELETE && !del) del = r;
-        else if (r->kind == FZ_REMOVE_WATCHES && !rw) rw = r;
-        else other++;
+        if (r->kind == FZ_DELETE && !del)
+            del = r;
+        else if (r->kind == FZ_REMOVE_WATCHES && !rw)
+            rw = r;
+        else
+            other++;
     }
     CHECK(del != NULL);
     CHECK_STR(del ? del->path : NULL, h_join(DIR, own));
@@ -98,8 +101,10 @@ static void give_up(int how, int phase) {
     h_free(c);
 }
 
-#define CASE(how, phase) \
-    static void how##_##phase(void) { give_up(how, phase); }
+#define CASE(how, phase)                                                                           \
+    static void how##_##phase(void) {                                                              \
+        give_up(how, phase);                                                                       \
+    }
 CASE(BY_TIMEOUT, IN_CREATE)
 CASE(BY_TIMEOUT, IN_LIST)
 CASE(BY_TIMEOUT, IN_DATA)
@@ -151,10 +156,13 @@ static void giveup_unknown_create(void) {
     h_free(c);
 }
 
-H_DEFINE_GROUP(g_giveup, {"timeout_create_in_flight", BY_TIMEOUT_IN_CREATE},
-               {"timeout_list_in_flight", BY_TIMEOUT_IN_LIST}, {"timeout_getdata_in_flight", BY_TIMEOUT_IN_DATA},
-               {"timeout_watch_armed", BY_TIMEOUT_IN_WAIT}, {"cancel_create_in_flight", BY_CANCEL_IN_CREATE},
-               {"cancel_list_in_flight", BY_CANCEL_IN_LIST}, {"cancel_getdata_in_flight", BY_CANCEL_IN_DATA},
-               {"cancel_watch_armed", BY_CANCEL_IN_WAIT}, {"abandon_create_in_flight", BY_ABANDON_IN_CREATE},
-               {"abandon_list_in_flight", BY_ABANDON_IN_LIST}, {"abandon_getdata_in_flight", BY_ABANDON_IN_DATA},
-               {"abandon_watch_armed", BY_ABANDON_IN_WAIT}, {"unknown_create", giveup_unknown_create});
+H_DEFINE_GROUP(
+    g_giveup, {"timeout_create_in_flight", BY_TIMEOUT_IN_CREATE},
+    {"timeout_list_in_flight", BY_TIMEOUT_IN_LIST},
+    {"timeout_getdata_in_flight", BY_TIMEOUT_IN_DATA}, {"timeout_watch_armed", BY_TIMEOUT_IN_WAIT},
+    {"cancel_create_in_flight", BY_CANCEL_IN_CREATE}, {"cancel_list_in_flight", BY_CANCEL_IN_LIST},
+    {"cancel_getdata_in_flight", BY_CANCEL_IN_DATA}, {"cancel_watch_armed", BY_CANCEL_IN_WAIT},
+    {"abandon_create_in_flight", BY_ABANDON_IN_CREATE},
+    {"abandon_list_in_flight", BY_ABANDON_IN_LIST},
+    {"abandon_getdata_in_flight", BY_ABANDON_IN_DATA}, {"abandon_watch_armed", BY_ABANDON_IN_WAIT},
+    {"unknown_create", giveup_unknown_create});

@@ -446,7 +446,8 @@ static void plain_ops(void) {
     EXPECT_EV(c, ZKL_EV_OP_DONE, id, ZKL_ZCONNECTIONLOSS); /* its completion runs first */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
     EXPECT_NO_REQ();
-    CHECK_INT(zkl_op_start(c, &(zkl_op_args){ZKL_OP_GET, "nope", NULL, 0, 0, -1, 0}, &id), ZKL_EINVAL);
+    CHECK_INT(zkl_op_start(c, &(zkl_op_args){ZKL_OP_GET, "nope", NULL, 0, 0, -1, 0}, &id),
+              ZKL_EINVAL);
     h_free(c);
 }
 

@@ -196,6 +196,7 @@ static void writer_waits_for_downgraded_reader(void) {
     h_free(c);
 }
 
-H_DEFINE_GROUP(g_rw, {"readers_share", readers_share}, {"writer_waits_for_readers", writer_waits_for_readers},
+H_DEFINE_GROUP(g_rw, {"readers_share", readers_share},
+               {"writer_waits_for_readers", writer_waits_for_readers},
                {"reader_waits_for_writer", reader_waits_for_writer}, {"downgrade", downgrade},
                {"writer_waits_for_downgraded_reader", writer_waits_for_downgraded_reader});

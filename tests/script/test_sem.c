@@ -224,10 +224,14 @@ static void lease_stage_cancel(void) {
     EXPECT_EV(c, ZKL_EV_FAILED, id, ZKL_ECANCELED);
     int dl = 0, dm = 0, rwn = 0, other = 0;
     for (fz_req *r; (r = fz_next()) != NULL;) {
-        if (r->kind == FZ_DELETE && strcmp(r->path, lc->created) == 0) dl++;
-        else if (r->kind == FZ_DELETE && strcmp(r->path, cr->created) == 0) dm++;
-        else if (r->kind == FZ_REMOVE_WATCHES && strcmp(r->path, LEASES) == 0) rwn++;
-        else other++;
+        if (r->kind == FZ_DELETE && strcmp(r->path, lc->created) == 0)
+            dl++;
+        else if (r->kind == FZ_DELETE && strcmp(r->path, cr->created) == 0)
+            dm++;
+        else if (r->kind == FZ_REMOVE_WATCHES && strcmp(r->path, LEASES) == 0)
+            rwn++;
+        else
+            other++;
         fz_reply(r, ZOK);
     }
     CHECK_INT(dl, 1);
@@ -256,8 +260,8 @@ static fz_req *grant_next(zkl_client *c, const char *dir, int seq) {
 
 static void multi_rollback(int flags) {
     zkl_client *c = h_client();
-    zkl_multi_item items[3] = {{ZKL_MUTEX, "/m1", 0, -1, 0}, {ZKL_MUTEX, "/m2", 0, -1, 0},
-                               {ZKL_MUTEX, "/m3", 0, -1, 0}};
+    zkl_multi_item items[3] = {
+        {ZKL_MUTEX, "/m1", 0, -1, 0}, {ZKL_MUTEX, "/m2", 0, -1, 0}, {ZKL_MUTEX, "/m3", 0, -1, 0}};
     uint64_t id = 0;
     CHECK_INT(zkl_multi_acquire(c, items, 3, -1, flags, &id), ZKL_OK);
     /* components one after another */
@@ -297,8 +301,12 @@ static void multi_rollback(int flags) {
     h_free(c);
 }
 
-static void multi_rollback_reverse(void) { multi_rollback(0); }
-static void multi_rollback_given(void) { multi_rollback(ZKL_MULTI_ROLLBACK_GIVEN); }
+static void multi_rollback_reverse(void) {
+    multi_rollback(0);
+}
+static void multi_rollback_given(void) {
+    multi_rollback(ZKL_MULTI_ROLLBACK_GIVEN);
+}
 
 /* A mutex and a semaphore lease together; then each released on its own. */
 static void multi_success(void) {
@@ -354,10 +362,14 @@ static void multi_shared_deadline(void) {
     EXPECT_EV(c, ZKL_EV_FAILED, id, ZKL_ETIMEDOUT);
     int d1 = 0, d2 = 0, rw = 0, other = 0;
     for (fz_req *r; (r = fz_next()) != NULL;) {
-        if (r->kind == FZ_DELETE && strcmp(r->path, c1->created) == 0) d1++;
-        else if (r->kind == FZ_DELETE && strcmp(r->path, c2->created) == 0) d2++;
-        else if (r->kind == FZ_REMOVE_WATCHES) rw++;
-        else other++;
+        if (r->kind == FZ_DELETE && strcmp(r->path, c1->created) == 0)
+            d1++;
+        else if (r->kind == FZ_DELETE && strcmp(r->path, c2->created) == 0)
+            d2++;
+        else if (r->kind == FZ_REMOVE_WATCHES)
+            rw++;
+        else
+            other++;
         fz_reply(r, ZOK);
     }
     CHECK_INT(d1, 1);
@@ -406,6 +418,7 @@ static void multi_cancel(void) {
 
 H_DEFINE_GROUP(g_sem, {"lease_grant", lease_grant}, {"lease_wait", lease_wait},
                {"internal_mutex_handover", internal_mutex_handover}, {"acquire_many", acquire_many},
-               {"lease_stage_cancel", lease_stage_cancel}, {"multi_rollback_reverse", multi_rollback_reverse},
+               {"lease_stage_cancel", lease_stage_cancel},
+               {"multi_rollback_reverse", multi_rollback_reverse},
                {"multi_rollback_given", multi_rollback_given}, {"multi_success", multi_success},
                {"multi_shared_deadline", multi_shared_deadline}, {"multi_cancel", multi_cancel});

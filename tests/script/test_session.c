@@ -85,8 +85,12 @@ static void lost_create_reply(int server_created) {
     h_free(c);
 }
 
-static void adopt_by_prefix(void) { lost_create_reply(1); }
-static void recreate_without_prefix(void) { lost_create_reply(0); }
+static void adopt_by_prefix(void) {
+    lost_create_reply(1);
+}
+static void recreate_without_prefix(void) {
+    lost_create_reply(0);
+}
 
 /* A create answered ZOPERATIONTIMEOUT is as unknown as a lost one: scanned for, without any
  * connection loss. */
@@ -181,11 +185,21 @@ static void expire_in(int phase) {
     h_free(c);
 }
 
-static void expire_creating(void) { expire_in(X_CREATING); }
-static void expire_listing(void) { expire_in(X_LISTING); }
-static void expire_watching(void) { expire_in(X_WATCHING); }
-static void expire_held(void) { expire_in(X_HELD); }
-static void expire_releasing(void) { expire_in(X_RELEASING); }
+static void expire_creating(void) {
+    expire_in(X_CREATING);
+}
+static void expire_listing(void) {
+    expire_in(X_LISTING);
+}
+static void expire_watching(void) {
+    expire_in(X_WATCHING);
+}
+static void expire_held(void) {
+    expire_in(X_HELD);
+}
+static void expire_releasing(void) {
+    expire_in(X_RELEASING);
+}
 
 /* Connection loss while held: SUSPENDED, then RECONNECTED when the same session comes back. */
 static void held_suspended_reconnected(void) {
@@ -334,11 +348,13 @@ static void close_with_work_pending(void) {
 
 H_DEFINE_GROUP(g_session, {"adopt_by_prefix", adopt_by_prefix},
                {"recreate_without_prefix", recreate_without_prefix},
-               {"operation_timeout_scans", operation_timeout_scans}, {"expire_creating", expire_creating},
-               {"expire_listing", expire_listing}, {"expire_watching", expire_watching},
-               {"expire_held", expire_held}, {"expire_releasing", expire_releasing},
+               {"operation_timeout_scans", operation_timeout_scans},
+               {"expire_creating", expire_creating}, {"expire_listing", expire_listing},
+               {"expire_watching", expire_watching}, {"expire_held", expire_held},
+               {"expire_releasing", expire_releasing},
                {"held_suspended_reconnected", held_suspended_reconnected},
-               {"held_lost_by_timer", held_lost_by_timer}, {"not_driven_for_a_timeout", not_driven_for_a_timeout},
+               {"held_lost_by_timer", held_lost_by_timer},
+               {"not_driven_for_a_timeout", not_driven_for_a_timeout},
                {"release_across_connection_loss", release_across_connection_loss},
                {"waiter_relists_after_reconnect", waiter_relists_after_reconnect},
                {"close_with_work_pending", close_with_work_pending});
