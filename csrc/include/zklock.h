@@ -28,8 +28,10 @@
  *     event: ZKL_EV_ACQUIRED or ZKL_EV_FAILED for an acquire, ZKL_EV_RELEASED for a release,
  *     ZKL_EV_OP_DONE for a plain znode operation. An operation whose start returns an error
  *     produces no event.
- *   - Events are only queued inside zkl_client_process() (and zkl_client_close()), never while a
- *     ZooKeeper callback is on the stack, and are read with zkl_client_next_event().
+ *   - Events are queued by zkl_client_process() and zkl_client_close(), and by a call that ends
+ *     an operation at once (zkl_lock_cancel(): its FAILED event; zkl_multi_acquire() whose first
+ *     component cannot start). They reach the caller only through zkl_client_next_event(), never
+ *     by a call back into the caller's code.
  *   - An acquisition that timed out, was cancelled or failed keeps cleaning up in the background
  *     (its queue node is deleted, retried while the session lives); the caller need not wait.
  *   - No callback of yours runs from inside the library, except the allocator (zkl_config.alloc)
