@@ -179,6 +179,10 @@ static int zk_link_up(const zkl_client *c) {
     return s == ZOO_CONNECTED_STATE || s == ZOO_READONLY_STATE;
 }
 
+int zkl__startable(const zkl_client *c) {
+    return c->closed ? ZKL_ECLOSED : c->state == ZKL_STATE_AUTH_FAILED ? ZAUTHFAILED : 0;
+}
+
 int zkl__connected(const zkl_client *c) {
     return c->zh && c->state == ZKL_STATE_CONNECTED && zk_link_up(c);
 }
@@ -189,8 +193,10 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     if (type != ZOO_SESSION_EVENT || !c || zh != c->zh) return;
     if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE)
         c->zk_connected = 1;
-    else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
+    else if (state == ZOO_EXPIRED_SESSION_STATE)
         c->expired_flag = 1;
+    else if (state == ZOO_AUTH_FAILED_STATE)
+        c->expired_flag = c->auth_failed = 1; /* terminal: see session_expired */
     else
         c->zk_connected = 0;
 }
@@ -204,6 +210,7 @@ static int open_handle(zkl_client *c) {
         return ZKL_ESYSTEM;
     }
     c->zh = zh;
+    c->opened_at = zkl__now(c);
     c->reinit_at = 0;
     c->zk_connected = 0;
     c->expired_flag = 0;
@@ -237,29 +244,63 @@ static void op_kick(zkl_client *c, zkl_op *op, int unused) {
     zkl__op_maybe_free(c, op);
 }
 
-static void op_session_lost(zkl_client *c, zkl_op *op, int unused) {
-    (void)unused;
-    if (op->kind->session_lost) op->kind->session_lost(c, op);
+static void op_session_lost(zkl_client *c, zkl_op *op, int status) {
+    if (op->kind->session_lost) op->kind->session_lost(c, op, status);
     zkl__op_maybe_free(c, op);
 }
 
+/* How long to wait before opening the next session. A session that lived a session timeout or
+ * longer was healthy, and so is the first one to die young: the next opens at once. Sessions that
+ * keep dying young (a server that expires them, a misconfiguration) are re-opened after a delay
+ * that doubles each time, from REOPEN_MIN_MS up to REOPEN_MAX_MS: no path of the client can open
+ * sessions in a storm. */
+#define REOPEN_MIN_MS 100
+#define REOPEN_MAX_MS 10000
+
+static int64_t reopen_delay(zkl_client *c, int64_t now) {
+    int64_t lived = c->opened_at ? now - c->opened_at : 0;
+    if (lived >= c->session_timeout_ms) {
+        c->young_deaths = 0;
+        return 0;
+    }
+    if (++c->young_deaths == 1) return 0;
+    int64_t d = REOPEN_MIN_MS;
+    for (int i = 2; i < c->young_deaths && d < REOPEN_MAX_MS; i++)
+        d *= 2;
+    return d < REOPEN_MAX_MS ? d : REOPEN_MAX_MS;
+}
+
 /* The session is gone (server said EXPIRED, or the connection was lost for longer than the session
- * timeout): every lock learns it, and a new session is started behind the same fd. */
+ * timeout): every op learns it, and a new session is started behind the same fd, at once or after
+ * a paced delay. An authentication failure is terminal: it is reported once (AUTH_FAILED), every
+ * pending operation fails with ZAUTHFAILED and no session is opened again. */
 static void session_expired(zkl_client *c) {
+    int auth = c->auth_failed;
+    c->expired_flag = 0;
     close_handle(c);
-    zkl__ops_each(c, op_session_lost, 0);
+    zkl__ops_each(c, op_session_lost, auth ? ZAUTHFAILED : ZKL_ESESSION);
     zkl__listings_drop(c); /* every token in them is stale now */
+    c->session_id = 0;
+    c->suspended_at = 0;
+    if (auth) {
+        c->state = ZKL_STATE_AUTH_FAILED;
+        c->reinit_at = 0;
+        zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_AUTH_FAILED);
+        return;
+    }
     c->stats.sessions_expired++;
     c->state = ZKL_STATE_EXPIRED;
     zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_EXPIRED);
     c->state = ZKL_STATE_CONNECTING;
-    c->session_id = 0;
-    c->suspended_at = 0;
-    open_handle(c);
+    int64_t now = zkl__now(c), delay = reopen_delay(c, now);
+    if (delay == 0)
+        open_handle(c);
+    else
+        c->reinit_at = now + delay; /* process() opens it then */
 }
 
 static void handle_session(zkl_client *c) {
-    if (c->closed) return;
+    if (c->closed || c->state == ZKL_STATE_AUTH_FAILED) return;
     if (c->expired_flag) {
         session_expired(c);
         return;

@@ -48,7 +48,7 @@ struct zkl_kind {
     unsigned flags;                          /* ZKL_KIND_* */
     void (*kick)(zkl_client *c, zkl_op *op); /* move on as far as the link allows */
     void (*suspended)(zkl_client *c, zkl_op *op, int suspended); /* link lost (1) / back (0) */
-    void (*session_lost)(zkl_client *c, zkl_op *op);             /* every ephemeral node is gone */
+    void (*session_lost)(zkl_client *c, zkl_op *op, int status); /* nodes gone; status: why */
     void (*expire)(zkl_client *c, zkl_op *op);                   /* its deadline passed */
     int (*cancel)(zkl_client *c, zkl_op *op);                    /* the user withdraws it */
     void (*abandon)(zkl_client *c, zkl_op *op); /* the user is gone: clean up silently */
@@ -88,9 +88,12 @@ struct zkl_client {
     int64_t zk_deadline; /* ZooKeeper's own next deadline (ms, monotonic), 0 none */
     int64_t reinit_at;   /* retry creating a handle at this time (0 none) */
 
-    int state;        /* ZKL_STATE_* as last reported */
-    int zk_connected; /* what the session watcher last saw */
-    int expired_flag; /* the session watcher saw EXPIRED/AUTH_FAILED */
+    int state;         /* ZKL_STATE_* as last reported */
+    int zk_connected;  /* what the session watcher last saw */
+    int expired_flag;  /* the session watcher saw EXPIRED/AUTH_FAILED */
+    int auth_failed;   /* ... AUTH_FAILED: terminal (ZKL_STATE_AUTH_FAILED) */
+    int64_t opened_at; /* when the current handle was opened */
+    int young_deaths;  /* sessions in a row that died before a session timeout (paced) */
     int64_t session_id;
     char passwd[16];
     int sessions;
@@ -140,6 +143,7 @@ int64_t zkl__now(const zkl_client *c);
 int zkl__emit(zkl_client *c, zkl_op *op, int type, int status);
 int zkl__ev_reserve(zkl_client *c, size_t extra);
 int zkl__connected(const zkl_client *c);
+int zkl__startable(const zkl_client *c); /* 0, or why no op can start (ECLOSED, ZAUTHFAILED) */
 void zkl__refresh_interest(zkl_client *c);
 zkl_client *zkl__current(void);
 struct ACL_vector *zkl__acl(zkl_client *c, int id);

@@ -152,7 +152,8 @@ static void multi_close(zkl_client *c, zkl_op *op) {
 
 int zkl__multi_acquire(zkl_client *c, const zkl_multi_item *items, int n, int timeout_ms, int flags,
                        uint64_t *id) {
-    if (c->closed) return ZKL_ECLOSED;
+    int why = zkl__startable(c);
+    if (why) return why;
     if (!items || n < 1) return ZKL_EINVAL;
     for (int i = 0; i < n; i++) {
         const zkl_multi_item *it = &items[i];

@@ -20,12 +20,14 @@ typedef struct zkl_pop {
 
 static void plain_kick(zkl_client *c, zkl_op *op);
 static void plain_close(zkl_client *c, zkl_op *op);
+static void plain_session_lost(zkl_client *c, zkl_op *op, int status);
 static void plain_free_fields(zkl_client *c, zkl_op *op);
 
 static const zkl_kind plain_kind = {
     .name = "plain",
     .size = sizeof(zkl_pop),
     .kick = plain_kick,
+    .session_lost = plain_session_lost,
     .close = plain_close,
     .free_fields = plain_free_fields,
 };
@@ -42,7 +44,7 @@ static void plain_free_fields(zkl_client *c, zkl_op *op) {
 static void plain_done(zkl_client *c, zkl_op *op, int rc) {
     if (op->phase == P_DONE) return;
     if (rc == ZCLOSING || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE)
-        rc = c->closed ? ZKL_ECLOSED : ZKL_ESESSION;
+        rc = c->closed ? ZKL_ECLOSED : c->auth_failed ? ZAUTHFAILED : ZKL_ESESSION;
     P(op)->rc = rc;
     op->phase = P_DONE;
     zkl__emit(c, op, ZKL_EV_OP_DONE, rc);
@@ -159,7 +161,8 @@ static void plain_kick(zkl_client *c, zkl_op *op) {
 }
 
 int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
-    if (c->closed) return ZKL_ECLOSED;
+    int why = zkl__startable(c);
+    if (why) return why;
     if (!args->path || args->type < ZKL_OP_GET || args->type > ZKL_OP_DELETE) return ZKL_EINVAL;
     if (args->path[0] != '/' || args->acl < 0 || args->acl > c->nacls) return ZKL_EINVAL;
     zkl_op *op = zkl__op_new(c, &plain_kind);
@@ -206,4 +209,10 @@ static void plain_close(zkl_client *c, zkl_op *op) {
     P(op)->rc = ZKL_ECLOSED;
     zkl__emit(c, op, ZKL_EV_OP_DONE, ZKL_ECLOSED);
     op->phase = P_DONE;
+}
+
+/* The session is gone: an operation still waiting to be sent fails too (one in flight fails
+ * through its reply). A plain operation never outlives the session it was started in. */
+static void plain_session_lost(zkl_client *c, zkl_op *op, int status) {
+    if (op->phase == P_ACQUIRING && op->refs == 0) plain_done(c, op, status);
 }

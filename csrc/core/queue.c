@@ -178,14 +178,14 @@ void zkl__queue_fail(zkl_client *c, zkl_op *op, int status) {
     KICK(c, op);
 }
 
-void zkl__queue_session_lost(zkl_client *c, zkl_op *op) {
+void zkl__queue_session_lost(zkl_client *c, zkl_op *op, int status) {
     /* Every ephemeral node of the old session is gone with it. */
     zkl__set_str(c, &QOP(op)->node, NULL);
     QOP(op)->unknown = 0;
     op->gen++;
     switch (op->phase) {
     case P_ACQUIRING:
-        zkl__emit(c, op, ZKL_EV_FAILED, ZKL_ESESSION);
+        zkl__emit(c, op, ZKL_EV_FAILED, status);
         op->phase = P_DONE;
         break;
     case P_HELD:
@@ -674,7 +674,8 @@ int zkl__queue_start(zkl_client *c, zkl_op *op, uint64_t *id) {
 
 int zkl__lock_new(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
                   zkl_op **out) {
-    if (c->closed) return ZKL_ECLOSED;
+    int why = zkl__startable(c);
+    if (why) return why;
     if (!path || zkl_path_error(path, strlen(path))) return ZKL_EINVAL;
     if (recipe != ZKL_MUTEX && recipe != ZKL_READ && recipe != ZKL_WRITE) return ZKL_EINVAL;
     int rc =
@@ -692,7 +693,8 @@ int zkl__lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int ti
 
 int zkl__lock_downgrade(zkl_client *c, uint64_t write_id, uint64_t *id) {
     zkl_op *op, *w = zkl__op_find(c, write_id);
-    if (c->closed) return ZKL_ECLOSED;
+    int why = zkl__startable(c);
+    if (why) return why;
     if (!w || !(w->kind->flags & ZKL_KIND_QUEUE) || w->user_gone || QOP(w)->recipe != ZKL_WRITE)
         return ZKL_ENOTFOUND;
     if (w->phase != P_HELD || !QOP(w)->node) return ZKL_ENOTHELD;

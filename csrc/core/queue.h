@@ -69,7 +69,7 @@ int zkl__semaphore_new(zkl_client *c, const char *path, int max_leases, int qty,
 void zkl__queue_kick(zkl_client *c, zkl_op *op);
 void zkl__queue_fail(zkl_client *c, zkl_op *op, int status);
 void zkl__queue_acquired(zkl_client *c, zkl_op *op);
-void zkl__queue_session_lost(zkl_client *c, zkl_op *op);
+void zkl__queue_session_lost(zkl_client *c, zkl_op *op, int status);
 void zkl__queue_suspended(zkl_client *c, zkl_op *op, int suspended);
 void zkl__queue_expire(zkl_client *c, zkl_op *op);
 int zkl__queue_cancel(zkl_client *c, zkl_op *op);

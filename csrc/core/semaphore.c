@@ -39,7 +39,7 @@ typedef struct zkl_sop {
 #define SOP(o) ((zkl_sop *)(o))
 
 static void sem_kick(zkl_client *c, zkl_op *op);
-static void sem_session_lost(zkl_client *c, zkl_op *op);
+static void sem_session_lost(zkl_client *c, zkl_op *op, int status);
 static void sem_queue_head(zkl_client *c, zkl_op *op);
 static void sem_give_up(zkl_client *c, zkl_op *op, int failed);
 static void sem_free_fields(zkl_client *c, zkl_op *op);
@@ -121,10 +121,10 @@ static void sem_give_up(zkl_client *c, zkl_op *op, int failed) {
         QOP(op)->held_head = 1; /* its node is the internal mutex it held */
 }
 
-static void sem_session_lost(zkl_client *c, zkl_op *op) {
+static void sem_session_lost(zkl_client *c, zkl_op *op, int status) {
     leases_clear(c, op);
     SOP(op)->lease_unknown = 0;
-    zkl__queue_session_lost(c, op);
+    zkl__queue_session_lost(c, op, status);
 }
 
 static void sem_queue_head(zkl_client *c, zkl_op *op);
@@ -447,7 +447,8 @@ static void lease_scan_reply(int rc, const struct String_vector *v, const void *
 int zkl__semaphore_new(zkl_client *c, const char *path, int max_leases, int qty, int timeout_ms,
                        int acl, zkl_op **out) {
     zkl_op *op;
-    if (c->closed) return ZKL_ECLOSED;
+    int why = zkl__startable(c);
+    if (why) return why;
     if (!path || zkl_path_error(path, strlen(path))) return ZKL_EINVAL;
     if (max_leases < 1 || qty < 1 || qty > max_leases) return ZKL_EINVAL;
     size_t n = strlen(path);

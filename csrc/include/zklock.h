@@ -193,7 +193,10 @@ enum {
     ZKL_STATE_CONNECTED = 2,  /* session established and connected */
     ZKL_STATE_SUSPENDED = 3,  /* session exists but the connection is lost: ownership uncertain */
     ZKL_STATE_EXPIRED = 4,    /* reported once when a session is lost; a new one is being made */
-    ZKL_STATE_CLOSED = 5
+    ZKL_STATE_CLOSED = 5,
+    ZKL_STATE_AUTH_FAILED = 6 /* the server refused the credentials (zkl_client_add_auth): reported
+                                 once; pending operations fail with ZAUTHFAILED, new ones are
+                                 refused with it, and no session is opened again. Terminal. */
 };
 
 /* Per-lock states reported with ZKL_EV_LOCK_STATE while a lock is held. */

@@ -49,7 +49,7 @@ typedef struct wtch {
     void *ctx;
 } wtch;
 
-enum { IT_REPLY = 1, IT_WATCH, IT_UP, IT_DOWN, IT_EXPIRE };
+enum { IT_REPLY = 1, IT_WATCH, IT_UP, IT_DOWN, IT_EXPIRE, IT_AUTH_FAILED };
 
 typedef struct item {
     struct item *next;
@@ -529,6 +529,11 @@ void fz_expire(void) {
     push(new_item(IT_EXPIRE));
 }
 
+void fz_auth_fail(void) {
+    doom_pending();
+    push(new_item(IT_AUTH_FAILED));
+}
+
 void fz_drop_link(void) {
     if (F.zh) F.zh->state = ZOO_CONNECTING_STATE;
 }
@@ -642,6 +647,14 @@ static int t_process(zhandle_t *zh, int events) {
             zh->state = ZOO_CONNECTING_STATE;
             session_event(zh, ZOO_CONNECTING_STATE);
             if (zh == F.zh) fail_outstanding(ZCONNECTIONLOSS);
+            break;
+        case IT_AUTH_FAILED:
+            zh->state = ZOO_AUTH_FAILED_STATE;
+            session_event(zh, ZOO_AUTH_FAILED_STATE);
+            if (zh == F.zh) {
+                fail_outstanding(ZAUTHFAILED);
+                watches_clear();
+            }
             break;
         case IT_EXPIRE:
             zh->state = ZOO_EXPIRED_SESSION_STATE;

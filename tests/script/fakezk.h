@@ -92,6 +92,7 @@ void fz_connect(void); /* CONNECTED: a new session on a fresh handle, else the s
 void fz_disconnect(
     void);               /* connection loss: CONNECTING, unanswered requests fail ZCONNECTIONLOSS */
 void fz_expire(void);    /* EXPIRED: unanswered requests fail ZSESSIONEXPIRED, watches dropped */
+void fz_auth_fail(void); /* AUTH_FAILED: unanswered requests fail ZAUTHFAILED, watches dropped */
 void fz_drop_link(void); /* the link goes down silently (no event): for tearing down */
 int fz_state(void);      /* zoo_state of the current handle, 0 when none */
 int64_t fz_session(void); /* current session id */

@@ -346,7 +346,105 @@ static void close_with_work_pending(void) {
     zkl_client_free(c);
 }
 
-H_DEFINE_GROUP(g_session, {"adopt_by_prefix", adopt_by_prefix},
+/* A server that expires every session as soon as it is made: the client keeps opening new ones,
+ * the first at once, then paced (100 ms doubling to 10 s): at most a dozen in a minute, where an
+ * unpaced client opens one per process() call. A session that lived a session timeout resets
+ * the pace. */
+static void reopen_paced(void) {
+    zkl_client *c = h_client();
+    int opened0 = fz_handles_opened();
+    int64_t end = fz_now() + 60000;
+    while (fz_now() < end) {
+        if (fz_handle_open() && fz_state() != ZOO_CONNECTED_STATE) {
+            fz_connect();
+            h_pump(c);
+        }
+        if (fz_state() == ZOO_CONNECTED_STATE) {
+            fz_expire();
+            h_pump(c);
+        }
+        h_advance(c, 10);
+    }
+    int opened = fz_handles_opened() - opened0;
+    CHECK(opened >= 8);  /* it keeps trying: 0, 0.1, 0.2, ... 6.4, 10, 10 ... s */
+    CHECK(opened <= 14); /* and never faster than the pace */
+    zkl_stats st;
+    zkl_client_stats(c, &st);
+    /* every session expired: the first one's, and each one opened since (the last re-open may
+     * still be waiting for its time) */
+    CHECK(st.sessions_expired == (uint64_t)opened || st.sessions_expired == (uint64_t)opened + 1);
+    /* a healthy session (it lives a whole session timeout) resets the pace: the next opens at once
+     */
+    while (!fz_handle_open())
+        h_advance(c, 10);
+    fz_connect();
+    h_pump(c);
+    h_advance(c, 10000);
+    int before = fz_handles_opened();
+    fz_expire();
+    h_pump(c);
+    CHECK_INT(fz_handles_opened(), before + 1);
+    h_free(c);
+}
+
+/* The server refuses the credentials: reported once (AUTH_FAILED), pending work fails with
+ * ZAUTHFAILED, new work is refused with it, and no session is opened again, ever. */
+static void auth_failed_is_terminal(void) {
+    zkl_client *c = h_client();
+    fz_req *cr, *ls;
+    uint64_t id = start(c, &cr, &ls);
+    (void)ls;
+    zkl_op_args a = {ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0};
+    uint64_t get;
+    CHECK_INT(zkl_op_start(c, &a, &get), ZKL_OK);
+    fz_auth_fail();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_FAILED, id, ZAUTHFAILED);
+    EXPECT_EV(c, ZKL_EV_OP_DONE, get, ZAUTHFAILED);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_AUTH_FAILED);
+    EXPECT_NO_EV(c);
+    CHECK_INT(zkl_client_state(c), ZKL_STATE_AUTH_FAILED);
+    int opened = fz_handles_opened();
+    h_advance(c, 60000);
+    CHECK_INT(fz_handles_opened(), opened);
+    EXPECT_NO_EV(c);
+    uint64_t x;
+    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, &x), ZAUTHFAILED);
+    CHECK_INT(zkl_op_start(c, &a, &x), ZAUTHFAILED);
+    zkl_stats st;
+    zkl_client_stats(c, &st);
+    CHECK_INT(st.sessions_expired, 0);
+    h_free(c);
+}
+
+/* A session loss fails every pending call, not only acquisitions: a plain call in flight and
+ * one still waiting for the link both end with ESESSION (they used to wait for ever). */
+static void expiry_fails_plain_calls(void) {
+    zkl_client *c = h_client();
+    zkl_op_args a = {ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0};
+    uint64_t sent, waiting;
+    CHECK_INT(zkl_op_start(c, &a, &sent), ZKL_OK);
+    EXPECT_REQ(FZ_GET, "/x");
+    fz_disconnect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    CHECK_INT(zkl_op_start(c, &a, &waiting), ZKL_OK); /* not sent: no link */
+    h_pump(c);                                        /* the read in flight is retried later */
+    EXPECT_NO_EV(c);
+    fz_expire();
+    h_pump(c);
+    /* both wait for the link now (the read in flight was lost with it): newest first */
+    EXPECT_EV(c, ZKL_EV_OP_DONE, waiting, ZKL_ESESSION);
+    EXPECT_EV(c, ZKL_EV_OP_DONE, sent, ZKL_ESESSION);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_EXPIRED);
+    EXPECT_NO_EV(c);
+    h_free(c);
+}
+
+H_DEFINE_GROUP(g_session, {"reopen_paced", reopen_paced},
+               {"expiry_fails_plain_calls", expiry_fails_plain_calls},
+               {"auth_failed_is_terminal", auth_failed_is_terminal},
+               {"adopt_by_prefix", adopt_by_prefix},
                {"recreate_without_prefix", recreate_without_prefix},
                {"operation_timeout_scans", operation_timeout_scans},
                {"expire_creating", expire_creating}, {"expire_listing", expire_listing},
