@@ -162,6 +162,10 @@ int zkl__listing_join(zkl_client *c, const char *dir, const void *token, strings
 void zkl__listings_flush(zkl_client *c);
 void zkl__listings_drop(zkl_client *c);
 
+/* How many times a create makes its container parents (again) when it meets ZNONODE: the server
+ * reaps an emptied container at any moment, also between a parent's create and the child's. */
+#define ZKL_PARENT_ROUNDS 10
+
 /* replies after which a request's outcome is unknown, and replies that mean the handle is going
  * away (the session layer decides what happens then) */
 int zkl__conn_lost(int rc);

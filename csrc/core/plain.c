@@ -1,5 +1,7 @@
 /* plain.c - plain znode operations (get, set, create, delete, children, exists): one request
- * each, reads retried across a connection loss, the result readable until its event is consumed. */
+ * each (a create with parents: its ancestors' creates pipelined ahead of it), reads retried
+ * across a connection loss, an optional timeout, the result readable until its event is
+ * consumed. */
 #include <string.h>
 
 #include "internal.h"
@@ -14,6 +16,8 @@ typedef struct zkl_pop {
     char **res_children;
     int res_nchildren;
     struct Stat res_stat;
+    int parents_tried; /* ZKL_CREATE_PARENTS: rounds of making the ancestors */
+    int parent_rc;     /* why an ancestor could not be made (not NODEEXISTS), if so */
 } zkl_pop;
 
 #define P(o) ((zkl_pop *)(o))
@@ -21,6 +25,7 @@ typedef struct zkl_pop {
 static void plain_kick(zkl_client *c, zkl_op *op);
 static void plain_close(zkl_client *c, zkl_op *op);
 static void plain_session_lost(zkl_client *c, zkl_op *op, int status);
+static void plain_expire(zkl_client *c, zkl_op *op);
 static void plain_free_fields(zkl_client *c, zkl_op *op);
 
 static const zkl_kind plain_kind = {
@@ -28,6 +33,7 @@ static const zkl_kind plain_kind = {
     .size = sizeof(zkl_pop),
     .kick = plain_kick,
     .session_lost = plain_session_lost,
+    .expire = plain_expire,
     .close = plain_close,
     .free_fields = plain_free_fields,
 };
@@ -87,10 +93,32 @@ static void plain_stat_reply(int rc, const struct Stat *st, const void *t) {
     zkl__op_maybe_free(c, op);
 }
 
+static void plain_parent_reply(int rc, const char *name, const struct Stat *st, const void *t) {
+    zkl_client *c;
+    (void)name, (void)st;
+    zkl_op *op = zkl__reply_op(t, &c);
+    if (!op) return;
+    if (rc != ZOK && rc != ZNODEEXISTS && rc != ZNONODE && !zkl__conn_lost(rc) &&
+        !zkl__handle_gone(rc) && !P(op)->parent_rc)
+        P(op)->parent_rc = rc; /* the first refusal (e.g. ZNOAUTH) is the cause */
+    zkl__op_maybe_free(c, op);
+}
+
 static void plain_create_reply(int rc, const char *name, const struct Stat *st, const void *t) {
     zkl_client *c;
     zkl_op *op = zkl__reply_op(t, &c);
     if (!op) return;
+    if (rc == ZNONODE && (P(op)->args.flags & ZKL_CREATE_PARENTS) && op->phase == P_ACQUIRING) {
+        if (P(op)->parent_rc) {
+            rc = P(op)->parent_rc;
+        } else if (P(op)->parents_tried < ZKL_PARENT_ROUNDS) {
+            /* an ancestor was reaped (or never made) before the node went in: make them again;
+             * every ancestor's reply came before this one */
+            plain_kick(c, op);
+            zkl__op_maybe_free(c, op);
+            return;
+        }
+    }
     if (rc == ZOK && set_result_data(c, op, name, strlen(name)) != ZOK) rc = ZKL_ENOMEM;
     plain_stat_common(c, op, rc, st);
     zkl__op_maybe_free(c, op);
@@ -121,6 +149,28 @@ static void plain_children_reply(int rc, const struct String_vector *v, const vo
     zkl__op_maybe_free(c, op);
 }
 
+static void plain_parent_reply(int rc, const char *name, const struct Stat *st, const void *t);
+
+/* Every ancestor of the path as a container, pipelined ahead of the create; ZNODEEXISTS is fine. */
+static void issue_parents(zkl_client *c, zkl_op *op) {
+    const zkl_op_args *a = &P(op)->args;
+    size_t len = strlen(a->path);
+    char *buf = zkl__alloc(c, len + 1);
+    if (!buf) return; /* the create then meets ZNONODE if a parent is missing */
+    memcpy(buf, a->path, len + 1);
+    P(op)->parents_tried++;
+    for (size_t i = 1; i < len; i++) {
+        if (buf[i] != '/') continue;
+        buf[i] = '\0';
+        c->stats.creates++;
+        if (c->zk->acreate2(c->zh, buf, "", 0, zkl__acl(c, a->acl), ZOO_CONTAINER,
+                            plain_parent_reply, ZKL_TOKEN(op)) == ZOK)
+            op->refs++;
+        buf[i] = '/';
+    }
+    zkl__free(c, buf, len + 1);
+}
+
 static void plain_kick(zkl_client *c, zkl_op *op) {
     if (op->phase != P_ACQUIRING || op->refs > 0 || !zkl__connected(c)) return;
     const zkl_op_args *a = &P(op)->args;
@@ -143,8 +193,10 @@ static void plain_kick(zkl_client *c, zkl_op *op) {
         rc = c->zk->adelete(c->zh, a->path, a->version, plain_void_reply, t);
         break;
     case ZKL_OP_CREATE: {
-        int mode = ((a->flags & 1) ? ZOO_EPHEMERAL : 0) | ((a->flags & 2) ? ZOO_SEQUENCE : 0);
-        if (a->flags & 4) mode = ZOO_CONTAINER;
+        int mode = ((a->flags & ZKL_CREATE_EPHEMERAL) ? ZOO_EPHEMERAL : 0) |
+                   ((a->flags & ZKL_CREATE_SEQUENTIAL) ? ZOO_SEQUENCE : 0);
+        if (a->flags & ZKL_CREATE_CONTAINER) mode = ZOO_CONTAINER;
+        if (a->flags & ZKL_CREATE_PARENTS) issue_parents(c, op);
         rc = c->zk->acreate2(c->zh, a->path, a->data, (int)a->len, zkl__acl(c, a->acl), mode,
                              plain_create_reply, t);
         break;
@@ -164,7 +216,10 @@ int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
     int why = zkl__startable(c);
     if (why) return why;
     if (!args->path || args->type < ZKL_OP_GET || args->type > ZKL_OP_DELETE) return ZKL_EINVAL;
-    if (args->path[0] != '/' || args->acl < 0 || args->acl > c->nacls) return ZKL_EINVAL;
+    if (args->path[0] != '/' || args->acl < 0 || args->acl > c->nacls || args->timeout_ms < 0 ||
+        (args->flags & ~(ZKL_CREATE_EPHEMERAL | ZKL_CREATE_SEQUENTIAL | ZKL_CREATE_CONTAINER |
+                         ZKL_CREATE_PARENTS)))
+        return ZKL_EINVAL;
     zkl_op *op = zkl__op_new(c, &plain_kind);
     if (!op) return ZKL_ENOMEM;
     P(op)->args = *args;
@@ -180,6 +235,10 @@ int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
     P(op)->args.path = P(op)->args_path;
     P(op)->args.data = args->data ? P(op)->args_data : NULL;
     op->phase = P_ACQUIRING;
+    if (args->timeout_ms > 0) {
+        op->deadline = zkl__now(c) + args->timeout_ms + 1; /* the clock is truncated: never early */
+        zkl__note_deadline(c, op->deadline);
+    }
     *id = op->id;
     plain_kick(c, op);
     zkl__refresh_interest(c);
@@ -215,4 +274,8 @@ static void plain_close(zkl_client *c, zkl_op *op) {
  * through its reply). A plain operation never outlives the session it was started in. */
 static void plain_session_lost(zkl_client *c, zkl_op *op, int status) {
     if (op->phase == P_ACQUIRING && op->refs == 0) plain_done(c, op, status);
+}
+
+static void plain_expire(zkl_client *c, zkl_op *op) {
+    plain_done(c, op, ZKL_ETIMEDOUT);
 }

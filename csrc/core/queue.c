@@ -388,7 +388,8 @@ static void create_reply(int rc, const char *name, const struct Stat *st, const 
             QOP(op)->step = S_LIST; /* the pipelined list reply comes next */
     } else if (rc == ZNONODE && QOP(op)->parent_rc) {
         zkl__queue_fail(c, op, QOP(op)->parent_rc); /* e.g. ZNOAUTH: we may not create the parent */
-    } else if (rc == ZNONODE && QOP(op)->parents_tried < 2 && !QOP(op)->grant_on_create) {
+    } else if (rc == ZNONODE && QOP(op)->parents_tried < ZKL_PARENT_ROUNDS &&
+               !QOP(op)->grant_on_create) {
         QOP(op)->parents_tried++;
         QOP(op)->step = S_START;
         issue_parents(c, op);

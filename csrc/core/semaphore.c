@@ -354,7 +354,7 @@ static void lease_list_reply(int rc, const struct String_vector *v, const void *
     } else if (SOP(op)->lease_nonode && QOP(op)->parent_rc) {
         zkl__queue_fail(c, op, QOP(op)->parent_rc);
     } else if (SOP(op)->lease_nonode) {
-        if (SOP(op)->lease_parents_tried++ < 3) {
+        if (SOP(op)->lease_parents_tried++ < ZKL_PARENT_ROUNDS) {
             QOP(op)->step = S_LEASE_START;
             sem_kick(c, op);
         } else {

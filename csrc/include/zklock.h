@@ -495,29 +495,42 @@ ZKL_EXTERN int zkl_lock_info_get(zkl_client *c, uint64_t id, zkl_lock_info *out)
 /* Plain znode operations (used for participants, tests and examples). One ZKL_EV_OP_DONE follows
  * (statuses: see the event list above). Results are read with zkl_op_result_get() right after
  * next_event() returned the OP_DONE event and stay valid until the next call to next_event(),
- * process() or wait(). Plain operations have no timeout: one started while disconnected is sent
- * once connected. CREATE always uses the open ACL. */
+ * process() or wait(). One started while disconnected is sent once connected; a session loss
+ * ends it with ZKL_ESESSION, its timeout (timeout_ms > 0) with ZKL_ETIMEDOUT (a write's outcome
+ * is then unknown: the server may still apply it). */
 typedef enum {
     ZKL_OP_GET = 1,      /* data + stat */
     ZKL_OP_CHILDREN = 2, /* children names */
     ZKL_OP_EXISTS = 3,   /* stat */
-    ZKL_OP_CREATE = 4,   /* created path (flags: 1 ephemeral, 2 sequential, 4 container) */
+    ZKL_OP_CREATE = 4,   /* created path (flags: ZKL_CREATE_*) */
     ZKL_OP_SET = 5,      /* stat */
     ZKL_OP_DELETE = 6
 } zkl_op_type;
+
+/* CREATE flags. PARENTS makes every missing ancestor first, as containers with the same ACL,
+ * pipelined ahead of the create, and makes them again (up to 10 times) when the server reaps one
+ * before the node is in. */
+enum {
+    ZKL_CREATE_EPHEMERAL = 1,
+    ZKL_CREATE_SEQUENTIAL = 2,
+    ZKL_CREATE_CONTAINER = 4,
+    ZKL_CREATE_PARENTS = 8
+};
 
 typedef struct zkl_op_args {
     zkl_op_type type;
     const char *path;
     const char *data; /* create/set */
     size_t len;
-    int flags;   /* create */
-    int version; /* set/delete; -1 any */
-    int acl;     /* create: an ACL id from zkl_client_acl; 0 = open to everyone */
+    int flags;      /* create: ZKL_CREATE_* */
+    int version;    /* set/delete; -1 any */
+    int acl;        /* create: an ACL id from zkl_client_acl; 0 = open to everyone */
+    int timeout_ms; /* > 0: end with ZKL_ETIMEDOUT after this long; 0: no limit */
 } zkl_op_args;
 
-/* Errors: ZKL_ECLOSED, ZKL_EINVAL (path NULL or not starting with '/', unknown type; other path
- * problems come back as OP_DONE with ZBADARGUMENTS), ZKL_ENOMEM. */
+/* Errors: ZKL_ECLOSED, ZAUTHFAILED (the client is in ZKL_STATE_AUTH_FAILED), ZKL_EINVAL (path
+ * NULL or not starting with '/', unknown type or flags, ACL id unknown, negative timeout; other
+ * path problems come back as OP_DONE with ZBADARGUMENTS), ZKL_ENOMEM. */
 ZKL_EXTERN int zkl_op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id);
 
 typedef struct zkl_op_result {

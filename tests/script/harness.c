@@ -229,6 +229,7 @@ void h_alloc_init(h_alloc *h, long fail_at) {
 H_GROUP(g_mutex);
 H_GROUP(g_giveup);
 H_GROUP(g_session);
+H_GROUP(g_plain);
 H_GROUP(g_rw);
 H_GROUP(g_sem);
 H_GROUP(g_alloc);
@@ -241,6 +242,7 @@ static const struct {
     {"mutex", g_mutex, &g_mutex_n},
     {"giveup", g_giveup, &g_giveup_n},
     {"session", g_session, &g_session_n},
+    {"plain", g_plain, &g_plain_n},
     {"rw", g_rw, &g_rw_n},
     {"sem", g_sem, &g_sem_n},
     {"alloc", g_alloc, &g_alloc_n},
