@@ -39,7 +39,7 @@ ROOT=$(pwd)
 MODE=tag REF="" OUT="$ROOT/dist" REV=1 URL=${ZKL_RELEASE_URL:-$RELEASE_URL} URL_GIVEN=0 LOCAL=0 SPEC_VERSION=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --head) MODE=head ;;
+    --head) MODE="head" ;;
     --check) MODE=check ;;
     --rockspec) MODE=rockspec; SPEC_VERSION=${2:?--rockspec needs a version}; shift ;;
     --out) OUT=${2:?--out needs a directory}; shift ;;
@@ -84,7 +84,7 @@ case "$MODE" in
     render rockspec/zklock.rockspec.in "$SPEC_VERSION"
     exit 0 ;;
   check)
-    [ $URL_GIVEN -eq 0 ] && [ -z "${ZKL_RELEASE_URL:-}" ] || die "--check compares against RELEASE_URL"
+    if [ $URL_GIVEN -ne 0 ] || [ -n "${ZKL_RELEASE_URL:-}" ]; then die "--check compares against RELEASE_URL"; fi
     rc=0
     v=$(version_of <csrc/include/zklock.h)
     [ -n "$v" ] || die "no #define ZKL_VERSION in csrc/include/zklock.h"
