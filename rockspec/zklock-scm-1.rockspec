@@ -1,3 +1,4 @@
+-- Written by scripts/release.sh from rockspec/zklock.rockspec.in: edit the template, not this.
 rockspec_format = "3.0"
 package = "zklock"
 version = "scm-1"

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# tests/installed/check.sh STEP DIR: zklock as a user gets it, one step at a time (.ci/run,
+# stage "release"; each step needs the ones before it, all in the scratch directory DIR).
+#   pack DIR     scripts/release.sh --head --out DIR/dist: the tarball, the rockspec, the .src.rock
+#   install DIR  luarocks install DIR/dist/zklock-X.Y.Z-1.src.rock into a fresh tree DIR/tree
+#   smoke DIR    tests/installed/smoke_spec.lua against DIR/tree only, from outside the source
+#                tree (a real ZooKeeper from the installed zklock.testing)
+#   recipe DIR   README's "Testing your own code with busted": the block after the marker line
+#                "<!-- ci: tests/installed/check.sh recipe -->", verbatim, with TREE=DIR/tree, in a
+#                copy of examples/busted-user; busted must pass and have run tests
+set -euo pipefail
+STEP=${1:?usage: check.sh pack|install|smoke|recipe DIR}
+DIR=${2:?usage: check.sh pack|install|smoke|recipe DIR}
+cd "$(dirname "$0")/../.."
+SRC=$(pwd)
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+VERSION=$(sed -n 's/^#define ZKL_VERSION "\([^"]*\)".*/\1/p' csrc/include/zklock.h)
+ROCK="$DIR/dist/zklock-$VERSION-1.src.rock"
+TREE="$DIR/tree"
+LUAROCKS=(luarocks --lua-version=5.4)
+
+case "$STEP" in
+  pack)
+    rm -rf "$DIR/dist"
+    bash scripts/release.sh --head --out "$DIR/dist"
+    unzip -l "$ROCK"
+    # the .src.rock holds the release rockspec and the tarball, and nothing else
+    [ "$(unzip -Z1 "$ROCK" | sort | tr '\n' ' ')" = "zklock-$VERSION-1.rockspec zklock-$VERSION.tar.gz " ]
+    ;;
+  install)
+    rm -rf "$TREE"
+    # from a directory of its own: luarocks must build from the rock alone
+    mkdir -p "$DIR/empty"
+    (cd "$DIR/empty" && "${LUAROCKS[@]}" --tree "$TREE" install "$ROCK")
+    "${LUAROCKS[@]}" --tree "$TREE" list --porcelain | grep -q "^zklock	$VERSION-1	installed	"
+    test -f "$TREE/lib/lua/5.4/zklock/core.so"
+    test -f "$TREE/share/lua/5.4/zklock/testing/init.lua"
+    ;;
+  smoke)
+    mkdir -p "$DIR/smoke" # no .busted here: only the tree's paths and the system's
+    cd "$DIR/smoke"
+    ZKL_TREE=$TREE ZKL_EXPECT_VERSION=$VERSION \
+      LUA_PATH_5_4="$("${LUAROCKS[@]}" --tree "$TREE" path --lr-path);;" \
+      LUA_CPATH_5_4="$("${LUAROCKS[@]}" --tree "$TREE" path --lr-cpath);;" \
+      busted --lua=lua5.4 -o TAP "$SRC/tests/installed/smoke_spec.lua" | tee out.tap
+    grep -q '^1\.\.3$' out.tap && ! grep -q '^not ok' out.tap
+    ;;
+  recipe)
+    block=$(awk '/^<!-- ci: tests\/installed\/check.sh recipe -->$/ { m = 1; next }
+      m == 1 && /^```sh$/ { m = 2; next }
+      m == 2 && /^```$/ { exit }
+      m == 2 { print }' README.md)
+    [ -n "$block" ] || { echo "README.md has no recipe block after the marker" >&2; exit 1; }
+    printf 'the recipe (README.md):\n%s\n\n' "$block"
+    rm -rf "$DIR/user"
+    cp -r examples/busted-user "$DIR/user"
+    cd "$DIR/user"
+    # a clean environment as a user would have it: no Lua path variables of ours
+    env -u LUA_PATH -u LUA_CPATH -u LUA_PATH_5_4 -u LUA_CPATH_5_4 -u LUA_INIT -u LUA_INIT_5_4 \
+      TREE="$TREE" bash -euo pipefail -c "$block" 2>&1 | tee out.txt
+    grep -Eq '^[1-9][0-9]* successes? / 0 failures / 0 errors' out.txt
+    ;;
+  *) echo "unknown step $STEP" >&2; exit 2 ;;
+esac
