@@ -236,6 +236,27 @@ describe("zklock API", function()
         client.create, client, 7, "", { parents = true })
       assert_raises({ "bad argument #2 to 'set'", "string" }, client.set, client, "/api", 5)
     end)
+
+    it("create takes named options only: bare numeric flags and unknown options are rejected", function()
+      -- 3 was EPHEMERAL|SEQUENTIAL in the ZooKeeper C API
+      assert_raises({ "bad argument #3 to 'create'", "options", "numeric flags", "3 (number)" },
+        client.create, client, "/api/flags", "", 3)
+      assert_raises({ "bad argument #3 to 'create'", "unknown option 'flags'", "acl", "ephemeral" },
+        client.create, client, "/api/flags", "", { flags = 1 })
+      assert_raises({ "bad argument #3 to 'create'", "option 'ephemeral'", "boolean" },
+        client.create, client, "/api/flags", "", { ephemeral = 1 })
+      assert_raises({ "bad argument #3 to 'create'", "option 'acl'", "creator" },
+        client.create, client, "/api/flags", "", { acl = "everyone" })
+      assert_raises({ "bad argument #3 to 'create'", "container", "ephemeral or sequential" },
+        client.create, client, "/api/flags", "", { container = true, sequential = true })
+      assert.is_false(client:exists("/api/flags"))
+      -- the named flags do what they say
+      local made = assert(client:create("/api/named/n-", "x", { parents = true, ephemeral = true, sequential = true }))
+      assert.truthy(made:match("^/api/named/n%-%d%d%d%d%d%d%d%d%d%d$"), made)
+      local _, stat = assert(client:get(made))
+      assert.are_not.equal("0000000000000000", stat.ephemeral_owner)
+      assert(client:delete(made))
+    end)
   end)
 
   describe("a closed client", function()

@@ -335,6 +335,7 @@ typedef struct zkl_op_args {
     size_t len;
     int flags;        /* create */
     int version;      /* set/delete; -1 any */
+    int acl;          /* create: an ACL id from zkl_client_acl; 0 = open (world: all) */
 } zkl_op_args;
 
 ZKL_EXTERN int zkl_op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id);

@@ -310,6 +310,22 @@ local function op_result(self, w, what, path)
   return w.result
 end
 
+-- The core's id for an ACL option value (registered once per distinct list; 0 = open).
+local function recipe_acl_id(self, v)
+  local entries = check.acl_entries(v)
+  if not entries then return 0 end
+  local parts = {}
+  for _, e in ipairs(entries) do parts[#parts + 1] = table.concat(e, "\0") end
+  local key = table.concat(parts, "\1")
+  self._acls = self._acls or {}
+  local id = self._acls[key]
+  if not id then
+    id = assert(self._c:acl(entries))
+    self._acls[key] = id
+  end
+  return id
+end
+
 local function check_path(self, fname, path)
   check.open(self, fname)
   if type(path) ~= "string" or path:sub(1, 1) ~= "/" then
@@ -317,9 +333,9 @@ local function check_path(self, fname, path)
   end
 end
 
-local function plain(self, fname, optype, path, data, flags, version)
+local function plain(self, fname, optype, path, data, flags, version, acl)
   check_path(self, fname, path)
-  local id, msg, code = self._c:op(optype, path, data, flags, version)
+  local id, msg, code = self._c:op(optype, path, data, flags, version, acl)
   if not id then return nil, msg, code end
   return op_result(self, self:_await(self:_waiter(id)), fname, path)
 end
@@ -345,39 +361,50 @@ function Client:exists(path)
   return nil, msg, code
 end
 
--- Creates each missing ancestor of `path` as a container. -> true | nil, msg, code (the first
--- failure other than "exists")
-local function make_parents(self, path)
+-- Creates each missing ancestor of `path` as a container with ACL id `acl`. -> true | nil, msg,
+-- code (the first failure other than "exists")
+local function make_parents(self, path, acl)
   local at = 1
   while true do
     local slash = path:find("/", at + 1, true)
     if not slash then return true end
-    local ok, msg, code = plain(self, "create", core.OP_CREATE, path:sub(1, slash - 1), "", 4)
+    local ok, msg, code = plain(self, "create", core.OP_CREATE, path:sub(1, slash - 1), "", 4, -1, acl)
     if not ok and code ~= "ZNODEEXISTS" then return nil, msg, code end
     at = slash
   end
 end
 
--- client:create(path, data, { ephemeral=, sequential=, container=, parents= }) -> created path
---   parents = true creates missing ancestors first (as containers, like lock parents).
+local CREATE_OPTIONS = { ephemeral = check.is.boolean, sequential = check.is.boolean,
+                         container = check.is.boolean, parents = check.is.boolean, acl = check.acl_option }
+
+-- client:create(path, data, { ephemeral=, sequential=, container=, parents=, acl= }) -> created path
+--   parents = true creates missing ancestors first (as containers, like lock parents, with the
+--   same ACL). acl: "open" (default), "creator" or a list of { scheme, id, perms }, as for locks.
 function Client:create(path, data, opts)
-  opts = check.options("create", 3, opts, { ephemeral = check.is.boolean, sequential = check.is.boolean,
-                                            container = check.is.boolean, parents = check.is.boolean })
+  if opts ~= nil and type(opts) ~= "table" then
+    check.argerror("create", 3, "options: expected a table such as { ephemeral = true, sequential = true }"
+      .. " (numeric flags are not accepted), got " .. check.describe(opts))
+  end
+  opts = check.options("create", 3, opts, CREATE_OPTIONS)
+  if opts.container and (opts.ephemeral or opts.sequential) then
+    check.argerror("create", 3, "options: a container cannot be ephemeral or sequential")
+  end
   if data ~= nil and type(data) ~= "string" then
     check.argerror("create", 2, "data: expected a string or nil, got " .. check.describe(data))
   end
   check_path(self, "create", path)
   local flags = (opts.ephemeral and 1 or 0) + (opts.sequential and 2 or 0) + (opts.container and 4 or 0)
+  local acl = recipe_acl_id(self, opts.acl)
   -- An ancestor made as a container can be reaped by the server between our creating it and
   -- creating what goes under it (it was empty for a moment): ZNONODE then means "make the
   -- parents again", whether the child's create or a deeper parent's got it.
   local ok, msg, code
   for _ = 1, opts.parents and 5 or 1 do
     ok, msg, code = true, nil, nil
-    if opts.parents then ok, msg, code = make_parents(self, path) end
+    if opts.parents then ok, msg, code = make_parents(self, path, acl) end
     if ok then
       local r
-      r, msg, code = plain(self, "create", core.OP_CREATE, path, data or "", flags)
+      r, msg, code = plain(self, "create", core.OP_CREATE, path, data or "", flags, -1, acl)
       if r then return r.data end
     end
     if code ~= "ZNONODE" then break end
@@ -532,20 +559,6 @@ function recipe.await(self, w) return self:_await(w) end
 function recipe.poll(self) return self:_pump(0) end
 function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: untrack
 
--- The core's id for an ACL option value (registered once per distinct list; 0 = open).
-function recipe.acl_id(self, v)
-  local entries = check.acl_entries(v)
-  if not entries then return 0 end
-  local parts = {}
-  for _, e in ipairs(entries) do parts[#parts + 1] = table.concat(e, "\0") end
-  local key = table.concat(parts, "\1")
-  self._acls = self._acls or {}
-  local id = self._acls[key]
-  if not id then
-    id = assert(self._c:acl(entries))
-    self._acls[key] = id
-  end
-  return id
-end
+recipe.acl_id = recipe_acl_id
 
 return { new = new, Client = Client, recipe = recipe }
