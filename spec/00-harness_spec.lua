@@ -36,7 +36,7 @@ describe("zklock.testing single server", function()
 
   setup(function()
     local t0 = testing.now()
-    zk = testing.server{ tick = 500, min_session = 1000, max_session = 60000 }
+    zk = testing.server{ tick_ms = 500, min_session_ms = 1000, max_session_ms = 60000 }
     print(("\n  [harness] standalone server up in %.2f s"):format(testing.now() - t0))
   end)
 
@@ -131,7 +131,11 @@ describe("zklock.testing errors", function()
   end)
 
   it("rejects bad options", function()
-    assert.has_error(function() testing.server{ tick = -1 } end)
+    assert.has_error(function() testing.server{ tick_ms = -1 } end)
+    -- durations are seconds unless the name ends in _ms: the old millisecond names are refused
+    local ok, err = pcall(testing.server, { tick = 500 })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("tick_ms", 1, true), err)
     assert.has_error(function() testing.ensemble{ n = 0 } end)
   end)
 
@@ -181,7 +185,7 @@ describe("zklock.testing ensemble", function()
 
   setup(function()
     local t0 = testing.now()
-    ens = testing.ensemble{ n = 3, tick = 500 }
+    ens = testing.ensemble{ n = 3, tick_ms = 500 }
     print(("\n  [harness] 3-node ensemble up in %.2f s"):format(testing.now() - t0))
   end)
 

@@ -135,7 +135,7 @@ describe("faults: lost replies, restarts and crashes #faults", function()
   local baseline_ephemerals
 
   setup(function()
-    zk = testing.server{ tick = 500, min_session = 1000 }
+    zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
     baseline_ephemerals = util.mntr(zk, "zk_ephemerals_count")
   end)
 
@@ -671,7 +671,7 @@ describe("faults: server restart within the session timeout (SX-03, SX-04) #faul
   local zk
 
   setup(function()
-    zk = testing.server{ tick = 500, min_session = 1000 }
+    zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
   end)
 
   teardown(function()
@@ -760,7 +760,7 @@ describe("faults: three-node ensemble (SX-10, SX-11) #faults #lua54", function()
   local ens
 
   setup(function()
-    ens = testing.ensemble{ n = 3, tick = 500, min_session = 1000 }
+    ens = testing.ensemble{ n = 3, tick_ms = 500, min_session_ms = 1000 }
   end)
 
   teardown(function()

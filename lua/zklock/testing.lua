@@ -9,7 +9,7 @@
 --
 --     describe("my lock", function()
 --       local zk
---       setup(function() zk = testing.server{ tick = 500, min_session = 1000 } end)
+--       setup(function() zk = testing.server{ tick_ms = 500, min_session_ms = 1000 } end)
 --       teardown(function() if zk then zk:stop() end end)
 --
 --       it("survives a server restart", function()
@@ -22,9 +22,9 @@
 --
 -- API
 --   testing.server(opts) -> server      one standalone ZooKeeperServerMain
---     opts.tick (500)                   tickTime, ms
---     opts.min_session (1000)           minSessionTimeout, ms
---     opts.max_session (60000)          maxSessionTimeout, ms
+--     opts.tick_ms (500)                tickTime
+--     opts.min_session_ms (1000)        minSessionTimeout
+--     opts.max_session_ms (60000)       maxSessionTimeout
 --     opts.container_check_ms (100)     -Dznode.container.checkIntervalMs
 --     opts.port (nil = random free port in 20000-40000; retried on bind failure)
 --     opts.timeout (20)                 seconds to wait for `ruok` -> `imok`
@@ -386,15 +386,15 @@ Server.__index = Server
 local function write_config(self)
   local o = self.opts
   local lines = {
-    "tickTime=" .. o.tick,
+    "tickTime=" .. o.tick_ms,
     "dataDir=" .. self.data_dir,
     "clientPort=" .. self.port,
     "clientPortAddress=127.0.0.1",
     "maxClientCnxns=0",
     "admin.enableServer=false",
     "4lw.commands.whitelist=*",
-    "minSessionTimeout=" .. o.min_session,
-    "maxSessionTimeout=" .. o.max_session,
+    "minSessionTimeout=" .. o.min_session_ms,
+    "maxSessionTimeout=" .. o.max_session_ms,
   }
   if self.quorum then
     lines[#lines + 1] = "initLimit=" .. (o.init_limit or 10)
@@ -696,19 +696,25 @@ local function defaults(opts, timeout)
   opts = opts or {}
   local o = {}
   for k, v in pairs(opts) do o[k] = v end
-  o.tick = o.tick or 500
-  o.min_session = o.min_session or 1000
-  o.max_session = o.max_session or 60000
+  -- durations are seconds unless the name ends in _ms: the old millisecond names are refused
+  for old, new in pairs({ tick = "tick_ms", min_session = "min_session_ms", max_session = "max_session_ms" }) do
+    if o[old] ~= nil then
+      error(("zklock.testing: option %s is now %s (milliseconds)"):format(old, new), 3)
+    end
+  end
+  o.tick_ms = o.tick_ms or 500
+  o.min_session_ms = o.min_session_ms or 1000
+  o.max_session_ms = o.max_session_ms or 60000
   o.container_check_ms = o.container_check_ms or 100
   o.timeout = o.timeout or timeout
-  for _, k in ipairs({ "tick", "min_session", "max_session", "container_check_ms", "timeout" }) do
+  for _, k in ipairs({ "tick_ms", "min_session_ms", "max_session_ms", "container_check_ms", "timeout" }) do
     if type(o[k]) ~= "number" or o[k] <= 0 then
       error(("zklock.testing: option %s must be a positive number, got %s"):format(k, tostring(o[k])), 3)
     end
     if k ~= "timeout" then o[k] = math.floor(o[k]) end   -- milliseconds go into zoo.cfg as integers
   end
-  if o.min_session > o.max_session then
-    error(("zklock.testing: min_session (%d) is greater than max_session (%d)"):format(o.min_session, o.max_session), 3)
+  if o.min_session_ms > o.max_session_ms then
+    error(("zklock.testing: min_session_ms (%d) is greater than max_session_ms (%d)"):format(o.min_session_ms, o.max_session_ms), 3)
   end
   if o.port ~= nil and (type(o.port) ~= "number" or o.port < 1 or o.port > 65535 or o.port ~= math.floor(o.port)) then
     error("zklock.testing: option port must be a TCP port number, got " .. tostring(o.port), 3)
