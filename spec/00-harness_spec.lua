@@ -36,7 +36,7 @@ describe("zklock.testing single server", function()
 
   setup(function()
     local t0 = testing.now()
-    zk = testing.server{ tick = 500, min_session = 1000, max_session = 60000 }
+    zk = testing.server{ tick_ms = 500, min_session_ms = 1000, max_session_ms = 60000 }
     print(("\n  [harness] standalone server up in %.2f s"):format(testing.now() - t0))
   end)
 
@@ -155,7 +155,7 @@ describe("zklock.testing ensemble", function()
 
   setup(function()
     local t0 = testing.now()
-    ens = testing.ensemble{ n = 3, tick = 500 }
+    ens = testing.ensemble{ n = 3, tick_ms = 500 }
     print(("\n  [harness] 3-node ensemble up in %.2f s"):format(testing.now() - t0))
   end)
 

@@ -207,7 +207,7 @@ describe("mutex across processes", function()
   local zk, obs
 
   setup(function()
-    zk = testing.server{ tick = 500, min_session = 1000 }
+    zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
   end)
 
   teardown(function()

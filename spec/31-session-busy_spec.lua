@@ -31,7 +31,7 @@ local owner_of = H.owner_of
 
 describe("sessions: a thread that does not pump", function()
   local zk
-  fixture.server({ tick = 500, min_session = 1000 }, { workers = true, resume = true, each = true, each_workers = true },
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, { workers = true, resume = true, each = true, each_workers = true },
     function(s) zk = s end)
 
   ------------------------------------------------------------------ a thread that does not pump

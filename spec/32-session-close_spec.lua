@@ -29,7 +29,7 @@ local index_of, names, drive_until, owners = H.index_of, H.names, H.drive_until,
 
 describe("sessions: close and on_session", function()
   local zk
-  fixture.server({ tick = 500, min_session = 1000 }, { workers = true, resume = true, each = true, each_workers = true },
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, { workers = true, resume = true, each = true, each_workers = true },
     function(s) zk = s end)
 
   ------------------------------------------------------------------ close while waiting

@@ -10,7 +10,7 @@ describe("multilock", function()
   local zk, a, b
   setup(function()
     -- containers are never reaped here: the rollback-order tests read the parents' pzxid
-    zk = testing.server{ tick = 500, min_session = 1000, container_check_ms = 3600000 }
+    zk = testing.server{ tick_ms = 500, min_session_ms = 1000, container_check_ms = 3600000 }
     a = util.connect(zk.hosts, { session_timeout = 4 })
     b = util.connect(zk.hosts, { session_timeout = 4 })
   end)
@@ -153,7 +153,7 @@ end)
 
 describe("retry policies", function()
   local zk
-  setup(function() zk = testing.server{ tick = 500, min_session = 1000 } end)
+  setup(function() zk = testing.server{ tick_ms = 500, min_session_ms = 1000 } end)
   teardown(function() if zk then zk:stop() end end)
 
   it("retry an acquire that failed with the session, and give the right result", function()

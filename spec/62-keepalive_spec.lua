@@ -12,7 +12,7 @@ end
 
 describe("keepalive #slow", function()
   local zk
-  setup(function() zk = testing.server{ tick = 500, min_session = 1000 } end)
+  setup(function() zk = testing.server{ tick_ms = 500, min_session_ms = 1000 } end)
   teardown(function() if zk then zk:stop() end end)
 
   it("keeps the session and the lock through a block of 3x the session timeout", function()

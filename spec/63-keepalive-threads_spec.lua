@@ -8,7 +8,7 @@ local testing = require("zklock.testing")
 
 describe("keepalive thread and the Lua thread", function()
   local zk
-  setup(function() zk = testing.server{ tick = 500, min_session = 1000 } end)
+  setup(function() zk = testing.server{ tick_ms = 500, min_session_ms = 1000 } end)
   teardown(function() if zk then zk:stop() end end)
 
   it("share log lines, state and counters without losing any", function()

@@ -42,7 +42,7 @@ describe("interop with Apache Curator 5.4 #interop", function()
   local function pump(dt) util.drive({ c }, dt) end
 
   setup(function()
-    zk = testing.server{ tick = 500, min_session = 1000 }
+    zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
     cur = peers.curator(zk.hosts)
     c = util.connect(zk.hosts, { session_timeout = 10, identity = "zklock-spec" })
   end)

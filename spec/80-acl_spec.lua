@@ -48,6 +48,31 @@ describe("acl", function()
     owner:close(); friend:close(); stranger:close()
   end)
 
+  it("create{acl = \"creator\"} makes a node a client without the credentials may not change", function()
+    local owner = assert(zklock.connect(zk.hosts))
+    assert(owner:add_auth("digest", "carol:secret"))
+    local stranger = assert(zklock.connect(zk.hosts))
+    -- the parents made on the way get the same ACL
+    assert.are.equal("/acl4/p/node", owner:create("/acl4/p/node", "v1", { parents = true, acl = "creator" }))
+    assert.are.equal("v1", (stranger:get("/acl4/p/node"))) -- world may read
+    local ok, msg, code = stranger:set("/acl4/p/node", "v2")
+    assert.is_nil(ok)
+    assert.are.equal("ZNOAUTH", code, msg)
+    ok, msg, code = stranger:create("/acl4/p/other", "")
+    assert.is_nil(ok)
+    assert.are.equal("ZNOAUTH", code, msg)
+    -- the creator may, and a node created without acl stays open to everyone
+    assert(owner:set("/acl4/p/node", "v3"))
+    assert.are.equal("/acl4/open", owner:create("/acl4/open", "o"))
+    assert(stranger:set("/acl4/open", "changed"))
+    -- an explicit list works the same way
+    assert(owner:create("/acl4/listed", "", { acl = { { scheme = "world", id = "anyone", perms = "r" } } }))
+    ok, msg, code = owner:set("/acl4/listed", "x")
+    assert.is_nil(ok)
+    assert.are.equal("ZNOAUTH", code, msg)
+    owner:close(); stranger:close()
+  end)
+
   it("validates the acl option", function()
     local c = assert(zklock.connect(zk.hosts))
     assert.has_error(function() c:mutex("/acl/x", { acl = "everyone" }) end)

@@ -15,7 +15,7 @@ local record_lock, index_of, drive_until, interval_report = H.record_lock, H.ind
 
 describe("faults: three-node ensemble (SX-10, SX-11) #faults #lua54", function()
   local ens
-  fixture.ensemble({ n = 3, tick = 500, min_session = 1000 }, {}, function(e) ens = e end)
+  fixture.ensemble({ n = 3, tick_ms = 500, min_session_ms = 1000 }, {}, function(e) ens = e end)
 
   after_each(function()
     util.close_all()

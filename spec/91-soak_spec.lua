@@ -33,7 +33,7 @@ describe("soak: workers under a seeded nemesis #soak #slow", function()
   local zk, proxy
 
   setup(function()
-    zk = testing.server{ tick = 500, min_session = 1000 }
+    zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
     proxy = fw.proxy(zk.hosts)
   end)
 

@@ -12,7 +12,7 @@ if #argv == 0 then
   io.stderr:write("usage: with_zk.lua command [args...]\n")
   os.exit(2)
 end
-local zk = testing.server{ tick = 500, min_session = 1000 }
+local zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
 local ok, how, code = os.execute("ZK_HOSTS=" .. shq(zk.hosts) .. " " .. table.concat(argv, " "))
 zk:stop()
 if type(ok) == "number" then code = ok; ok = code == 0 end -- Lua 5.1 / LuaJIT

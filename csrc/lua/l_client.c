@@ -354,7 +354,7 @@ static int l_info(lua_State *L) {
     return 4;
 }
 
-/* c:op(type, path, data|nil, flags, version) -> id | nil, msg, code */
+/* c:op(type, path, data|nil, flags, version, acl) -> id | nil, msg, code (acl: an id from c:acl) */
 static int l_op(lua_State *L) {
     lclient *u = check(L);
     zkl_op_args a;
@@ -364,6 +364,8 @@ static int l_op(lua_State *L) {
     if (!lua_isnoneornil(L, 4)) a.data = luaL_checklstring(L, 4, &a.len);
     a.flags = (int)luaL_optinteger(L, 5, 0);
     a.version = (int)luaL_optinteger(L, 6, -1);
+    a.acl = (int)luaL_optinteger(L, 7, 0);
+    a.timeout_ms = (int)luaL_optinteger(L, 8, 0);
     uint64_t id;
     int rc = zkl_op_start(u->c, &a, &id);
     if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);

@@ -27,6 +27,19 @@ local function argerror(fname, argn, msg)
 end
 M.argerror = argerror
 
+-- Misuse that is not about one argument (a closed client, releasing what is not held): raised,
+-- like argerror, at the first caller outside the library.
+function M.raise(msg)
+  error(msg, caller_level())
+end
+
+-- fname called on a closed client: raises "zklock: <fname> on a closed client".
+function M.open(client, fname)
+  if client.state == "CLOSED" then
+    error(("zklock: %s on a closed client"):format(fname), caller_level())
+  end
+end
+
 local function describe(v)
   if type(v) == "string" then return ("%q"):format(v) end
   if type(v) == "number" and v ~= v then return "NaN" end
@@ -38,18 +51,18 @@ M.describe = describe
 function M.timeout(fname, argn, t)
   if t == nil or t == math.huge then return -1 end
   if type(t) ~= "number" or t ~= t or t < 0 then
-    argerror(fname, argn, "timeout: expected nil or a number of seconds >= 0, got " .. describe(t), 2)
+    argerror(fname, argn, "timeout: expected nil or a number of seconds >= 0, got " .. describe(t))
   end
   local ms = math.ceil(t * 1000)
   if ms > 2147483647 then
-    argerror(fname, argn, "timeout: at most 2147483 seconds (use nil to wait forever)", 2)
+    argerror(fname, argn, "timeout: at most 2147483 seconds (use nil to wait forever)")
   end
   return ms
 end
 
 function M.path(fname, argn, path)
   if type(path) ~= "string" then
-    argerror(fname, argn, "lock path: expected a string like \"/locks/name\", got " .. describe(path), 2)
+    argerror(fname, argn, "lock path: expected a string like \"/locks/name\", got " .. describe(path))
   end
   local why = core.path_error(path)
   if why then argerror(fname, argn, ("lock path %s, got %s"):format(why, describe(path)), 2) end
@@ -60,7 +73,7 @@ end
 function M.options(fname, argn, opts, known)
   if opts == nil then return {} end
   if type(opts) ~= "table" then
-    argerror(fname, argn, "options: expected a table, got " .. describe(opts), 2)
+    argerror(fname, argn, "options: expected a table, got " .. describe(opts))
   end
   for k, v in pairs(opts) do
     local validate = known[k]
@@ -68,11 +81,11 @@ function M.options(fname, argn, opts, known)
       local names = {}
       for name in pairs(known) do names[#names + 1] = name end
       table.sort(names)
-      argerror(fname, argn, ("unknown option '%s' (known: %s)"):format(tostring(k), table.concat(names, ", ")), 2)
+      argerror(fname, argn, ("unknown option '%s' (known: %s)"):format(tostring(k), table.concat(names, ", ")))
     end
     local ok, what = validate(v)
     if not ok then
-      argerror(fname, argn, ("option '%s': expected %s, got %s"):format(k, what, describe(v)), 2)
+      argerror(fname, argn, ("option '%s': expected %s, got %s"):format(k, what, describe(v)))
     end
   end
   return opts
@@ -139,17 +152,17 @@ end
 function M.hosts(fname, argn, hosts)
   local expected = 'hosts: expected "host:port[,host:port...]"'
   if type(hosts) ~= "string" or hosts == "" then
-    argerror(fname, argn, expected .. ", got " .. describe(hosts), 2)
+    argerror(fname, argn, expected .. ", got " .. describe(hosts))
   end
   local list, chroot = hosts:match("^([^/]*)(.*)$")
   if chroot ~= "" and core.path_error(chroot) then
-    argerror(fname, argn, ("hosts: chroot %s, got %s"):format(core.path_error(chroot), describe(chroot)), 2)
+    argerror(fname, argn, ("hosts: chroot %s, got %s"):format(core.path_error(chroot), describe(chroot)))
   end
   for entry in (list .. ","):gmatch("([^,]*),") do
     local host, port = entry:match("^%s*([%w%.%-_:%[%]]-):(%d+)%s*$")
     port = tonumber(port)
     if not host or host == "" or not port or port < 1 or port > 65535 then
-      argerror(fname, argn, expected .. ", got " .. describe(hosts), 2)
+      argerror(fname, argn, expected .. ", got " .. describe(hosts))
     end
   end
   return hosts

@@ -1,24 +1,23 @@
--- zklock.client: a connection to ZooKeeper, its event pump and the builtin coroutine scheduler.
+-- zklock.client: a connection to ZooKeeper, its event pump, plain znode calls, and the host API
+-- that schedulers plug into (docs/design.md, "Host API").
 --
 -- Every operation of the C core completes through an event. A caller waits for its event in one
 -- of two ways:
---   * inside a coroutine run by this client's scheduler (client:spawn), it suspends; the
---     scheduler resumes it when the event arrives, so thousands of waiters share one thread;
+--   * inside a coroutine that an adapter owns (the builtin scheduler's client:spawn, or a host
+--     adapter's: cqueues, luv, OpenResty), it suspends; the adapter resumes it when the event
+--     arrives, so thousands of waiters share one thread;
 --   * anywhere else (the main thread, a busted test body), it blocks, pumping the client
 --     (and running every spawned coroutine that becomes ready) until its event arrives.
 -- The decision is made here, in Lua, never in C, and we never yield merely because
 -- coroutine.isyieldable() is true: an unknown resumer would receive the yield.
 local core = require("zklock.core")
 local check = require("zklock.check")
+local scheduler = require("zklock.scheduler")
 
 local Client = {}
 Client.__index = Client
 Client.__name = "zklock.client"
 
-local WAIT = setmetatable({}, { __tostring = function() return "zklock.wait" end })
-local SWEEP_MS = 100 -- how often waiters of dead coroutines are looked for
-
-local running, yield, resume, status = coroutine.running, coroutine.yield, coroutine.resume, coroutine.status
 local now = core.now
 
 local STATE_NAMES = {
@@ -39,18 +38,6 @@ local function warn_(msg)
   if warn then warn("zklock: " .. msg) end
 end
 
--- Lua 5.4: a to-be-closed guard around the yield, so that coroutine.close() on a waiting
--- coroutine withdraws its queue node at once. LuaJIT cannot parse it; there the periodic
--- sweep of dead coroutines does the same, a little later.
-local guarded_yield = (load or loadstring)([[
-  local yield, on_close = ...
-  return function(w)
-    local guard <close> = setmetatable({}, { __close = function() on_close(w) end })
-    yield(w.token)
-    w.consumed = true -- not reached when the coroutine is closed while suspended
-  end
-]])
-
 local function new(hosts, opts)
   check.hosts("connect", 1, hosts)
   opts = check.options("connect", 2, opts, {
@@ -68,19 +55,17 @@ local function new(hosts, opts)
   local level = levels[opts.log_level or (opts.log and "warn" or "none")]
   local c, msg, code = core.new(hosts, session_ms, opts.identity, level, opts.keepalive == true)
   if not c then return nil, msg, code end
+  local sched = scheduler.new()
   local self = setmetatable({
     hosts = hosts,
     _c = c,
     _waiters = {},                      -- op id -> waiter
     _nwaiters = 0,                      -- entries of _waiters
-    _holds = setmetatable({}, { __mode = "v" }), -- op id -> hold (weak: a dropped lock can be collected)
-    _tasks = {},                        -- spawned coroutine -> true
-    _ntasks = 0,
-    _ready = {},                        -- queue of { co, args... }
-    _timers = {},                       -- sorted by deadline
+    _holds = setmetatable({}, { __mode = "v" }), -- op id -> hold record (weak: a dropped lock can be collected)
+    _scheduler = sched,                 -- the builtin scheduler (client:spawn/run/sleep)
+    _adapters = { sched },              -- asked in order who owns the calling coroutine
     _log = opts.log,
     _session_handlers = {},
-    _next_sweep = 0,
     state = "CONNECTING",
   }, Client)
   -- wait = false: return at once in state CONNECTING (for hosts whose thread must never block);
@@ -94,12 +79,6 @@ local function new(hosts, opts)
     end
   end
   return self
-end
-
-function Client:_check_open(fname)
-  if self.state == "CLOSED" then
-    error(("zklock: %s on a closed client"):format(fname), 3)
-  end
 end
 
 function Client:_wait_connected(timeout)
@@ -138,7 +117,7 @@ function Client:_dispatch()
       self:_on_session(st)
     elseif typ == core.EV_LOCK_STATE then
       local hold = self._holds[id]
-      if hold then hold.lock:_state_changed(hold, LOCK_STATE_NAMES[st]) end
+      if hold then hold:on_state(LOCK_STATE_NAMES[st]) end
     elseif typ == core.EV_WARNING then
       warn_(("%s (operation %d)"):format(core.strerror(st), id))
     else
@@ -148,8 +127,7 @@ function Client:_dispatch()
         self._nwaiters = self._nwaiters - 1
         w.done, w.type, w.status = true, typ, st
         if typ == core.EV_OP_DONE then w.result = c:result(id) end
-        if w.co then self:_ready_push(w.co, w)
-        elseif w.adapter then w.adapter.wake(self, w) end
+        if w.adapter then w.adapter.wake(self, w) end
       elseif typ == core.EV_ACQUIRED then
         c:abandon(id) -- its waiter is gone (coroutine closed or collected): give it back
       end
@@ -160,25 +138,29 @@ function Client:_dispatch()
   end
 end
 
--- One round of work: wait up to max_ms for I/O (0 = poll), process, dispatch, fire timers,
--- run ready coroutines.
+-- The adapters' deadline folded into max_ms (-1: none).
+function Client:_fold_timeout(max_ms)
+  for _, a in ipairs(self._adapters) do
+    if a.timeout_ms then
+      local t = a.timeout_ms(self)
+      if t >= 0 and (max_ms < 0 or t < max_ms) then max_ms = t end
+    end
+  end
+  return max_ms
+end
+
+-- One round of work: wait up to max_ms for I/O (0 = poll, -1 = until something happens),
+-- dispatch events, then let every adapter with a run queue take its step.
 function Client:_pump(max_ms)
   if self.state == "CLOSED" then return end
-  local c = self._c
-  if #self._ready > 0 then max_ms = 0 end
-  local t = self._timers[1]
-  if t then
-    local left = t.at - now()
-    if left < 0 then left = 0 end
-    if not max_ms or max_ms < 0 or left < max_ms then max_ms = left end
-  end
-  if max_ms and max_ms > 0 then max_ms = math.ceil(max_ms) end
-  c:wait(max_ms or -1)
+  max_ms = self:_fold_timeout(max_ms or -1)
+  if max_ms > 0 then max_ms = math.ceil(max_ms) end
+  self._c:wait(max_ms)
   self._pumped_at = now()
   self:_dispatch()
-  self:_fire_timers()
-  self:_sweep()
-  self:_run_ready()
+  for _, a in ipairs(self._adapters) do
+    if a.step and self.state ~= "CLOSED" then a.step(self) end
+  end
 end
 
 -- Before answering "is it held?": if nobody has pumped this client for a while (a Lua thread
@@ -192,201 +174,128 @@ function Client:_refresh()
   self:_dispatch()
 end
 
-function Client:_fire_timers()
-  local timers, t = self._timers, now()
-  while timers[1] and timers[1].at <= t do
-    local timer = table.remove(timers, 1)
-    timer.done = true
-    if timer.co then self:_ready_push(timer.co, timer) end
+-- The adapter that owns the calling coroutine (may suspend it), or nil: the caller blocks.
+function Client:_owner()
+  for _, a in ipairs(self._adapters) do
+    if a.owns(self) then return a end
   end
+  return nil
 end
 
--- Waiters whose coroutine died without being resumed (coroutine.close under LuaJIT, or an
--- error raised around it) withdraw their queue nodes here.
-function Client:_sweep()
-  local t = now()
-  if t < self._next_sweep then return end
-  self._next_sweep = t + SWEEP_MS
-  for _, w in pairs(self._waiters) do
-    if w.co and status(w.co) == "dead" then self:_abandon_waiter(w) end
+-- Wait for w.done: suspend through the adapter that owns the caller, else block while pumping.
+function Client:_await(w)
+  local a = self:_owner()
+  if a then
+    w.adapter = a
+    a.wait(self, w)
+  else
+    while not w.done and self.state ~= "CLOSED" do self:_pump(-1) end
   end
-  for co in pairs(self._tasks) do -- closed (coroutine.close) or killed by a foreign resume
-    if status(co) == "dead" then
-      self._tasks[co] = nil
-      self._ntasks = self._ntasks - 1
-    end
-  end
+  w.consumed = true
+  return w
 end
 
-function Client:_abandon_waiter(w)
+-- Register a waiter for core operation `id`; grant = true when the op acquires something that
+-- must be given back if nobody picks it up.
+function Client:_waiter(id, grant)
+  local w = { id = id, grant = grant or nil }
+  if self._waiters[id] == nil then self._nwaiters = self._nwaiters + 1 end
+  self._waiters[id] = w
+  return w
+end
+
+---------------------------------------------------------------- host API: scheduling
+
+-- client:use(adapter): install a host adapter (see docs/design.md, "Host API"). It is asked after
+-- the builtin scheduler whether it owns the calling coroutine; a second use replaces the first.
+function Client:use(adapter)
+  check.open(self, "use")
+  if type(adapter) ~= "table" or type(adapter.owns) ~= "function" or type(adapter.wait) ~= "function"
+     or type(adapter.wake) ~= "function" or type(adapter.sleep) ~= "function" then
+    check.argerror("use", 1, "expected an adapter with owns, wait, wake and sleep functions, got "
+      .. check.describe(adapter))
+  end
+  self._adapters = { self._scheduler, adapter }
+  return self
+end
+
+-- client:abandon(w): the coroutine waiting in w is gone for good (it will never return from
+-- adapter.wait): forget the wait and give back what its operation obtained, in the background.
+function Client:abandon(w)
+  if type(w) ~= "table" or type(w.id) ~= "number" then
+    check.argerror("abandon", 1, "expected a waiter record, got " .. check.describe(w))
+  end
   if w.done then
     if w.type == core.EV_ACQUIRED and not w.consumed then
       w.consumed = true
-      self._c:abandon(w.id)
+      if self.state ~= "CLOSED" then self._c:abandon(w.id) end
     end
     return
   end
   if self._waiters[w.id] == w then
     self._waiters[w.id] = nil
     self._nwaiters = self._nwaiters - 1
-    if w.lock and self.state ~= "CLOSED" then self._c:abandon(w.id) end
+    if w.grant and self.state ~= "CLOSED" then self._c:abandon(w.id) end
   end
 end
 
----------------------------------------------------------------- scheduler
-
-function Client:_ready_push(co, value)
-  local q = self._ready
-  q[#q + 1] = { co, value }
+-- client:held() -> true while a lock or lease of this client is held.
+function Client:held()
+  if self.state == "CLOSED" then return false end
+  return next(self._holds) ~= nil
 end
 
-function Client:_run_ready()
-  local q = self._ready
-  if #q == 0 then return end
-  self._ready = {}
-  for i = 1, #q do
-    local co, value = q[i][1], q[i][2]
-    if status(co) == "suspended" then
-      self:_step(co, value)
-    elseif status(co) ~= "dead" then
-      self:_ready_push(co, value) -- busy (it resumed us): later
+-- client:reap_dead_owners([status]) -> { { kind =, path = }, ... }: releases, in the background,
+-- every mutex or read-write lock hold whose owner coroutine is dead (it raised or returned
+-- without releasing; nobody can release it any more). `status` is the coroutine status function
+-- to trust (OpenResty's coroutine.status misreports other requests' coroutines).
+function Client:reap_dead_owners(status)
+  local out = {}
+  if self.state == "CLOSED" then return out end
+  status = status or coroutine.status
+  for _, hold in pairs(self._holds) do
+    local owner = hold.owner
+    if type(owner) == "thread" and status(owner) == "dead" then
+      hold:drop()
+      out[#out + 1] = { kind = hold.kind, path = hold.path }
     end
   end
+  return out
 end
 
-function Client:_step(co, ...)
-  local ok, res = resume(co, ...)
-  if status(co) == "dead" then
-    if self._tasks[co] then
-      self._tasks[co] = nil
-      self._ntasks = self._ntasks - 1
-    end
-    if not ok then
-      error(debug.traceback(co, "zklock: spawned coroutine failed: " .. tostring(res)), 0)
-    end
-  elseif res ~= WAIT then
-    self:_ready_push(co) -- a plain yield: run it again on the next round
-  end
-end
+---------------------------------------------------------------- builtin scheduler
 
--- Run fn(...) in a new coroutine managed by this client. It starts on the next pump.
+-- client:spawn(fn, ...) -> coroutine: run fn(...) under this client's builtin scheduler. It
+-- starts on the next process() (client:run, zklock.run, a blocking wait, or a host pump).
 function Client:spawn(fn, ...)
-  self:_check_open("spawn")
+  check.open(self, "spawn")
   if type(fn) ~= "function" then check.argerror("spawn", 1, "expected a function, got " .. check.describe(fn)) end
-  local n, args = select("#", ...), { ... }
-  local unpack_ = table.unpack or unpack
-  local co = coroutine.create(function() return fn(unpack_(args, 1, n)) end)
-  self._tasks[co] = true
-  self._ntasks = self._ntasks + 1
-  self:_ready_push(co)
-  return co
+  return self._scheduler.spawn(fn, ...)
 end
 
--- Drive the scheduler until every spawned coroutine has finished (or `timeout` seconds pass:
+-- client:tasks() -> number of coroutines spawned on this client that have not finished.
+function Client:tasks()
+  return self._scheduler.count()
+end
+
+-- Drive the client until every spawned coroutine has finished (or `timeout` seconds pass:
 -- then returns nil, "ETIMEDOUT: ...", "ETIMEDOUT").
 function Client:run(timeout)
-  local deadline = timeout and (now() + check.timeout("run", 1, timeout))
-  while self._ntasks > 0 do
-    if self.state == "CLOSED" then break end
-    local max = 1000
-    if deadline then
-      local left = deadline - now()
-      if left <= 0 then
-        return nil, ("ETIMEDOUT: %d coroutines still running after %g s"):format(self._ntasks, timeout), "ETIMEDOUT"
-      end
-      max = math.min(max, left)
-    end
-    self:_pump(max)
-  end
-  return true
+  return scheduler.run({ self }, timeout, "run", 1)
 end
 
--- Is the calling coroutine one this client schedules?
-function Client:_scheduled()
-  local co, main = running()
-  if main or not co then return nil end
-  return self._tasks[co] and co or nil
-end
-
--- Wait for w.done: suspend in a scheduled coroutine (ours, or one of a host adapter's), else
--- block while pumping.
-function Client:_await(w)
-  local co = self:_scheduled()
-  local ad = self._adapter
-  if co then
-    w.co = co
-    w.token = WAIT
-    if guarded_yield then
-      guarded_yield(w)
-    else
-      yield(WAIT)
-    end
-    w.consumed = true
-  elseif ad and ad.owns(self) then
-    w.adapter = ad
-    ad.wait(self, w)
-    w.consumed = true
-  else
-    while not w.done do
-      if self.state == "CLOSED" then break end
-      self:_pump(-1)
-    end
-    w.consumed = true
-  end
-  return w
-end
-
--- Host adapters (lua/zklock/adapters/*.lua) let coroutines of another scheduler wait:
---   adapter.owns(client)          -> true if the calling coroutine may be suspended by it
---   adapter.wait(client, w)       suspends until adapter.wake(client, w) (w.done is then true)
---   adapter.wake(client, w)       called from the pump when w's event arrived
---   adapter.sleep(client, s)      sleeps a suspendable coroutine
--- The adapter also drives the pump: it calls client:process() when client:fd() is readable or
--- client:next_timeout_ms() has passed (see "Driving the client from a host event loop" below).
-function Client:use(adapter)
-  self:_check_open("use")
-  if type(adapter) ~= "table" or type(adapter.owns) ~= "function" or type(adapter.wait) ~= "function"
-     or type(adapter.wake) ~= "function" then
-    check.argerror("use", 1, "expected an adapter with owns, wait and wake functions, got " .. check.describe(adapter))
-  end
-  self._adapter = adapter
-  return self
-end
-
-if guarded_yield then
-  local raw = guarded_yield
-  guarded_yield = raw(yield, function(w)
-    if not w.consumed and w.client then w.client:_abandon_waiter(w) end
-  end)
-end
-
--- Register a waiter for core operation `id`.
-function Client:_waiter(id, lock)
-  local w = { id = id, client = self, lock = lock }
-  if self._waiters[id] == nil then self._nwaiters = self._nwaiters + 1 end
-  self._waiters[id] = w
-  return w
-end
-
--- Sleep `seconds`: suspends a scheduled coroutine, otherwise blocks while pumping.
+-- Sleep `seconds`: suspends a coroutine an adapter owns, otherwise blocks while pumping.
 function Client:sleep(seconds)
-  self:_check_open("sleep")
+  check.open(self, "sleep")
   local ms = check.timeout("sleep", 1, seconds)
-  local timer = { at = now() + ms }
-  local timers = self._timers
-  local i = #timers + 1
-  while i > 1 and timers[i - 1].at > timer.at do i = i - 1 end
-  table.insert(timers, i, timer)
-  local co = self:_scheduled()
-  local ad = self._adapter
-  if co then
-    timer.co = co
-    repeat yield(WAIT) until timer.done
-  elseif ad and ad.owns(self) and ad.sleep then
-    table.remove(timers, i)
-    ad.sleep(self, ms / 1000)
-  else
-    while not timer.done and self.state ~= "CLOSED" do self:_pump(-1) end
+  if ms < 0 then ms = 0 end
+  local a = self:_owner()
+  if a then return a.sleep(self, ms / 1000) end
+  local deadline = now() + ms
+  while self.state ~= "CLOSED" do
+    local left = deadline - now()
+    if left <= 0 then return end
+    self:_pump(left)
   end
 end
 
@@ -402,16 +311,32 @@ local function op_result(self, w, what, path)
   return w.result
 end
 
+-- The core's id for an ACL option value (registered once per distinct list; 0 = open).
+local function recipe_acl_id(self, v)
+  local entries = check.acl_entries(v)
+  if not entries then return 0 end
+  local parts = {}
+  for _, e in ipairs(entries) do parts[#parts + 1] = table.concat(e, "\0") end
+  local key = table.concat(parts, "\1")
+  self._acls = self._acls or {}
+  local id = self._acls[key]
+  if not id then
+    id = assert(self._c:acl(entries))
+    self._acls[key] = id
+  end
+  return id
+end
+
 local function check_path(self, fname, path)
-  self:_check_open(fname)
+  check.open(self, fname)
   if type(path) ~= "string" or path:sub(1, 1) ~= "/" then
     check.argerror(fname, 1, "path: expected an absolute znode path, got " .. check.describe(path))
   end
 end
 
-local function plain(self, fname, optype, path, data, flags, version)
+local function plain(self, fname, optype, path, data, flags, version, acl)
   check_path(self, fname, path)
-  local id, msg, code = self._c:op(optype, path, data, flags, version)
+  local id, msg, code = self._c:op(optype, path, data, flags, version, acl)
   if not id then return nil, msg, code end
   return op_result(self, self:_await(self:_waiter(id)), fname, path)
 end
@@ -437,43 +362,31 @@ function Client:exists(path)
   return nil, msg, code
 end
 
--- Creates each missing ancestor of `path` as a container. -> true | nil, msg, code (the first
--- failure other than "exists")
-local function make_parents(self, path)
-  local at = 1
-  while true do
-    local slash = path:find("/", at + 1, true)
-    if not slash then return true end
-    local ok, msg, code = plain(self, "create", core.OP_CREATE, path:sub(1, slash - 1), "", 4)
-    if not ok and code ~= "ZNODEEXISTS" then return nil, msg, code end
-    at = slash
-  end
-end
+local CREATE_OPTIONS = { ephemeral = check.is.boolean, sequential = check.is.boolean,
+                         container = check.is.boolean, parents = check.is.boolean, acl = check.acl_option }
 
--- client:create(path, data, { ephemeral=, sequential=, container=, parents= }) -> created path
---   parents = true creates missing ancestors first (as containers, like lock parents).
+-- client:create(path, data, { ephemeral=, sequential=, container=, parents=, acl= }) -> created path
+--   parents = true creates missing ancestors first (as containers, like lock parents, with the
+--   same ACL). acl: "open" (default), "creator" or a list of { scheme, id, perms }, as for locks.
 function Client:create(path, data, opts)
-  opts = check.options("create", 3, opts, { ephemeral = check.is.boolean, sequential = check.is.boolean,
-                                            container = check.is.boolean, parents = check.is.boolean })
+  if opts ~= nil and type(opts) ~= "table" then
+    check.argerror("create", 3, "options: expected a table such as { ephemeral = true, sequential = true }"
+      .. " (numeric flags are not accepted), got " .. check.describe(opts))
+  end
+  opts = check.options("create", 3, opts, CREATE_OPTIONS)
+  if opts.container and (opts.ephemeral or opts.sequential) then
+    check.argerror("create", 3, "options: a container cannot be ephemeral or sequential")
+  end
   if data ~= nil and type(data) ~= "string" then
     check.argerror("create", 2, "data: expected a string or nil, got " .. check.describe(data))
   end
   check_path(self, "create", path)
-  local flags = (opts.ephemeral and 1 or 0) + (opts.sequential and 2 or 0) + (opts.container and 4 or 0)
-  -- An ancestor made as a container can be reaped by the server between our creating it and
-  -- creating what goes under it (it was empty for a moment): ZNONODE then means "make the
-  -- parents again", whether the child's create or a deeper parent's got it.
-  local ok, msg, code
-  for _ = 1, opts.parents and 5 or 1 do
-    ok, msg, code = true, nil, nil
-    if opts.parents then ok, msg, code = make_parents(self, path) end
-    if ok then
-      local r
-      r, msg, code = plain(self, "create", core.OP_CREATE, path, data or "", flags)
-      if r then return r.data end
-    end
-    if code ~= "ZNONODE" then break end
-  end
+  -- parents: the core makes the missing ancestors as containers (same ACL), pipelined ahead of
+  -- the node, and again when the server reaps one before the node is in (ZKL_CREATE_PARENTS)
+  local flags = (opts.ephemeral and core.CREATE_EPHEMERAL or 0) + (opts.sequential and core.CREATE_SEQUENTIAL or 0)
+    + (opts.container and core.CREATE_CONTAINER or 0) + (opts.parents and core.CREATE_PARENTS or 0)
+  local r, msg, code = plain(self, "create", core.OP_CREATE, path, data or "", flags, -1, recipe_acl_id(self, opts.acl))
+  if r then return r.data end
   return nil, msg, code
 end
 
@@ -502,39 +415,23 @@ end
 
 -- session id (16 hex digits) and password, while a session exists.
 function Client:session()
-  self:_check_open("session")
+  check.open(self, "session")
   return self._c:session()
 end
 
 function Client:session_timeout()
-  self:_check_open("session_timeout")
+  check.open(self, "session_timeout")
   return self._c:session_timeout() / 1000
-end
-
--- The core's id for an ACL option value (registered once per distinct list).
-function Client:_acl_id(v)
-  local entries = check.acl_entries(v)
-  if not entries then return 0 end
-  local parts = {}
-  for _, e in ipairs(entries) do parts[#parts + 1] = table.concat(e, "\0") end
-  local key = table.concat(parts, "\1")
-  self._acls = self._acls or {}
-  local id = self._acls[key]
-  if not id then
-    id = assert(self._c:acl(entries))
-    self._acls[key] = id
-  end
-  return id
 end
 
 -- Counters of requests sent and grants made by this client (see zkl_stats in zklock.h).
 function Client:stats()
-  self:_check_open("stats")
+  check.open(self, "stats")
   return self._c:stats()
 end
 
 function Client:add_auth(scheme, credentials)
-  self:_check_open("add_auth")
+  check.open(self, "add_auth")
   if type(scheme) ~= "string" or scheme == "" then
     check.argerror("add_auth", 1, "scheme: expected a string such as \"digest\", got " .. check.describe(scheme))
   end
@@ -544,34 +441,22 @@ function Client:add_auth(scheme, credentials)
   return self._c:add_auth(scheme, credentials)
 end
 
----------------------------------------------------------------- driving the client from a host event loop
+---------------------------------------------------------------- host API: driving the client
 --
--- A host loop (cqueues, libuv, nginx, a hand-written poll loop) drives the client with one pump:
--- wait until client:fd() is readable or client:next_timeout_ms() has passed, then call
--- client:process(); repeat until the client is closed. One pump per client.
+-- A host loop (cqueues, libuv, nginx, a hand-written poll loop, zklock.run) drives the client
+-- with one pump: wait until client:fd() is readable or client:next_timeout_ms() has passed, then
+-- call client:process(); repeat until the client is closed. One pump per client.
 
 -- client:fd() -> the client's pollable fd (readable when process() has work). Stable for the
 -- client's life; closed by client:close().
-function Client:fd() self:_check_open("fd"); return self._c:fd() end
-
--- client:timeout_ms() -> ms until the C core needs process() (-1: none). The core's deadline only:
--- a host should wait for next_timeout_ms(), which also covers client:spawn and client:sleep.
-function Client:timeout_ms() self:_check_open("timeout_ms"); return self._c:timeout() end
+function Client:fd() check.open(self, "fd"); return self._c:fd() end
 
 -- client:next_timeout_ms() -> ms until client:process() must run, >= 0, or -1 for no deadline:
--- the core's timeout_ms() folded with the builtin scheduler (0 while a spawned coroutine is
--- ready to run, else at most the first client:sleep deadline). -1 on a closed client.
+-- the core's deadline folded with the adapters' (0 while a spawned coroutine is ready to run,
+-- else at most the first client:sleep deadline of the builtin scheduler). -1 on a closed client.
 function Client:next_timeout_ms()
   if self.state == "CLOSED" then return -1 end
-  if #self._ready > 0 then return 0 end
-  local ms = self._c:timeout()
-  local t = self._timers[1]
-  if t then
-    local left = math.ceil(t.at - now())
-    if left < 0 then left = 0 end
-    if ms < 0 or left < ms then ms = left end
-  end
-  return ms
+  return self:_fold_timeout(self._c:timeout())
 end
 
 -- client:pending() -> number of operations in flight that something waits for (an acquire,
@@ -580,14 +465,18 @@ end
 -- fd() (nginx) polls often while this is > 0 and sleeps up to next_timeout_ms() otherwise.
 function Client:pending()
   if self.state == "CLOSED" then return 0 end
-  return self._nwaiters + #self._ready
+  local n = self._nwaiters
+  for _, a in ipairs(self._adapters) do
+    if a.pending then n = n + a.pending(self) end
+  end
+  return n
 end
 
 -- The client is a cqueues pollable (cqueues.poll(client) returns when process() should run):
 --   client:pollfd() -> fd(), or nil once closed
 --   client:events() -> "r"
---   client:timeout() -> next_timeout_ms() in seconds, nil for no deadline; 0 once closed (a poll
---                       on a closed client returns at once)
+--   client:timeout() -> next_timeout_ms() in seconds (cqueues wants seconds), nil for no
+--                       deadline; 0 once closed (a poll on a closed client returns at once)
 -- cqueues keeps a polled fd registered after the poll returns: in a loop of your own, call
 -- cqueues.cancel(client:fd()) before client:close() (zklock.adapters.cqueues does it).
 function Client:pollfd()
@@ -602,10 +491,11 @@ function Client:timeout()
   return ms / 1000
 end
 
--- client:process(): one round of work without waiting: read what the fd has, dispatch events,
--- fire client:sleep timers, run ready spawned coroutines and wake adapter waiters.
+-- client:process(): one round of work without waiting: read what the fd has, dispatch events
+-- (waking adapter waiters), and let the builtin scheduler fire client:sleep timers and run
+-- ready spawned coroutines.
 function Client:process()
-  self:_check_open("process")
+  check.open(self, "process")
   self:_pump(0)
 end
 
@@ -615,22 +505,18 @@ function Client:close()
   self._c:close()
   self:_dispatch()
   self.state = "CLOSED"
+  for _, hold in pairs(self._holds) do hold:on_state("CLOSED") end
   for id, w in pairs(self._waiters) do
     self._waiters[id] = nil
     self._nwaiters = self._nwaiters - 1
     if not w.done then
       w.done, w.type, w.status = true, core.EV_FAILED, core.errno.ECLOSED
-      if w.co then self:_ready_push(w.co, w)
-      elseif w.adapter then w.adapter.wake(self, w) end
+      if w.adapter then w.adapter.wake(self, w) end
     end
   end
-  for _, hold in pairs(self._holds) do hold.closed = true end
-  for _, timer in ipairs(self._timers) do -- sleepers wake up (and find the client closed)
-    timer.done = true
-    if timer.co then self:_ready_push(timer.co, timer) end
+  for _, a in ipairs(self._adapters) do
+    if a.close then a.close(self) end
   end
-  self._timers = {}
-  self:_run_ready()
   self._c:free()
 end
 
@@ -638,4 +524,19 @@ function Client:__tostring()
   return ("zklock.client(%s, %s)"):format(self.hosts, self.state)
 end
 
-return { new = new, Client = Client, WAIT = WAIT }
+---------------------------------------------------------------- the recipe interface
+--
+-- What zklock.hold (the plumbing the lock, semaphore and multi-lock modules share) uses of a
+-- client. Not for applications; see docs/design.md, "Module boundaries".
+local recipe = {}
+
+function recipe.core(self) return self._c end
+function recipe.refresh(self) return self:_refresh() end
+function recipe.waiter(self, id, grant) return self:_waiter(id, grant) end
+function recipe.await(self, w) return self:_await(w) end
+function recipe.poll(self) return self:_pump(0) end
+function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: untrack
+
+recipe.acl_id = recipe_acl_id
+
+return { new = new, Client = Client, recipe = recipe }

@@ -9,10 +9,12 @@
 local core = require("zklock.core")
 local check = require("zklock.check")
 local retry = require("zklock.retry")
+local hold = require("zklock.hold")
 local lockmod = require("zklock.lock")
 local semmod = require("zklock.semaphore")
+local Client = require("zklock.client").Client
 
-local fail, me = lockmod.fail, lockmod.me
+local fail, me = hold.fail, hold.me
 
 local MultiLock = {}
 MultiLock.__index = MultiLock
@@ -27,7 +29,7 @@ end
 
 local function new(client, locks, opts)
   if type(locks) ~= "table" or #locks == 0 then
-    check.argerror("multilock", 1, "locks: expected a non-empty array of lock objects, got " .. check.describe(locks), 2)
+    check.argerror("multilock", 1, "locks: expected a non-empty array of lock objects, got " .. check.describe(locks))
   end
   opts = check.options("multilock", 2, opts, {
     order = check.is.oneof("given", "path"),
@@ -40,15 +42,15 @@ local function new(client, locks, opts)
     local kind = component_kind(l)
     if not kind then
       check.argerror("multilock", 1, ("locks[%d]: expected a mutex, read or write lock or semaphore mutex, got %s")
-        :format(i, check.describe(l)), 2)
+        :format(i, check.describe(l)))
     end
     if l.client ~= client then
-      check.argerror("multilock", 1, ("locks[%d]: belongs to another client; all locks of a multi-lock must share one"):format(i), 2)
+      check.argerror("multilock", 1, ("locks[%d]: belongs to another client; all locks of a multi-lock must share one"):format(i))
     end
     if seen[l] then check.argerror("multilock", 1, ("locks[%d]: listed twice"):format(i), 2) end
     local key = l.path .. "\0" .. (kind == "read lock" and "r" or "x")
     if seen_path[key] then
-      check.argerror("multilock", 1, ("locks[%d]: %s is already in the list (it would wait for itself)"):format(i, l.path), 2)
+      check.argerror("multilock", 1, ("locks[%d]: %s is already in the list (it would wait for itself)"):format(i, l.path))
     end
     seen[l], seen_path[key] = true, true
   end
@@ -60,7 +62,8 @@ local function new(client, locks, opts)
       return KIND_RANK[a.kind] < KIND_RANK[b.kind]
     end)
   end
-  return setmetatable({ client = client, locks = ordered, opts = opts, kind = "multi-lock" }, MultiLock)
+  local self = setmetatable({ client = client, locks = ordered, opts = opts, kind = "multi-lock" }, MultiLock)
+  return hold.init(self, client, nil)
 end
 
 local function describe(l) return ("%s %s"):format(l.kind, l.path) end
@@ -70,7 +73,7 @@ local function describe(l) return ("%s %s"):format(l.kind, l.path) end
 --   and no option: no deadline). Each component also waits at most `per_lock_timeout`.
 function MultiLock:acquire(timeout, opts)
   local client = self.client
-  client:_check_open("acquire")
+  hold.check_open(client, "acquire")
   if timeout == nil then timeout = self.opts.deadline end
   check.timeout("acquire", 1, timeout)
   return retry.acquire(client, "acquire", 2, timeout, opts, function(left) return self:_acquire_once(left) end)
@@ -83,31 +86,30 @@ function MultiLock:_acquire_once(timeout)
   local co = me()
   local items, pending, reentered = {}, {}, {}
   for _, l in ipairs(self.locks) do
-    local hold = getmetatable(l) == lockmod.Lock and l._holds[co]
-    if hold and not hold.lost then
-      hold.count = hold.count + 1 -- reentrant: ours already
-      reentered[#reentered + 1] = hold
+    local h = getmetatable(l) == lockmod.Lock and hold.of(l, co)
+    if h and not h.lost then
+      h.count = h.count + 1 -- reentrant: ours already
+      reentered[#reentered + 1] = h
     else
       local max = l.kind == "semaphore mutex" and 1 or 0
-      local acl = l._acl or (l.semaphore and l.semaphore._acl) or 0
-      items[#items + 1] = { l.recipe or core.MUTEX, l.path, max, per, acl }
+      items[#items + 1] = { l.recipe or core.MUTEX, l.path, max, per, hold.acl(l.semaphore or l) }
       pending[#pending + 1] = l
     end
   end
   if #items == 0 then return self end
   local function undo()
-    for _, hold in ipairs(reentered) do hold.count = hold.count - 1 end
+    for _, h in ipairs(reentered) do h.count = h.count - 1 end
   end
   local flags = self.opts.rollback == "given" and 1 or 0
-  local id, msg, code = client._c:multi(items, ms, flags)
+  local c = hold.core(client)
+  local id, msg, code = c:multi(items, ms, flags)
   if not id then undo(); return nil, msg, code end
-  local w = client:_waiter(id, self)
-  client:_await(w)
+  local w = hold.await(self, id)
   if not w.done then
     undo()
     return fail(core.errno.ECLOSED, "the client was closed while acquiring a multi-lock")
   end
-  local ids, failed = client._c:multi_result(id)
+  local ids, failed = c:multi_result(id)
   if w.type ~= core.EV_ACQUIRED or not ids then
     undo()
     local st = w.status
@@ -120,9 +122,9 @@ function MultiLock:_acquire_once(timeout)
   end
   for i, l in ipairs(pending) do
     if getmetatable(l) == lockmod.Lock then
-      l:_adopt(ids[i], co)
+      lockmod.adopt(l, ids[i], co)
     else
-      l._lease = semmod.new_lease(l.semaphore, ids[i])
+      semmod.adopt_mutex(l, ids[i])
     end
   end
   return self
@@ -159,7 +161,7 @@ end
 MultiLock.__close = function(self)
   if self:is_held() then
     local ok, msg = self:release()
-    if not ok then lockmod.warn(("release at scope exit failed: %s"):format(msg)) end
+    if not ok then hold.warn(("release at scope exit failed: %s"):format(msg)) end
   end
 end
 
@@ -169,4 +171,12 @@ function MultiLock:__tostring()
   return ("zklock.multilock(%s)"):format(table.concat(parts, ", "))
 end
 
-return { new = new, MultiLock = MultiLock }
+-- client:multilock(locks, opts) -> all-or-nothing lock over several locks of this client.
+--   opts: order = "given" | "path", deadline (s, default for acquire), per_lock_timeout (s),
+--         rollback = "reverse" | "given".
+function Client:multilock(locks, opts)
+  check.open(self, "multilock")
+  return new(self, locks, opts)
+end
+
+return { MultiLock = MultiLock }

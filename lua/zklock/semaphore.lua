@@ -7,45 +7,38 @@
 -- acquire_many calls cannot deadlock each other (unlike Curator's one-at-a-time loop).
 local core = require("zklock.core")
 local check = require("zklock.check")
-local lockmod = require("zklock.lock")
+local hold = require("zklock.hold")
 local retry = require("zklock.retry")
+local Client = require("zklock.client").Client
 
-local fail, warn_ = lockmod.fail, lockmod.warn
+local fail, warn_ = hold.fail, hold.warn
 
+-- A lease: one granted lease of a semaphore, released by any coroutine. Its hold record (no
+-- owner) receives the acquisition's state events; sem:on_lost(fn) hears them as fn(state, lease).
 local Lease = {}
 Lease.__index = Lease
 
 local function new_lease(sem, id)
-  local c = sem.client._c
-  local node, token = c:info(id)
-  local lease = setmetatable({ semaphore = sem, client = sem.client, id = id, node_path = node or nil,
-                               token_value = token }, Lease)
-  lease.lock = lease -- the client's state events go to hold.lock:_state_changed
-  sem.client._holds[id] = lease
-  lockmod.gc_proxy(lease)
-  return lease
+  local self = setmetatable({ semaphore = sem, client = sem.client, id = id }, Lease)
+  local h = hold.adopt(sem, id, nil, self, "lease of semaphore", sem.path)
+  self._hold, self.node_path, self.token_value = h, h.node, h.token
+  hold.gc_proxy(self)
+  return self
 end
 
 -- release() -> true | nil, msg, code. Any coroutine may release a lease; twice raises.
 function Lease:release()
-  if self.released then
+  local h = self._hold
+  if h.released then
     -- an on_lost handler told of the loss by this lease's own release: not a second release
-    if self.releasing then return lockmod.lost_before_release(self:_what()) end
-    error(("zklock: lease %s of semaphore %s already released"):format(tostring(self.node_path), self.semaphore.path), 2)
+    if h.releasing then return hold.lost_before_release(h) end
+    check.raise(("zklock: lease %s of semaphore %s already released"):format(tostring(self.node_path), self.semaphore.path))
   end
-  self.released = true
-  local client = self.client
-  client._holds[self.id] = nil
-  -- after unlisting: a loss this refresh finds reaches the lease once, from release_hold
-  client:_refresh()
-  if client.state == "CLOSED" then return true end
-  return lockmod.release_hold(client, self)
+  return hold.release(h)
 end
 
-function Lease:_what() return "lease of semaphore " .. self.semaphore.path end
-
 Lease.__close = function(self)
-  if not self.released then
+  if not self._hold.released then
     local ok, msg = self:release()
     if not ok then warn_(("lease release at scope exit failed: %s"):format(msg)) end
   end
@@ -53,24 +46,11 @@ end
 
 -- Held (not released, not lost)? Like a lock's, these drive the client first, so a thread
 -- that was busy past the session timeout does not see a lost lease as held.
-function Lease:is_held()
-  self.client:_refresh()
-  return not self.released and not self.lost and self.client.state ~= "CLOSED"
-end
-function Lease:token() if self:is_held() then return self.token_value end return nil end
-function Lease:node() if self:is_held() then return self.node_path end return nil end
+function Lease:is_held() return self._hold:live() end
+function Lease:token() if self._hold:live() then return self.token_value end return nil end
+function Lease:node() if self._hold:live() then return self.node_path end return nil end
 
-function Lease:_state_changed(_, state)
-  if state == "LOST" then self.lost = true end
-  self.semaphore:_notify(state, self)
-end
-
-function Lease:__gc()
-  if not self.released and self.client.state ~= "CLOSED" then
-    warn_(("lease of semaphore %s collected while held; releasing in the background"):format(self.semaphore.path))
-    pcall(self.client._c.abandon, self.client._c, self.id)
-  end
-end
+function Lease:__gc() hold.collected_hold(self._hold) end
 
 function Lease:__tostring()
   return ("zklock.lease(%s)"):format(tostring(self.node_path))
@@ -86,17 +66,17 @@ end
 local function new(client, path, max_leases, opts, fname)
   check.path(fname, 1, path)
   if not max_int(max_leases) then
-    check.argerror(fname, 2, "max_leases: expected an integer >= 1, got " .. check.describe(max_leases), 2)
+    check.argerror(fname, 2, "max_leases: expected an integer >= 1, got " .. check.describe(max_leases))
   end
   opts = check.options(fname, 3, opts, { acl = check.acl_option })
-  return setmetatable({ client = client, path = path, max_leases = max_leases, kind = "semaphore",
-                        _pending = {}, _acl = client:_acl_id(opts.acl) }, Semaphore)
+  local self = setmetatable({ client = client, path = path, max_leases = max_leases, kind = "semaphore" }, Semaphore)
+  return hold.init(self, client, opts.acl)
 end
 
 -- acquire_many(n, timeout, { retry = policy }) -> array of n leases | nil, msg, code (all or none)
 function Semaphore:acquire_many(n, timeout, opts)
   local client = self.client
-  client:_check_open("acquire_many")
+  hold.check_open(client, "acquire_many")
   if not max_int(n) or n > self.max_leases then
     check.argerror("acquire_many", 1, ("count: expected an integer from 1 to %d (max_leases), got %s")
       :format(self.max_leases, check.describe(n)))
@@ -107,14 +87,12 @@ end
 
 function Semaphore:_acquire_once(n, timeout)
   local client = self.client
-  client:_check_open("acquire_many")
+  hold.check_open(client, "acquire_many")
   local ms = check.timeout("acquire_many", 2, timeout)
-  local id, msg, code = client._c:semaphore(self.path, self.max_leases, n, ms, self._acl)
+  local c = hold.core(client)
+  local id, msg, code = c:semaphore(self.path, self.max_leases, n, ms, hold.acl(self))
   if not id then return nil, msg, code end
-  local w = client:_waiter(id, self)
-  self._pending[id] = w
-  client:_await(w)
-  self._pending[id] = nil
+  local w = hold.await(self, id)
   if not w.done then return fail(core.errno.ECLOSED, "the client was closed while acquiring " .. self.path) end
   if w.type ~= core.EV_ACQUIRED then
     local st = w.status
@@ -125,13 +103,13 @@ function Semaphore:_acquire_once(n, timeout)
     return fail(st, ("acquiring semaphore %s: %s"):format(self.path, core.strerror(st)))
   end
   local leases = {}
-  for _, lid in ipairs(client._c:lease_ids(id)) do leases[#leases + 1] = new_lease(self, lid) end
+  for _, lid in ipairs(c:lease_ids(id)) do leases[#leases + 1] = new_lease(self, lid) end
   return leases
 end
 
 -- acquire(timeout, { retry = policy }) -> lease | nil, msg, code
 function Semaphore:acquire(timeout, opts)
-  self.client:_check_open("acquire")
+  hold.check_open(self.client, "acquire")
   check.timeout("acquire", 1, timeout)
   retry.option("acquire", 2, opts)
   local leases, msg, code = self:acquire_many(1, timeout, opts)
@@ -139,22 +117,16 @@ function Semaphore:acquire(timeout, opts)
   return leases[1]
 end
 
-Semaphore.cancel = lockmod.cancel_pending
-Semaphore.on_lost = lockmod.set_on_lost
+-- Withdraw every pending acquire (they return nil, "ECANCELED: ..."). -> number withdrawn
+Semaphore.cancel = hold.cancel
 
-function Semaphore:_notify(state, lease)
-  if self._on_lost then
-    local ok, err = pcall(self._on_lost, state, lease)
-    if not ok then warn_("on_lost handler failed: " .. tostring(err)) end
-  elseif state == "LOST" then
-    warn_(("lease of semaphore %s was lost with the session"):format(self.path))
-  end
-end
+-- fn(state, lease) with state "SUSPENDED" | "RECONNECTED" | "LOST" for every lease.
+Semaphore.on_lost = hold.on_lost
 
 -- Lease holders (and leases being counted): { { path, node, sequence, data }, ... } by sequence.
 function Semaphore:participants()
   local client = self.client
-  client:_check_open("participants")
+  hold.check_open(client, "participants")
   local dir = self.path .. "/leases"
   local names, msg, code = client:children(dir)
   if not names then
@@ -192,7 +164,7 @@ end
 function SemaphoreMutex:release()
   local lease = self._lease
   if not lease then
-    error(("zklock: release of semaphore mutex %s, which is not held"):format(self.path), 2)
+    check.raise(("zklock: release of semaphore mutex %s, which is not held"):format(self.path))
   end
   self._lease = nil
   return lease:release()
@@ -215,7 +187,7 @@ function SemaphoreMutex:on_lost(fn)
     check.argerror("on_lost", 1, "expected a function or nil, got " .. check.describe(fn))
   end
   local this = self
-  self.semaphore:on_lost(fn and function(state) return fn(state, this) end or nil)
+  hold.on_lost(self.semaphore, fn and function(state) return fn(state, this) end or nil)
 end
 function SemaphoreMutex:__tostring() return ("zklock.semaphore_mutex(%s)"):format(self.path) end
 
@@ -226,5 +198,22 @@ local function new_mutex(client, path, opts)
   return setmetatable({ client = client, path = path, semaphore = sem, kind = "semaphore mutex" }, SemaphoreMutex)
 end
 
-return { new = new, new_mutex = new_mutex, new_lease = new_lease, Semaphore = Semaphore,
-         SemaphoreMutex = SemaphoreMutex, Lease = Lease }
+-- A multi-lock took the lease of semaphore mutex `self` as core acquisition `id`.
+local function adopt_mutex(self, id)
+  self._lease = new_lease(self.semaphore, id)
+end
+
+-- client:semaphore(path, max_leases, { acl = }) -> Curator InterProcessSemaphoreV2 (leases).
+function Client:semaphore(path, max_leases, opts)
+  check.open(self, "semaphore")
+  return new(self, path, max_leases, opts, "semaphore")
+end
+
+-- client:semaphore_mutex(path, { acl = }) -> Curator InterProcessSemaphoreMutex: not reentrant,
+-- releasable from any coroutine.
+function Client:semaphore_mutex(path, opts)
+  check.open(self, "semaphore_mutex")
+  return new_mutex(self, path, opts)
+end
+
+return { Semaphore = Semaphore, SemaphoreMutex = SemaphoreMutex, Lease = Lease, adopt_mutex = adopt_mutex }

@@ -14,7 +14,11 @@ describe("zklock.testing errors #fast", function()
   end)
 
   it("rejects bad options", function()
-    assert.has_error(function() testing.server{ tick = -1 } end)
+    assert.has_error(function() testing.server{ tick_ms = -1 } end)
+    -- durations are seconds unless the name ends in _ms: the old millisecond names are refused
+    local ok, err = pcall(testing.server, { tick = 500 })
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("tick_ms", 1, true), err)
     assert.has_error(function() testing.ensemble{ n = 0 } end)
   end)
 

@@ -142,7 +142,7 @@ local function proxied(bind)
   local busted = require("busted")
   local fx = {}
   busted.setup(function()
-    fx.zk = testing.server{ tick = 500, min_session = 1000 }
+    fx.zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
     fx.baseline_ephemerals = util.mntr(fx.zk, "zk_ephemerals_count")
     bind(fx)
   end)

@@ -48,7 +48,7 @@ local function kazoo_fixture(bind)
   function fx.pump(dt) util.drive({ fx.c }, dt) end
 
   busted.setup(function()
-    fx.zk = testing.server{ tick = 500, min_session = 1000 }
+    fx.zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
     fx.kz = peers.kazoo(fx.zk.hosts)
     fx.c = util.connect(fx.zk.hosts, { session_timeout = 10, identity = "zklock-spec" })
     bind(fx)

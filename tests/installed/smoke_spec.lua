@@ -46,7 +46,7 @@ describe("installed zklock", function()
 
   describe("against a real ZooKeeper", function()
     setup(function()
-      if testing then zk = testing.server{ tick = 500, min_session = 1000 } end
+      if testing then zk = testing.server{ tick_ms = 500, min_session_ms = 1000 } end
     end)
     teardown(function()
       if zk then zk:stop() end

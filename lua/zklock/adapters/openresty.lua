@@ -58,7 +58,6 @@ if type(ngx) ~= "table" or not ngx.timer then
   error("zklock.adapters.openresty needs lua-nginx-module (OpenResty): no ngx here", 2)
 end
 local zklock = require("zklock")
-local util = require("zklock.adapters.util") -- internals: reaping locks of vanished requests
 local semaphore = require("ngx.semaphore")
 
 local ngx = ngx
@@ -152,7 +151,7 @@ function M.attach(client, opts)
           keep[#keep + 1] = e
         elseif e.sema:count() > 0 then
           log(ngx.INFO, "a request waiting on operation ", tostring(w.id), " is gone; giving back its result")
-          util.abandon(client, w)
+          client:abandon(w)
         end
       end
     end
@@ -167,7 +166,7 @@ function M.attach(client, opts)
   local function reap_dead_owners(t)
     if t < next_reap then return end
     next_reap = t + REAP_EVERY
-    for _, r in ipairs(util.reap_dead_owners(client, raw_status)) do
+    for _, r in ipairs(client:reap_dead_owners(raw_status)) do
       log(ngx.WARN, "a request ended while holding ", tostring(r.kind), " ", tostring(r.path),
         "; released in the background")
     end
@@ -187,8 +186,8 @@ function M.attach(client, opts)
       local busy = client:pending() > 0 or #st.woken > 0
       if premature or ngx.worker.exiting() then
         exit_deadline = exit_deadline or (t + exit_grace)
-        if (not busy and not util.held(client)) or t >= exit_deadline then
-          if busy or util.held(client) then
+        if (not busy and not client:held()) or t >= exit_deadline then
+          if busy or client:held() then
             log(ngx.WARN, "worker exiting with zklock operations or locks still held; closing the session")
           end
           st.stopped = true

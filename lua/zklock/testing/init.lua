@@ -9,7 +9,7 @@
 --
 --     describe("my lock", function()
 --       local zk
---       setup(function() zk = testing.server{ tick = 500, min_session = 1000 } end)
+--       setup(function() zk = testing.server{ tick_ms = 500, min_session_ms = 1000 } end)
 --       teardown(function() if zk then zk:stop() end end)
 --
 --       it("survives a server restart", function()
@@ -22,9 +22,9 @@
 --
 -- API
 --   testing.server(opts) -> server      one standalone ZooKeeperServerMain
---     opts.tick (500)                   tickTime, ms
---     opts.min_session (1000)           minSessionTimeout, ms
---     opts.max_session (60000)          maxSessionTimeout, ms
+--     opts.tick_ms (500)                tickTime
+--     opts.min_session_ms (1000)        minSessionTimeout
+--     opts.max_session_ms (60000)       maxSessionTimeout
 --     opts.container_check_ms (100)     -Dznode.container.checkIntervalMs
 --     opts.port (nil = random free port in 20000-40000; retried on bind failure)
 --     opts.timeout (20)                 seconds to wait for `ruok` -> `imok`

@@ -78,15 +78,15 @@ Server.__index = Server
 local function write_config(self)
   local o = self.opts
   local lines = {
-    "tickTime=" .. o.tick,
+    "tickTime=" .. o.tick_ms,
     "dataDir=" .. self.data_dir,
     "clientPort=" .. self.port,
     "clientPortAddress=127.0.0.1",
     "maxClientCnxns=0",
     "admin.enableServer=false",
     "4lw.commands.whitelist=*",
-    "minSessionTimeout=" .. o.min_session,
-    "maxSessionTimeout=" .. o.max_session,
+    "minSessionTimeout=" .. o.min_session_ms,
+    "maxSessionTimeout=" .. o.max_session_ms,
   }
   if self.quorum then
     lines[#lines + 1] = "initLimit=" .. (o.init_limit or 10)
@@ -293,19 +293,25 @@ local function defaults(opts, timeout)
   opts = opts or {}
   local o = {}
   for k, v in pairs(opts) do o[k] = v end
-  o.tick = o.tick or 500
-  o.min_session = o.min_session or 1000
-  o.max_session = o.max_session or 60000
+  -- durations are seconds unless the name ends in _ms: the old millisecond names are refused
+  for old, new in pairs({ tick = "tick_ms", min_session = "min_session_ms", max_session = "max_session_ms" }) do
+    if o[old] ~= nil then
+      error(("zklock.testing: option %s is now %s (milliseconds)"):format(old, new), 3)
+    end
+  end
+  o.tick_ms = o.tick_ms or 500
+  o.min_session_ms = o.min_session_ms or 1000
+  o.max_session_ms = o.max_session_ms or 60000
   o.container_check_ms = o.container_check_ms or 100
   o.timeout = o.timeout or timeout
-  for _, k in ipairs({ "tick", "min_session", "max_session", "container_check_ms", "timeout" }) do
+  for _, k in ipairs({ "tick_ms", "min_session_ms", "max_session_ms", "container_check_ms", "timeout" }) do
     if type(o[k]) ~= "number" or o[k] <= 0 then
       error(("zklock.testing: option %s must be a positive number, got %s"):format(k, tostring(o[k])), 3)
     end
     if k ~= "timeout" then o[k] = math.floor(o[k]) end   -- milliseconds go into zoo.cfg as integers
   end
-  if o.min_session > o.max_session then
-    error(("zklock.testing: min_session (%d) is greater than max_session (%d)"):format(o.min_session, o.max_session), 3)
+  if o.min_session_ms > o.max_session_ms then
+    error(("zklock.testing: min_session_ms (%d) is greater than max_session_ms (%d)"):format(o.min_session_ms, o.max_session_ms), 3)
   end
   if o.port ~= nil and (type(o.port) ~= "number" or o.port < 1 or o.port > 65535 or o.port ~= math.floor(o.port)) then
     error("zklock.testing: option port must be a TCP port number, got " .. tostring(o.port), 3)

@@ -1,0 +1,230 @@
+-- zklock.hold: the hold/acquire plumbing the lock, semaphore and multi-lock modules share.
+--
+-- An object that acquires (a mutex, one side of a read-write lock, a semaphore) is set up with
+-- hold.init(obj, client, acl): its hold state lives under a key only this module knows
+-- (obj[STATE]): the client, the core's ACL id, its holds by owner, its pending acquires and its
+-- on_lost handler. A granted core acquisition becomes a hold record (hold.adopt): the client
+-- routes the acquisition's state events to it (hold:on_state) and may drop it (hold:drop) when
+-- its owner coroutine is dead. Waiting goes through the client's recipe interface
+-- (zklock.client's `recipe`), so it suspends or blocks as the client's adapters decide.
+local core = require("zklock.core")
+local check = require("zklock.check")
+local R = require("zklock.client").recipe
+
+local M = {}
+
+local running = coroutine.running
+
+local STATE = setmetatable({}, { __tostring = function() return "zklock.hold.state" end })
+
+local function warn_(msg)
+  if warn then warn("zklock: " .. msg) end
+end
+M.warn = warn_
+
+-- nil, "NAME: text", "NAME" for a core error code
+local function fail(code, text)
+  local name = core.errname(code)
+  return nil, ("%s: %s"):format(name, text), name
+end
+M.fail = fail
+
+-- The owner key of the caller: its coroutine, or a fixed key for the main thread (LuaJIT's
+-- coroutine.running() returns nil there).
+local MAIN = setmetatable({}, { __tostring = function() return "main thread" end })
+M.MAIN = MAIN
+function M.me()
+  return running() or MAIN
+end
+
+-- LuaJIT (Lua 5.1) runs no __gc for tables: a userdata proxy owned by the object runs it instead.
+local GC_PROXY = setmetatable({}, { __tostring = function() return "zklock.hold.gc_proxy" end })
+function M.gc_proxy(obj)
+  if newproxy then
+    local proxy = newproxy(true)
+    getmetatable(proxy).__gc = function() local mt = getmetatable(obj); if mt and mt.__gc then mt.__gc(obj) end end
+    rawset(obj, GC_PROXY, proxy)
+  end
+end
+
+---------------------------------------------------------------- objects that acquire
+
+-- Set obj up to acquire through `client` with ACL option `acl` (already validated).
+function M.init(obj, client, acl)
+  obj[STATE] = {
+    client = client,
+    acl = R.acl_id(client, acl),
+    holds = {},    -- owner -> hold (mutex and read-write lock sides: one hold per owner)
+    pending = {},  -- op id -> waiter, while acquiring
+    on_lost = nil,
+  }
+  return obj
+end
+
+-- The core's ACL id of obj.
+function M.acl(obj) return obj[STATE].acl end
+
+-- The hold of `owner` (default: the caller) on obj, or nil.
+function M.of(obj, owner)
+  return obj[STATE].holds[owner or M.me()]
+end
+
+-- Every hold of obj (owner -> hold), for iteration.
+function M.holds(obj) return obj[STATE].holds end
+
+-- Raises "<fname> on a closed client" at the caller.
+M.check_open = check.open
+
+-- Drive the client once if nobody has for a while (see Client:_refresh).
+M.refresh = R.refresh
+
+-- The client's core handle.
+M.core = R.core
+
+-- Wait for acquisition `id` started for obj; cancel(obj) withdraws it meanwhile. -> waiter
+function M.await(obj, id)
+  local st = obj[STATE]
+  local client = st.client
+  local w = R.waiter(client, id, true)
+  st.pending[id] = w
+  R.await(client, w)
+  st.pending[id] = nil
+  return w
+end
+
+-- Withdraw every pending acquire of obj (they return nil, "ECANCELED: ..."). -> number withdrawn
+function M.cancel(obj)
+  local st = obj[STATE]
+  local c = R.core(st.client)
+  local n = 0
+  for id in pairs(st.pending) do
+    if c:cancel(id) then n = n + 1 end
+  end
+  if n > 0 then R.poll(st.client) end
+  return n
+end
+
+-- fn(state, target) for SUSPENDED, RECONNECTED, LOST of every hold of obj (nil: none).
+function M.on_lost(obj, fn)
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_lost", 1, "expected a function or nil, got " .. check.describe(fn))
+  end
+  obj[STATE].on_lost = fn
+end
+
+---------------------------------------------------------------- hold records
+
+local Hold = {}
+Hold.__index = Hold
+
+-- Record core acquisition `id` (just granted) of obj. owner: the owning coroutine (or MAIN) for
+-- locks that belong to one, nil for leases. target: what on_lost handlers receive with the state.
+-- kind, path: describe it in messages ("mutex", "/a"; "lease of semaphore", "/s").
+function M.adopt(obj, id, owner, target, kind, path)
+  local st = obj[STATE]
+  local c = R.core(st.client)
+  local node, token = c:info(id)
+  local hold = setmetatable({ id = id, client = st.client, obj = obj, owner = owner, target = target,
+                              kind = kind, path = path, count = 1, token = token, node = node or nil }, Hold)
+  if owner then st.holds[owner] = hold end
+  R.track(st.client, id, hold)
+  return hold
+end
+
+-- "mutex /a" (built only for messages)
+function Hold:what() return self.kind .. " " .. self.path end
+
+-- Held (not lost, not closed with the client, not released)? Drives the client first.
+function Hold:live()
+  R.refresh(self.client)
+  return not self.lost and not self.closed and not self.released and self.client.state ~= "CLOSED"
+end
+
+-- The client tells the hold of its acquisition's state: SUSPENDED, RECONNECTED, LOST, or CLOSED
+-- (the client was closed: the node went with the session; nobody is told).
+function Hold:on_state(state)
+  if state == "CLOSED" then self.closed = true return end
+  if state == "LOST" then self.lost = true
+  elseif state == "SUSPENDED" then self.suspended = true
+  elseif state == "RECONNECTED" then self.suspended = false end
+  local fn = self.obj[STATE].on_lost
+  if fn then
+    local ok, err = pcall(fn, state, self.target)
+    if not ok then warn_("on_lost handler failed: " .. tostring(err)) end
+  elseif state == "LOST" then
+    warn_(("%s was lost with the session"):format(self:what()))
+  end
+end
+
+-- Unlist the hold from its object and its client (it is being released or dropped).
+local function unlist(hold)
+  local holds = hold.obj[STATE].holds
+  if hold.owner and holds[hold.owner] == hold then holds[hold.owner] = nil end
+  R.track(hold.client, hold.id, nil)
+end
+
+-- Give the node back in the background, never blocking (owner dead, object collected).
+function Hold:drop()
+  unlist(self)
+  self.released = true
+  if not self.closed and self.client.state ~= "CLOSED" then
+    pcall(R.core(self.client).abandon, R.core(self.client), self.id)
+  end
+end
+
+-- The error of releasing what the session took with it.
+local function lost_before_release(hold)
+  return fail(core.errno.ELOST, hold:what() .. " was lost with the session before release")
+end
+M.lost_before_release = lost_before_release
+
+-- Release the hold (its last count): unlist it, then delete its node and wait for the reply.
+-- A loss the hold has not heard of yet is reported to it first: the LOST event may still be
+-- queued, and the hold no longer receives it. -> true | nil, msg, code
+function M.release(hold)
+  local client = hold.client
+  unlist(hold)
+  hold.released = true
+  -- after unlisting: a loss this refresh finds reaches the hold once, from here, and an on_lost
+  -- handler cannot release it a second time under this call
+  R.refresh(client)
+  if hold.closed or client.state == "CLOSED" then
+    return true -- the session was closed: every node of ours went with it
+  end
+  local ok, msg, code = R.core(client):release(hold.id)
+  local status
+  if ok then
+    local w = R.await(client, R.waiter(client, hold.id))
+    if not w.done or w.status == 0 then return true end
+    status = w.status
+  elseif code == "ELOST" then
+    status = core.errno.ELOST
+  else
+    return nil, msg, code
+  end
+  if status == core.errno.ELOST then
+    if not hold.lost then
+      hold.releasing = true -- a release called from the on_lost handler answers ELOST
+      hold:on_state("LOST")
+      hold.releasing = nil
+    end
+    return lost_before_release(hold)
+  end
+  return fail(status, ("releasing %s: %s"):format(hold:what(), core.strerror(status)))
+end
+
+-- obj was collected while holding: give every node back in the background, with a warning.
+function M.collected(obj)
+  local st = rawget(obj, STATE)
+  if not st then return end
+  for _, hold in pairs(st.holds) do M.collected_hold(hold) end
+end
+
+function M.collected_hold(hold)
+  if not hold.released and not hold.closed and hold.client.state ~= "CLOSED" then
+    warn_(("%s collected while held; releasing in the background"):format(hold:what()))
+    hold:drop()
+  end
+end
+
+return M

@@ -1,0 +1,218 @@
+-- zklock.scheduler: the builtin coroutine scheduler behind client:spawn, client:run, client:sleep
+-- and zklock.run. It is a host adapter like zklock.adapters.cqueues, luv and openresty (the
+-- protocol is in docs/design.md, "Host API"), with the optional hooks an adapter that keeps its
+-- own run queue needs: the client calls step() from every process(), folds timeout_ms() into
+-- next_timeout_ms(), counts pending() in client:pending() and calls close() from client:close().
+--
+-- One scheduler per client (made by the client). It owns the coroutines it spawned: only they
+-- suspend on a wait of this client; any other caller blocks (while driving the client).
+local core = require("zklock.core")
+local check = require("zklock.check")
+
+local M = {}
+
+local running, yield, resume, status = coroutine.running, coroutine.yield, coroutine.resume, coroutine.status
+local now = core.now
+local unpack_ = table.unpack or unpack
+
+local WAIT = setmetatable({}, { __tostring = function() return "zklock.wait" end })
+M.WAIT = WAIT
+local SWEEP_MS = 100 -- how often waiters and tasks of dead coroutines are looked for
+local CO = setmetatable({}, { __tostring = function() return "zklock.scheduler.co" end }) -- w[CO]
+
+-- Lua 5.4: a to-be-closed guard around the yield, so that coroutine.close() on a waiting
+-- coroutine withdraws its operation (and its task) at once. LuaJIT cannot parse it; there the
+-- periodic sweep of dead coroutines does the same, a little later.
+local make_guarded_yield = (load or loadstring)([[
+  local yield, WAIT, on_close = ...
+  return function(w)
+    local guard <close> = setmetatable({}, { __close = function() on_close(w) end })
+    yield(WAIT)
+    w.consumed = true -- not reached when the coroutine is closed while suspended
+  end
+]])
+
+function M.new()
+  local tasks, ntasks = {}, 0 -- spawned coroutine -> true
+  local ready = {}            -- queue of { co, value }
+  local timers = {}           -- sorted by deadline: { at = ms, co = }
+  local parked = {}           -- waiter -> the coroutine suspended in it
+  local next_sweep = 0
+  local client_of = {}        -- parked waiter -> its client (for the close guard)
+
+  local S = { name = "builtin" }
+
+  local function untask(co)
+    if tasks[co] then
+      tasks[co] = nil
+      ntasks = ntasks - 1
+    end
+  end
+
+  local function push(co, value)
+    ready[#ready + 1] = { co, value }
+  end
+
+  local guarded_yield = make_guarded_yield and make_guarded_yield(yield, WAIT, function(w)
+    if w.consumed then return end
+    local co, c = parked[w], client_of[w]
+    parked[w], client_of[w] = nil, nil
+    if co then untask(co) end
+    if c then c:abandon(w) end
+  end)
+
+  ------------------------------------------------------------ the adapter protocol
+
+  function S.owns(_)
+    local co, main = running()
+    if main or not co then return false end
+    return tasks[co] == true
+  end
+
+  function S.wait(client, w)
+    local co = running()
+    w[CO] = co
+    parked[w], client_of[w] = co, client
+    if guarded_yield then guarded_yield(w) else yield(WAIT) end
+    parked[w], client_of[w] = nil, nil
+    -- resumed by someone else before the event came: the caller gives up on the operation
+    if not w.done then client:abandon(w) end
+  end
+
+  function S.wake(_, w)
+    local co = w[CO]
+    if co then push(co, w) end
+  end
+
+  function S.sleep(_, seconds)
+    local timer = { at = now() + seconds * 1000, co = running() }
+    local i = #timers + 1
+    while i > 1 and timers[i - 1].at > timer.at do i = i - 1 end
+    table.insert(timers, i, timer)
+    repeat yield(WAIT) until timer.done
+  end
+
+  ------------------------------------------------------------ optional hooks
+
+  function S.timeout_ms(_)
+    if #ready > 0 then return 0 end
+    local t = timers[1]
+    if not t then return -1 end
+    local left = math.ceil(t.at - now())
+    return left < 0 and 0 or left
+  end
+
+  function S.pending(_) return #ready end
+
+  local function step_co(co, value)
+    local ok, res = resume(co, value)
+    if status(co) == "dead" then
+      untask(co)
+      if not ok then
+        error(debug.traceback(co, "zklock: spawned coroutine failed: " .. tostring(res)), 0)
+      end
+    elseif res ~= WAIT then
+      push(co) -- a plain yield: run it again on the next round
+    end
+  end
+
+  local function run_ready()
+    if #ready == 0 then return end
+    local q = ready
+    ready = {}
+    for i = 1, #q do
+      local co, value = q[i][1], q[i][2]
+      local st = status(co)
+      if st == "suspended" then
+        step_co(co, value)
+      elseif st ~= "dead" then
+        push(co, value) -- busy (it resumed us): later
+      end
+    end
+  end
+
+  -- Waiters whose coroutine died without being resumed (coroutine.close under LuaJIT, or a
+  -- foreign resume) give back their operation; dead tasks stop counting.
+  local function sweep(client)
+    local t = now()
+    if t < next_sweep then return end
+    next_sweep = t + SWEEP_MS
+    for w, co in pairs(parked) do
+      if status(co) == "dead" then
+        parked[w], client_of[w] = nil, nil
+        client:abandon(w)
+      end
+    end
+    for co in pairs(tasks) do
+      if status(co) == "dead" then untask(co) end
+    end
+  end
+
+  function S.step(client)
+    local t = now()
+    while timers[1] and timers[1].at <= t do
+      local timer = table.remove(timers, 1)
+      timer.done = true
+      push(timer.co, timer)
+    end
+    sweep(client)
+    run_ready()
+  end
+
+  function S.close(_)
+    for _, timer in ipairs(timers) do -- sleepers wake up (and find the client closed)
+      timer.done = true
+      push(timer.co, timer)
+    end
+    timers = {}
+    run_ready()
+  end
+
+  ------------------------------------------------------------ spawn and count
+
+  -- Run fn(...) in a new coroutine owned by this scheduler; it starts on the next process().
+  function S.spawn(fn, ...)
+    local n, args = select("#", ...), { ... }
+    local co = coroutine.create(function() return fn(unpack_(args, 1, n)) end)
+    tasks[co] = true
+    ntasks = ntasks + 1
+    push(co)
+    return co
+  end
+
+  -- Spawned coroutines not finished yet.
+  function S.count() return ntasks end
+
+  return S
+end
+
+-- Drive `clients` with the host API only (fd, next_timeout_ms, process, tasks) until none has an
+-- unfinished spawned coroutine, or `timeout` seconds pass (then nil, "ETIMEDOUT: ...").
+-- A closed client counts as finished.
+function M.run(clients, timeout, fname, argn)
+  local ms = check.timeout(fname, argn, timeout)
+  local deadline = ms >= 0 and now() + ms or nil
+  while true do
+    local left_tasks, fds, wait = 0, {}, 1000
+    for _, c in ipairs(clients) do
+      if c.state ~= "CLOSED" then c:process() end
+      if c.state ~= "CLOSED" then
+        left_tasks = left_tasks + c:tasks()
+        fds[#fds + 1] = c:fd()
+        local t = c:next_timeout_ms()
+        if t >= 0 and t < wait then wait = t end
+      end
+    end
+    if left_tasks == 0 then return true end
+    if deadline then
+      local left = deadline - now()
+      if left <= 0 then
+        return nil, ("ETIMEDOUT: %d coroutines still running after %g s"):format(left_tasks, timeout), "ETIMEDOUT"
+      end
+      if left < wait then wait = left end
+    end
+    if wait > 0 then core.poll(fds, math.ceil(wait)) end
+  end
+end
+
+return M
