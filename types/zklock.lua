@@ -58,7 +58,7 @@ function zklock.run(clients, timeout) end
 
 ---What kind of zklock object `x` is.
 ---@param x any
----@return ("client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock")? kind `nil` for anything else.
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|nil kind `nil` for anything else.
 function zklock.type(x) end
 
 ---The text of an error code.

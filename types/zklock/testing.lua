@@ -239,7 +239,7 @@ function server:mntr(timeout) end
 
 ---The server's mode, from `srvr`.
 ---@param timeout? number
----@return ("standalone"|"leader"|"follower")? mode
+---@return "standalone"|"leader"|"follower"|nil mode
 ---@return string? err
 function server:mode(timeout) end
 
