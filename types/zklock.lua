@@ -1,0 +1,804 @@
+---@meta zklock
+
+-- The documented Lua API of zklock: LuaLS type stubs (point your editor's `workspace.library`
+-- at `types/`) and the one source of docs/api.md (`lua5.4 scripts/apidoc.lua` writes it;
+-- `lua5.4 scripts/apidoc.lua --check` fails when it is stale or when a public function or
+-- option of the code has no entry here). Conventions the generator relies on:
+--   * a `---` block before `local x = {}` (or `a.b = {}`) with `---@class` names a class; the
+--     local's name is how docs/api.md shows its methods (`client:mutex`, `zklock.connect`);
+--   * a `---` block before `function x.f(...) end` / `function x:f(...) end` documents it:
+--     free text (markdown), `---@param name[?] type text`, `---@return type [name] # text`;
+--     a paragraph starting with `Errors:` is shown as the function's errors;
+--   * options tables are classes whose name ends in `Options`, taken by a `---@param opts?`.
+
+---zklock: distributed locks over ZooKeeper, wire-compatible with Apache Curator.
+---
+---```lua
+---local zklock = require("zklock")
+---local client = assert(zklock.connect("127.0.0.1:2181", { session_timeout = 10 }))
+---```
+---
+---**Conventions.** Expected failures return `nil, "CODE: message", "CODE"` (test `not ok`,
+---not `== nil`); misuse (bad arguments, releasing what you do not hold, a closed client)
+---raises an error naming the function and the argument. Durations are seconds unless the
+---name ends in `_ms`. Waiting calls (`acquire`, `release`, `sleep`, the znode calls) suspend
+---the calling coroutine when an adapter owns it (`client:spawn`, cqueues, luv, OpenResty) and
+---block otherwise, driving the client meanwhile.
+---@class zklock
+---@field errno zklock.errno Error codes by name (`zklock.errno.ETIMEDOUT == -1001`).
+---@field retry zklock.retry Retry policies for the `retry` option of every acquire.
+---@field _NAME string `"zklock"`.
+---@field _VERSION string The library version (`"X.Y.Z"`, from `ZKL_VERSION` in zklock.h).
+local zklock = {}
+
+---Connect to a ZooKeeper ensemble and wait for the session (unless `opts.wait == false`).
+---
+---Errors: `nil, "ETIMEDOUT: could not connect to ...", "ETIMEDOUT"` when no session is up
+---within `connect_timeout`; `nil, msg, code` from the C core for a client it cannot make.
+---Raises on a malformed `hosts` string or an unknown or invalid option.
+---@param hosts string `"host:port[,host:port...][/chroot]"`.
+---@param opts? zklock.ConnectOptions
+---@return zklock.Client? client The connected client (state `CONNECTED`, or `CONNECTING` with `wait = false`).
+---@return string? msg `"CODE: message"` on failure.
+---@return string? code The error code's name on failure.
+function zklock.connect(hosts, opts) end
+
+---Drive several clients' builtin schedulers together until every coroutine spawned on any of
+---them (`client:spawn`) has finished. Uses only the clients' host API (`fd`, `next_timeout_ms`,
+---`process`, `tasks`).
+---
+---Errors: `nil, "ETIMEDOUT: ...", "ETIMEDOUT"` when `timeout` passes first. Raises if `clients`
+---is not a non-empty array of clients.
+---@param clients zklock.Client[] The clients to drive.
+---@param timeout? number Seconds; nil = until done.
+---@return true? ok
+---@return string? msg
+---@return string? code
+function zklock.run(clients, timeout) end
+
+---What kind of zklock object `x` is.
+---@param x any
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|nil kind `nil` for anything else.
+function zklock.type(x) end
+
+---The text of an error code.
+---@param code integer|string A code (`-1001`) or its name (`"ETIMEDOUT"`).
+---@return string text `"unknown error"` for an unknown code.
+function zklock.strerror(code) end
+
+---Options of `zklock.connect`.
+---@class zklock.ConnectOptions
+---@field session_timeout? number Session timeout requested from the server, in seconds (default 10; the server may bound it).
+---@field connect_timeout? number Seconds to wait for the first session (default `session_timeout`). Not used with `wait = false`.
+---@field identity? string Data stored in this client's lock nodes (default: the host name).
+---@field log? fun(line: string) Receives the ZooKeeper client's log lines (delivered while the client is driven).
+---@field log_level? "none"|"error"|"warn"|"info"|"debug" Level of those lines (default `"warn"` with `log`, else `"none"`).
+---@field keepalive? boolean A background thread drives the connection while the script's thread blocks (default false; never inside nginx). See README, "Blocking scripts".
+---@field wait? boolean `false`: return at once in state `CONNECTING`; operations started meanwhile are sent once connected, their timeouts running from the call (default true).
+
+---Error codes by name: zklock's own (`E...`, below -1000) and ZooKeeper's (`Z...`). Failures
+---carry the name as their third return value; `zklock.strerror` gives the text.
+---@class zklock.errno
+---@field OK integer 0: success
+---@field ZSYSTEMERROR integer -1: ZooKeeper system error
+---@field ZRUNTIMEINCONSISTENCY integer -2: ZooKeeper runtime inconsistency
+---@field ZDATAINCONSISTENCY integer -3: ZooKeeper data inconsistency
+---@field ZCONNECTIONLOSS integer -4: connection to the server lost
+---@field ZMARSHALLINGERROR integer -5: error while marshalling or unmarshalling data
+---@field ZUNIMPLEMENTED integer -6: operation not implemented by the server
+---@field ZOPERATIONTIMEOUT integer -7: operation timed out (outcome unknown)
+---@field ZBADARGUMENTS integer -8: invalid arguments
+---@field ZINVALIDSTATE integer -9: invalid ZooKeeper handle state
+---@field ZNEWCONFIGNOQUORUM integer -13: no quorum for new config
+---@field ZRECONFIGINPROGRESS integer -14: reconfiguration in progress
+---@field ZSSLCONNECTIONERROR integer -15: SSL connection error
+---@field ZAPIERROR integer -100: ZooKeeper API error
+---@field ZNONODE integer -101: node does not exist
+---@field ZNOAUTH integer -102: not authorized
+---@field ZBADVERSION integer -103: version conflict
+---@field ZNOCHILDRENFOREPHEMERALS integer -108: ephemeral nodes may not have children
+---@field ZNODEEXISTS integer -110: node already exists
+---@field ZNOTEMPTY integer -111: node has children
+---@field ZSESSIONEXPIRED integer -112: session expired
+---@field ZINVALIDCALLBACK integer -113: invalid callback
+---@field ZINVALIDACL integer -114: invalid ACL
+---@field ZAUTHFAILED integer -115: authentication failed
+---@field ZCLOSING integer -116: ZooKeeper handle is closing
+---@field ZNOTHING integer -117: no server responses to process
+---@field ZSESSIONMOVED integer -118: session moved to another server
+---@field ZNOTREADONLY integer -119: state-changing request to a read-only server
+---@field ZEPHEMERALONLOCALSESSION integer -120: ephemeral node on a local session
+---@field ZNOWATCHER integer -121: watcher not found
+---@field ZRECONFIGDISABLED integer -123: reconfiguration disabled
+---@field ZSESSIONCLOSEDREQUIRESASLAUTH integer -124: session closed: SASL authentication required
+---@field ZTHROTTLEDOP integer -127: operation throttled by the server
+---@field ETIMEDOUT integer -1001: timed out (an acquire's or a call's timeout passed; never retried).
+---@field ECANCELED integer -1002: canceled (`cancel()` withdrew the acquire).
+---@field ESESSION integer -1003: the ZooKeeper session expired while waiting (retryable: the client opens a new session by itself).
+---@field ECLOSED integer -1004: the client was closed (`client:close()`) while waiting.
+---@field ELOST integer -1005: the lock or lease was lost with the session (release, or re-acquire before releasing).
+---@field EINVAL integer -1006: invalid argument
+---@field ENOMEM integer -1007: out of memory
+---@field ENOTHELD integer -1008: not held
+---@field ENOTFOUND integer -1009: no such operation
+---@field ESEQWRAP integer -1010: sequence counter wrapped: names no longer sort in queue order
+---@field ESYSTEM integer -1011: system call failed
+---@field EOWNNODE integer -1012: the lock's own queue node disappeared
+---@field EDEADLK integer -1013: would deadlock (acquiring the write side while holding the read side).
+zklock.errno = {}
+
+---A retry policy: called after a failed attempt with the attempt number (1, 2, ...) and the
+---error code's name; returns the seconds to wait before trying again, or nil to give up.
+---@alias zklock.RetryPolicy fun(attempt: integer, code: string): number?
+
+---Retry policies for the `retry` option of `acquire` and `acquire_many`:
+---`m:acquire(5, { retry = zklock.retry.exponential{ base = 0.1, max = 5, attempts = 5 } })`.
+---An acquire retries only failures a new attempt can cure (`ESESSION` and connection errors:
+---`ZCONNECTIONLOSS`, `ZOPERATIONTIMEOUT`, `ZRUNTIMEINCONSISTENCY`, `ZSESSIONEXPIRED`,
+---`ZSESSIONMOVED`), never a timeout, a cancel or a closed client; all attempts stay within the
+---acquire's timeout.
+---@class zklock.retry
+zklock.retry = {}
+
+---A policy that never retries.
+---@return zklock.RetryPolicy policy
+function zklock.retry.none() end
+
+---Retry up to `attempts` times, waiting `delay` seconds each time.
+---
+---Errors: raises on an unknown or invalid option.
+---@param opts? zklock.retry.FixedOptions
+---@return zklock.RetryPolicy policy
+function zklock.retry.fixed(opts) end
+
+---Options of `zklock.retry.fixed`.
+---@class zklock.retry.FixedOptions
+---@field delay? number Seconds between attempts (default 0.5).
+---@field attempts? integer Retries after the first attempt (default 3).
+
+---Retry up to `attempts` times, waiting `base * 2^(attempt-1)` seconds, at most `max`, with up
+---to 50% random jitter subtracted (so many clients do not retry in step).
+---
+---Errors: raises on an unknown or invalid option.
+---@param opts? zklock.retry.ExponentialOptions
+---@return zklock.RetryPolicy policy
+function zklock.retry.exponential(opts) end
+
+---Options of `zklock.retry.exponential`.
+---@class zklock.retry.ExponentialOptions
+---@field base? number First delay in seconds (default 0.1).
+---@field max? number Longest delay in seconds (default 5).
+---@field attempts? integer Retries after the first attempt (default 5).
+---@field jitter? boolean Subtract up to 50% random jitter (default true).
+
+---Whether an acquire retries a failure with this code.
+---@param code string An error code's name (`"ESESSION"`).
+---@return boolean
+function zklock.retry.retryable(code) end
+
+---Internal helper of the lock modules (public for custom recipes): run `attempt(left)` until it
+---succeeds, fails for good, or `policy` gives up; `left` is the time remaining of `timeout`.
+---@param policy zklock.RetryPolicy?
+---@param timeout number? Seconds; nil = no deadline.
+---@param now_ms fun(): number Monotonic clock in milliseconds.
+---@param sleep fun(seconds: number) Waits between attempts.
+---@param attempt fun(left: number?): any, string?, string? Returns `ok, msg, code, ...`.
+---@return any ... What the last attempt returned.
+function zklock.retry.run(policy, timeout, now_ms, sleep, attempt) end
+
+---Internal helper of the lock modules: validate `{ retry = }` (argument `argn` of `fname`),
+---then call `once(timeout)` directly or under the policy, sleeping on `client` between attempts.
+---@param client zklock.Client
+---@param fname string Function name for error messages.
+---@param argn integer Argument position of `opts` for error messages.
+---@param timeout number?
+---@param opts zklock.AcquireOptions?
+---@param once fun(left: number?): any, string?, string?
+---@return any ...
+function zklock.retry.acquire(client, fname, argn, timeout, opts, once) end
+
+---Internal helper of the lock modules: validate the options of an acquire and return its retry
+---policy. Raises on an unknown or invalid option.
+---@param fname string
+---@param argn integer
+---@param opts zklock.AcquireOptions?
+---@return zklock.RetryPolicy? policy
+function zklock.retry.option(fname, argn, opts) end
+
+---ACL of lock nodes and created znodes: `"open"` (default: everyone may do everything),
+---`"creator"` (the creating session's authenticated identities may do everything, everyone may
+---read), or a list of entries.
+---@alias zklock.ACL "open"|"creator"|zklock.ACLEntry[]
+
+---One entry of an ACL list.
+---@class zklock.ACLEntry
+---@field scheme string `"digest"`, `"world"`, `"ip"`, ...
+---@field id string The identity, e.g. `"alice:<base64 sha1>"` for `digest`.
+---@field perms string|integer Letters from `"rwcda"`, or an integer 1..31.
+
+---A connection to ZooKeeper (one session at a time, renewed by itself after an expiry), its
+---builtin scheduler, plain znode calls, lock constructors, and the host API that event loops
+---use (docs/design.md, "Host API").
+---@class zklock.Client
+---@field hosts string The `hosts` string given to `zklock.connect`.
+---@field state "CONNECTING"|"CONNECTED"|"SUSPENDED"|"AUTH_FAILED"|"CLOSED" The session state as last processed.
+local client = {}
+
+---A mutex (Curator `InterProcessMutex`): fair, reentrant per coroutine.
+---
+---Errors: raises on a closed client, an invalid path or an invalid option.
+---@param path string Lock path, e.g. `"/locks/orders"`.
+---@param opts? zklock.LockOptions
+---@return zklock.Lock mutex
+function client:mutex(path, opts) end
+
+---A read-write lock (Curator `InterProcessReadWriteLock`): two lock objects on one path.
+---Readers share; a reader waits only for the first earlier writer; the writer may downgrade
+---(acquire `read` while holding `write`); upgrading fails with `EDEADLK`.
+---
+---Errors: raises on a closed client, an invalid path or an invalid option.
+---@param path string
+---@param opts? zklock.LockOptions
+---@return zklock.RWLock rwlock
+function client:rwlock(path, opts) end
+
+---A counting semaphore (Curator `InterProcessSemaphoreV2`): leases under `<path>/leases`, its
+---internal mutex under `<path>/locks`, as Curator lays them out.
+---
+---Errors: raises on a closed client, an invalid path, `max_leases` not an integer >= 1, or an
+---invalid option.
+---@param path string
+---@param max_leases integer Number of leases (1..2^31-1).
+---@param opts? zklock.LockOptions
+---@return zklock.Semaphore semaphore
+function client:semaphore(path, max_leases, opts) end
+
+---A semaphore mutex (Curator `InterProcessSemaphoreMutex`): one lease, not reentrant, released
+---by any coroutine.
+---
+---Errors: raises on a closed client, an invalid path or an invalid option.
+---@param path string
+---@param opts? zklock.LockOptions
+---@return zklock.SemaphoreMutex mutex
+function client:semaphore_mutex(path, opts) end
+
+---Several locks of this client taken as one (Curator `InterProcessMultiLock`), all or nothing.
+---
+---Errors: raises on a closed client, an empty list, a component that is not a mutex, read or
+---write lock or semaphore mutex, one of another client, one listed twice, or an invalid option.
+---@param locks (zklock.Lock|zklock.SemaphoreMutex)[] The components.
+---@param opts? zklock.MultiLockOptions
+---@return zklock.MultiLock multilock
+function client:multilock(locks, opts) end
+
+---Options of every lock constructor (`mutex`, `rwlock`, `semaphore`, `semaphore_mutex`).
+---@class zklock.LockOptions
+---@field acl? zklock.ACL ACL of the queue nodes and of the parents the lock creates (default `"open"`).
+
+---Options of `client:multilock`.
+---@class zklock.MultiLockOptions
+---@field order? "given"|"path" Acquire in the given order (default) or sorted by path (a global order: two multi-locks over the same locks never deadlock).
+---@field deadline? number Seconds shared by all components: the default timeout of `acquire`.
+---@field per_lock_timeout? number Seconds each component may wait at most.
+---@field rollback? "reverse"|"given" Order in which components already taken are released when one fails (default `"reverse"`).
+
+---Run `fn(...)` in a new coroutine under the client's builtin scheduler; it starts on the next
+---`process()` (`client:run`, `zklock.run`, a blocking wait, or a host pump).
+---
+---Errors: raises on a closed client or if `fn` is not a function.
+---@param fn function
+---@param ... any Arguments for `fn`.
+---@return thread co
+function client:spawn(fn, ...) end
+
+---Number of coroutines spawned on this client that have not finished.
+---@return integer
+function client:tasks() end
+
+---Drive the client until every spawned coroutine has finished.
+---
+---Errors: `nil, "ETIMEDOUT: ...", "ETIMEDOUT"` when `timeout` passes first.
+---@param timeout? number Seconds; nil = until done.
+---@return true? ok
+---@return string? msg
+---@return string? code
+function client:run(timeout) end
+
+---Sleep: suspends a coroutine an adapter owns, otherwise blocks while driving the client.
+---
+---Errors: raises on a closed client or an invalid duration.
+---@param seconds number Seconds (fractions allowed).
+function client:sleep(seconds) end
+
+---Read a znode.
+---
+---Errors: `nil, "ZNONODE: get /x: node does not exist", "ZNONODE"` and other ZooKeeper codes;
+---`ECLOSED` if the client is closed while waiting. Raises on a closed client or a path that is
+---not absolute.
+---@param path string Absolute znode path.
+---@return string? data The node's data (`""` if none).
+---@return zklock.Stat|string stat The node's stat, or the error message.
+---@return string? code
+function client:get(path) end
+
+---List a znode's children.
+---
+---Errors: as `client:get`.
+---@param path string
+---@return string[]? names Child names, unsorted.
+---@return string? msg
+---@return string? code
+function client:children(path) end
+
+---Whether a znode exists.
+---
+---Errors: as `client:get`, except that a missing node returns `false`.
+---@param path string
+---@return zklock.Stat|false|nil stat The stat, `false` if there is no such node, nil on error.
+---@return string? msg
+---@return string? code
+function client:exists(path) end
+
+---Create a znode.
+---
+---Errors: `nil, msg, code` with a ZooKeeper code (`ZNODEEXISTS`, `ZNONODE` without `parents`,
+---`ZNOAUTH`, ...) or `ECLOSED`. Raises on a closed client, a non-absolute path, data that is not
+---a string, numeric flags (`opts` must be a table), a container that is ephemeral or
+---sequential, or an unknown or invalid option.
+---@param path string
+---@param data? string Node data (default `""`).
+---@param opts? zklock.CreateOptions Named options only.
+---@return string? path The created path (with the sequence suffix for `sequential`).
+---@return string? msg
+---@return string? code
+function client:create(path, data, opts) end
+
+---Options of `client:create`.
+---@class zklock.CreateOptions
+---@field ephemeral? boolean Delete the node when the session ends.
+---@field sequential? boolean Append a 10-digit sequence number to the name.
+---@field container? boolean A container node (the server removes it once its last child goes); not with `ephemeral` or `sequential`.
+---@field parents? boolean Make missing ancestors first, as containers with the same ACL (again if the server reaps one before the node is made).
+---@field acl? zklock.ACL ACL of the node (and of the parents made), default `"open"`.
+
+---Write a znode's data.
+---
+---Errors: `ZNONODE`, `ZBADVERSION`, `ZNOAUTH`, ... as `nil, msg, code`. Raises on a closed
+---client, a non-absolute path or data that is not a string.
+---@param path string
+---@param data string
+---@param version? integer Expected version (default -1: any).
+---@return zklock.Stat? stat The result (its stat fields).
+---@return string? msg
+---@return string? code
+function client:set(path, data, version) end
+
+---Delete a znode.
+---
+---Errors: `ZNONODE`, `ZBADVERSION`, `ZNOTEMPTY`, ... as `nil, msg, code`.
+---@param path string
+---@param version? integer Expected version (default -1: any).
+---@return true? ok
+---@return string? msg
+---@return string? code
+function client:delete(path, version) end
+
+---The stat of a znode (and the raw result of a znode call).
+---@class zklock.Stat
+---@field czxid integer zxid of the create.
+---@field mzxid integer zxid of the last change.
+---@field pzxid integer zxid of the last change of the children.
+---@field version integer Data version.
+---@field num_children integer Number of children.
+---@field ephemeral_owner string Session id of the owner of an ephemeral node (16 hex digits; zeros if not ephemeral).
+---@field data? string The data (get).
+---@field children? string[] The children (children).
+---@field rc integer Result code (0).
+
+---Add `fn(state, client)`, called on every session change: `"CONNECTED"`, `"SUSPENDED"`,
+---`"EXPIRED"` (a new session is opened by itself), `"CLOSED"`. Errors raised by `fn` become
+---warnings.
+---
+---Errors: raises if `fn` is not a function.
+---@param fn fun(state: string, client: zklock.Client)
+function client:on_session(fn) end
+
+---The current session's id and password (for tools that must act as this session, such as
+---`zklock.testing.expire`).
+---
+---Errors: raises on a closed client.
+---@return string? id 16 hex digits; nil while there is no session (connecting).
+---@return string? password 16 bytes.
+function client:session() end
+
+---The session timeout in seconds: negotiated with the server once connected, the requested one
+---before.
+---
+---Errors: raises on a closed client.
+---@return number seconds
+function client:session_timeout() end
+
+---Counters since the client was created: requests this client sent by kind, grants, watches.
+---
+---Errors: raises on a closed client.
+---@return zklock.Stats
+function client:stats() end
+
+---Counters returned by `client:stats()` (zkl_stats in zklock.h).
+---@class zklock.Stats
+---@field creates integer Lock-recipe creates sent.
+---@field lists integer Lock-recipe child listings sent.
+---@field gets integer Lock-recipe gets sent.
+---@field deletes integer Lock-recipe deletes sent.
+---@field exists integer Lock-recipe exists calls sent.
+---@field ops integer Plain znode operations sent.
+---@field watch_events integer Node watches that fired (not session events).
+---@field acquired integer Grants.
+---@field handoffs integer Grants straight from a watch (no second listing).
+---@field sessions_expired integer Sessions that expired.
+
+---Authenticate this client; re-sent after every new session.
+---
+---Errors: `nil, msg, code` from the core; raises on a closed client or if `scheme` or
+---`credentials` is not a string.
+---@param scheme string `"digest"`, ...
+---@param credentials string `"user:password"` for `digest`.
+---@return true? ok
+---@return string? msg
+---@return string? code
+function client:add_auth(scheme, credentials) end
+
+---Close the session: pending acquires fail with `ECLOSED`, held locks vanish with the session,
+---adapters end their pumps. Idempotent.
+function client:close() end
+
+---Host API: the client's pollable fd (readable when `process()` has work). Stable for the
+---client's life; closed by `client:close()`.
+---
+---Errors: raises on a closed client.
+---@return integer fd
+function client:fd() end
+
+---Host API: one round of work that never waits: read what the fd has, dispatch events (waking
+---adapter waiters), fire `sleep` timers and run ready spawned coroutines.
+---
+---Errors: raises on a closed client.
+function client:process() end
+
+---Host API: milliseconds until `process()` must run (the core's deadline, ready spawned
+---coroutines, `sleep` timers), or -1 for none (also on a closed client).
+---@return integer ms
+function client:next_timeout_ms() end
+
+---Host API: operations in flight that something waits for, plus spawned coroutines ready to run;
+---0 when idle (locks may still be held) and on a closed client.
+---@return integer
+function client:pending() end
+
+---cqueues pollable: the fd to poll, or nil once closed.
+---@return integer? fd
+function client:pollfd() end
+
+---cqueues pollable: always `"r"`.
+---@return "r"
+function client:events() end
+
+---cqueues pollable: `next_timeout_ms()` in seconds, nil for no deadline, 0 once closed.
+---@return number?
+function client:timeout() end
+
+---Host API: install a host adapter (docs/design.md, "Host API"). It is asked after the builtin
+---scheduler whether it owns the calling coroutine; a second `use` replaces the first.
+---
+---Errors: raises on a closed client or if `adapter` lacks `owns`, `wait`, `wake` or `sleep`.
+---@param adapter zklock.Adapter
+---@return zklock.Client client
+function client:use(adapter) end
+
+---Host API: the coroutine waiting in `w` is gone for good (it will never return from
+---`adapter.wait`): forget the wait and give back, in the background, what its operation
+---obtained.
+---
+---Errors: raises if `w` is not a waiter record.
+---@param w zklock.Waiter
+function client:abandon(w) end
+
+---Host API: whether a lock or lease of this client is held (false once closed).
+---@return boolean
+function client:held() end
+
+---Host API: release, in the background, every mutex or read-write lock hold whose owner
+---coroutine is dead (it raised or returned without releasing).
+---@param status? fun(co: thread): string The coroutine status function to trust (default `coroutine.status`; OpenResty passes the raw one).
+---@return zklock.ReapedHold[] released
+function client:reap_dead_owners(status) end
+
+---A hold released by `client:reap_dead_owners`.
+---@class zklock.ReapedHold
+---@field kind string `"mutex"`, `"read lock"` or `"write lock"`.
+---@field path string The lock path.
+
+---A host adapter, given to `client:use` (docs/design.md, "Host API"). Every function receives
+---the client first.
+---@class zklock.Adapter
+---@field owns fun(client: zklock.Client): boolean True if the calling coroutine may be suspended by this adapter.
+---@field wait fun(client: zklock.Client, w: zklock.Waiter) Suspend until `wake` was called and `w.done` is true (or the client is closed).
+---@field wake fun(client: zklock.Client, w: zklock.Waiter) Called from `process()`/`close()` when `w`'s event arrived; only schedules the resume.
+---@field sleep fun(client: zklock.Client, seconds: number) Suspend the owned caller.
+---@field step? fun(client: zklock.Client) Run from every `process()` after dispatch.
+---@field timeout_ms? fun(client: zklock.Client): integer Ms until `step` must run, -1 none.
+---@field pending? fun(client: zklock.Client): integer Work ready to run, counted in `pending()`.
+---@field close? fun(client: zklock.Client) The client closed (waiters were woken with `ECLOSED` first).
+
+---A wait record handed to adapters. An adapter may keep its own keys in it (use a private table
+---as the key).
+---@class zklock.Waiter
+---@field id integer The core operation's id.
+---@field done boolean The operation's event arrived.
+---@field type integer The event type.
+---@field status integer The result code.
+---@field result? table The operation's result.
+---@field consumed? boolean Set once the caller has taken the result.
+
+---A lock object: a mutex (`client:mutex`) or one side of a read-write lock (`rw.read`,
+---`rw.write`). Reentrant per coroutine: the holder may acquire again (no ZooKeeper traffic) and
+---releases as many times; another coroutine using the same object contends like another
+---process. Lua 5.4: `local held <close> = assert(lock:acquire(5))` releases at scope exit.
+---A lock object collected while held gives its nodes back in the background.
+---@class zklock.Lock
+---@field client zklock.Client The client it belongs to.
+---@field path string The lock path.
+---@field kind "mutex"|"read lock"|"write lock"
+---@field recipe integer The core's recipe constant (MUTEX, READ or WRITE).
+local lock = {}
+
+---Acquire for the calling coroutine.
+---
+---Errors: `nil, "CODE: message", "CODE"` with CODE `ETIMEDOUT`, `ECANCELED` (`cancel()`),
+---`ESESSION` (the session expired while waiting), `ECLOSED`, `ELOST` (re-acquiring a hold lost
+---with the session before releasing it), `EDEADLK` (write while holding read) or a ZooKeeper
+---code (`ZNOAUTH`, ...). Raises on a closed client, an invalid timeout or an invalid option.
+---@param timeout? number Seconds; nil = wait forever; 0 = try once.
+---@param opts? zklock.AcquireOptions
+---@return zklock.Lock? lock The lock itself (for `<close>`).
+---@return string? msg
+---@return string? code
+function lock:acquire(timeout, opts) end
+
+---Options of every acquire (`lock:acquire`, `semaphore:acquire`, `semaphore:acquire_many`,
+---`semaphore_mutex:acquire`, `multilock:acquire`).
+---@class zklock.AcquireOptions
+---@field retry? zklock.RetryPolicy Retry failures a new attempt can cure (see `zklock.retry`).
+
+---Release one level of the calling coroutine's hold; the last one deletes the queue node (retried
+---across connection loss while the session lives).
+---
+---Errors: `nil, "ELOST: ...", "ELOST"` if the session ended first. Raises if the calling
+---coroutine does not hold the lock.
+---@return true? ok
+---@return string? msg
+---@return string? code
+function lock:release() end
+
+---Held by the calling coroutine (and not lost)?
+---@return boolean
+function lock:is_held() end
+
+---The fencing token of the calling coroutine's hold (the czxid of its queue node; successive
+---holders' tokens only grow), nil when not held.
+---@return integer?
+function lock:token() end
+
+---The full path of the calling coroutine's queue node, nil when not held.
+---@return string?
+function lock:node() end
+
+---Withdraw every pending acquire on this object (they return `ECANCELED`).
+---@return integer withdrawn
+function lock:cancel() end
+
+---Set the handler called for each hold of this object on `"SUSPENDED"` (connection lost,
+---ownership uncertain), `"RECONNECTED"` and `"LOST"` (session gone).
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.Lock) nil removes it.
+function lock:on_lost(fn) end
+
+---The queue in order, holder(s) first.
+---
+---Errors: `nil, msg, code` from the listing. Raises on a closed client.
+---@return zklock.Participant[]? participants
+---@return string? msg
+---@return string? code
+function lock:participants() end
+
+---A queue node, as listed by `participants()`.
+---@class zklock.Participant
+---@field path string Full path of the node.
+---@field node string Its name.
+---@field sequence integer? Its sequence number.
+---@field data string Its data (the owner's identity).
+
+---A read-write lock (`client:rwlock`): two lock objects on one path.
+---@class zklock.RWLock
+---@field path string The lock path.
+---@field read zklock.Lock The read side (shared).
+---@field write zklock.Lock The write side (exclusive).
+local rwlock = {}
+
+---A counting semaphore (`client:semaphore`).
+---@class zklock.Semaphore
+---@field client zklock.Client
+---@field path string
+---@field max_leases integer
+---@field kind "semaphore"
+local semaphore = {}
+
+---Acquire one lease.
+---
+---Errors: as `lock:acquire` (`ETIMEDOUT`, `ECANCELED`, `ESESSION`, `ECLOSED`, ZooKeeper codes).
+---Raises on a closed client, an invalid timeout or an invalid option.
+---@param timeout? number Seconds; nil = wait forever; 0 = try once.
+---@param opts? zklock.AcquireOptions
+---@return zklock.Lease? lease
+---@return string? msg
+---@return string? code
+function semaphore:acquire(timeout, opts) end
+
+---Acquire `n` leases under one hold of the internal mutex: all or none, and two `acquire_many`
+---calls cannot deadlock each other.
+---
+---Errors: as `semaphore:acquire`. Raises if `n` is not an integer from 1 to `max_leases`.
+---@param n integer
+---@param timeout? number Seconds; nil = wait forever; 0 = try once.
+---@param opts? zklock.AcquireOptions
+---@return zklock.Lease[]? leases
+---@return string? msg
+---@return string? code
+function semaphore:acquire_many(n, timeout, opts) end
+
+---Withdraw every pending acquire (they return `ECANCELED`).
+---@return integer withdrawn
+function semaphore:cancel() end
+
+---Set the handler called for each lease on `"SUSPENDED"`, `"RECONNECTED"` and `"LOST"`.
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease)
+function semaphore:on_lost(fn) end
+
+---The lease holders (and leases being counted), by sequence.
+---
+---Errors: `nil, msg, code` from the listing. Raises on a closed client.
+---@return zklock.Participant[]? participants
+---@return string? msg
+---@return string? code
+function semaphore:participants() end
+
+---One granted lease of a semaphore; any coroutine may release it. Lua 5.4: `<close>` releases it.
+---@class zklock.Lease
+---@field semaphore zklock.Semaphore
+---@field client zklock.Client
+---@field id integer The core acquisition's id.
+---@field node_path string Full path of the lease node.
+---@field token_value integer The lease's fencing token (use `lease:token()`).
+local lease = {}
+
+---Release the lease (delete its node).
+---
+---Errors: `nil, "ELOST: ...", "ELOST"` if the session ended first; `true` also after
+---`client:close()`. Raises if released twice.
+---@return true? ok
+---@return string? msg
+---@return string? code
+function lease:release() end
+
+---Held (not released, not lost)?
+---@return boolean
+function lease:is_held() end
+
+---The lease node's czxid while held, else nil.
+---@return integer?
+function lease:token() end
+
+---The lease node's full path while held, else nil.
+---@return string?
+function lease:node() end
+
+---A semaphore mutex (`client:semaphore_mutex`): one lease, not reentrant, releasable from any
+---coroutine. Lua 5.4: `<close>` releases it.
+---@class zklock.SemaphoreMutex
+---@field client zklock.Client
+---@field path string
+---@field semaphore zklock.Semaphore The one-lease semaphore behind it.
+---@field kind "semaphore mutex"
+local semaphore_mutex = {}
+
+---Acquire the lease.
+---
+---Errors: as `semaphore:acquire`.
+---@param timeout? number Seconds; nil = wait forever; 0 = try once.
+---@param opts? zklock.AcquireOptions
+---@return zklock.SemaphoreMutex? mutex
+---@return string? msg
+---@return string? code
+function semaphore_mutex:acquire(timeout, opts) end
+
+---Release the lease.
+---
+---Errors: as `lease:release`. Raises if not held.
+---@return true? ok
+---@return string? msg
+---@return string? code
+function semaphore_mutex:release() end
+
+---Held (and not lost)?
+---@return boolean
+function semaphore_mutex:is_held() end
+
+---The lease's fencing token while held, else nil.
+---@return integer?
+function semaphore_mutex:token() end
+
+---The lease node's full path while held, else nil.
+---@return string?
+function semaphore_mutex:node() end
+
+---Withdraw every pending acquire (they return `ECANCELED`).
+---@return integer withdrawn
+function semaphore_mutex:cancel() end
+
+---The lease holders, as `semaphore:participants()`.
+---@return zklock.Participant[]? participants
+---@return string? msg
+---@return string? code
+function semaphore_mutex:participants() end
+
+---Set the handler called on `"SUSPENDED"`, `"RECONNECTED"` and `"LOST"` of the lease.
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", mutex: zklock.SemaphoreMutex)
+function semaphore_mutex:on_lost(fn) end
+
+---A multi-lock (`client:multilock`): all components or none. Components the calling coroutine
+---already holds (reentrant locks) are counted, not queued for again.
+---@class zklock.MultiLock
+---@field client zklock.Client
+---@field locks (zklock.Lock|zklock.SemaphoreMutex)[] The components in acquisition order.
+---@field opts zklock.MultiLockOptions The options given.
+---@field kind "multi-lock"
+local multilock = {}
+
+---Acquire every component. When one fails, those already taken are released and the error
+---names the component: `ETIMEDOUT: multi-lock timed out waiting for write lock /x (2 of 3); the
+---others were released`.
+---
+---Errors: `nil, msg, code` as `lock:acquire`. Raises on a closed client, an invalid timeout or
+---an invalid option.
+---@param timeout? number Seconds shared by all components (default: the `deadline` option; none: no deadline).
+---@param opts? zklock.AcquireOptions
+---@return zklock.MultiLock? multilock
+---@return string? msg
+---@return string? code
+function multilock:acquire(timeout, opts) end
+
+---Release every component in reverse order, going on past failures.
+---
+---Errors: `nil, msg, code, errors`: `msg` lists every failure, `code` is the first one's.
+---@return true? ok
+---@return string? msg
+---@return string? code
+---@return zklock.ReleaseError[]? errors
+function multilock:release() end
+
+---A component that failed to release (`multilock:release`).
+---@class zklock.ReleaseError
+---@field lock zklock.Lock|zklock.SemaphoreMutex
+---@field msg string
+---@field code string
+
+---Held when the calling coroutine holds every component.
+---@return boolean
+function multilock:is_held() end
+
+return zklock
