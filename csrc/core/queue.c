@@ -354,9 +354,12 @@ void zkl__queue_parent_reply(int rc, const char *name, const struct Stat *st, co
     (void)name, (void)st;
     zkl_op *op = zkl__reply_op(token, &c);
     if (!op) return;
-    if (rc != ZOK && rc != ZNODEEXISTS && !zkl__conn_lost(rc) && !zkl__handle_gone(rc) &&
-        !QOP(op)->parent_rc)
-        QOP(op)->parent_rc = rc; /* the first refusal is the cause; later ones follow from it */
+    /* ZNONODE: an ancestor of this parent was reaped between their creates; the node's create
+     * then meets ZNONODE too and makes the parents again. Anything else (ZNOAUTH, ...) is a
+     * refusal: the first one is the cause, later ones follow from it. */
+    if (rc != ZOK && rc != ZNODEEXISTS && rc != ZNONODE && !zkl__conn_lost(rc) &&
+        !zkl__handle_gone(rc) && !QOP(op)->parent_rc)
+        QOP(op)->parent_rc = rc;
     zkl__op_maybe_free(c, op);
 }
 
