@@ -10,8 +10,7 @@ local H = require("support.mutex")
 local pack, assert_code, only_child_soon = H.pack, H.assert_code, H.only_child_soon
 
 describe("mutex", function()
-  local zk
-  local fx = fixture.server({}, { each = true }, function(s) zk = s end)
+  local fx = fixture.server({}, { each = true })
   local connect = fx.connect
 
   ------------------------------------------------------------------ basics

@@ -20,7 +20,7 @@ local SESSION = 4 -- s, for the crash test: the server expires a dead holder aft
 
 local function now() return core.now() end -- monotonic ms, the clock the workers log with
 
-local read_file, write_file = testing.read_file, testing.write_file
+local write_file = testing.write_file
 
 -- A "counter" worker's log (format in spec/support/fault_worker.lua).
 local COUNTER_LOG = {
@@ -143,7 +143,7 @@ local function fifo_violations(holds)
         examples[#examples + 1] = ("lock %s: node %s granted twice"):format(key, h.node)
       end
       seen[h.node] = true
-      if i > 1 and not (h.seq > list[i - 1].seq) then
+      if i > 1 and h.seq <= list[i - 1].seq then
         bad = bad + 1
         if #examples < 6 then
           examples[#examples + 1] = ("lock %s: seq %d (%s) granted after seq %d (%s)"):format(key, h.seq, h.owner,

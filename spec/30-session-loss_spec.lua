@@ -176,7 +176,7 @@ describe("sessions: connection loss and expiry", function()
     local ma = c:mutex(pa)
     local la = record_lock(ma)
     assert(ma:acquire(5))
-    local node_a, token_a = ma:node(), ma:token()
+    local token_a = ma:token()
     local told = false
     local function holder(path, r)
       local m = c:mutex(path)

@@ -19,8 +19,7 @@ local READ_NODE, WRITE_NODE, pack, assert_code = H.READ_NODE, H.WRITE_NODE, H.pa
 local seq10, check_rw = H.seq10, H.check_rw
 
 describe("rwlock: names and sharing", function()
-  local zk
-  local fx = fixture.server({}, { each = true }, function(s) zk = s end)
+  local fx = fixture.server({}, { each = true })
   local connect = fx.connect
 
   ------------------------------------------------------------------ names and sharing

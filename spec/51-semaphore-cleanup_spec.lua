@@ -179,7 +179,7 @@ describe("semaphore: giving up, acquire_many, release, semaphore mutex", functio
         local start = core.now()
         c:sleep(r() * 0.01)
         local finish = core.now()
-        for i, l in ipairs(leases) do
+        for i in ipairs(leases) do
           holds[#holds + 1] = { key = path, owner = ("%s/%d/%d/%d"):format(tag, k, round, i), start = start,
                                 finish = finish }
         end

@@ -32,8 +32,8 @@ local now, names, KAZOO_NODE, KAZOO_RNODE = H.now, H.names, H.KAZOO_NODE, H.KAZO
 local MUTEX_SAFE, WRITE_SAFE, READ_PATTERNS = H.MUTEX_SAFE, H.WRITE_SAFE, H.READ_PATTERNS
 
 describe("interop with Kazoo 2.8: safe settings #interop", function()
-  local zk, kz, c
-  local fx = kazoo_fixture(function(f) zk, kz, c = f.zk, f.kz, f.c end)
+  local kz, c
+  local fx = kazoo_fixture(function(f) kz, c = f.kz, f.c end)
   local pump, kcall, mixed = fx.pump, fx.kcall, fx.mixed
 
   it("the peer runs Kazoo 2.8 and reads the same monotonic clock as zklock", function()

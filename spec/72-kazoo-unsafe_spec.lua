@@ -32,8 +32,8 @@ local now, names, COMPAT_NODE, MUTEX_SAFE = H.now, H.names, H.COMPAT_NODE, H.MUT
 local overlap_count = H.overlap_count
 
 describe("interop with Kazoo 2.8: unsafe settings and Curator #interop", function()
-  local zk, kz, c
-  local fx = kazoo_fixture(function(f) zk, kz, c = f.zk, f.kz, f.c end)
+  local zk, c
+  local fx = kazoo_fixture(function(f) zk, c = f.zk, f.c end)
   local pump, kcall, mixed = fx.pump, fx.kcall, fx.mixed
 
   describe("UNSAFE settings (evidence) #evidence", function()

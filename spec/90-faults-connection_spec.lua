@@ -18,8 +18,10 @@ local sampler, proxied = H.sampler, H.proxied
 describe("faults: connection resets, refused reconnects and crashed clients (SX-04, SX-14, CR-03) #faults", function()
   local zk, proxy, obs
   local baseline_ephemerals
-  local fx = proxied(function(f) zk, proxy, obs, baseline_ephemerals = f.zk, f.proxy, f.obs, f.baseline_ephemerals end)
-  local connect_proxied, pump_of = fx.connect_proxied, fx.pump_of
+  local fx = proxied(function(f)
+    zk, proxy, obs, baseline_ephemerals = f.zk, f.proxy, f.obs, f.baseline_ephemerals
+  end)
+  local connect_proxied = fx.connect_proxied
 
   ------------------------------------------------------------------ SX-04 loss noticed by a send
 

@@ -209,17 +209,16 @@ describe("faults: three-node ensemble (SX-10, SX-11) #faults #lua54", function()
     assert(hm:acquire(5))
     local node = hm:node()
     local wm = c2:mutex(path)
-    local wres, t_wgrant, old_listed, wreleased
+    local wres, old_listed, wreleased
     c2:spawn(function()
       wres = pack(wm:acquire(8 * SESSION, { retry = zklock.retry.fixed{ delay = 0.2, attempts = 10 } }))
-      t_wgrant = now()
       if wres[1] then
         old_listed = c2:exists(node) and true or false  -- the old holder's node, seen by the new holder
         wreleased = wm:release()
       end
     end)
     util.drive({ c1, c2 }, 0.2)
-    local t_down, t_up, t_quorum = lose_quorum({ c1, c2 }, SESSION + 2)
+    local t_down, _, t_quorum = lose_quorum({ c1, c2 }, SESSION + 2)
     assert.is_true(drive_until({ c1, c2 }, function() return c1.state == "CONNECTED" end, 2 * SESSION))
     local obs = util.connect(ens.hosts, { session_timeout = 10 })
     local orphan_seen = obs:exists(node) and true or false

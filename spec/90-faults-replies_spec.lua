@@ -16,8 +16,7 @@ local child_watch, sampler, owner_of, proxied = H.child_watch, H.sampler, H.owne
 
 describe("faults: lost create replies and expiry during recovery (SX-05, SX-06) #faults", function()
   local zk, proxy, obs
-  local baseline_ephemerals
-  local fx = proxied(function(f) zk, proxy, obs, baseline_ephemerals = f.zk, f.proxy, f.obs, f.baseline_ephemerals end)
+  local fx = proxied(function(f) zk, proxy, obs = f.zk, f.proxy, f.obs end)
   local connect_proxied, pump_of = fx.connect_proxied, fx.pump_of
 
   ------------------------------------------------------------------ SX-05 ghost node

@@ -70,7 +70,7 @@ end
 
 -- The body of one contending coroutine. `pause` yields to the host loop inside the critical
 -- section (client:sleep goes through the adapter's sleep).
-local function contend(t, client, lock, k, pause)
+local function contend(t, _client, lock, k, pause)
   assert(lock:acquire(60))
   t.holders[k] = t.holders[k] + 1
   if t.holders[k] > t.max_holders[k] then t.max_holders[k] = t.holders[k] end
