@@ -133,7 +133,7 @@ local function run_driver(case, cid, hosts)
   local t0 = now()
   local f = io.popen(cmd)
   local out = f:read("*a")
-  local ok, _, code = f:close()
+  local _, _, code = f:close()
   local ef = io.open(errf)
   local err = ef and ef:read("*a") or ""
   if ef then ef:close() end
