@@ -95,7 +95,8 @@ describe("faults: three-node ensemble (SX-10, SX-11) #faults #lua54", function()
       "no write succeeded after the leader was killed")
     local new_leader = assert(ens:leader(10))
     local d = util.stats_delta(st0, c1:stats())
-    print(("\n  [SX-10] leader %d killed; new leader %d; first write %.0f ms after the kill; holder events {%s}; holder client sent %d lists meanwhile"):format(
+    print(("\n  [SX-10] leader %d killed; new leader %d; first write %.0f ms after the kill; holder events {%s}; "
+      .. "holder client sent %d lists meanwhile"):format(
       leader, new_leader, t_write - t_kill, table.concat(hstates, ","), d.lists))
     assert.is_true(t_write - t_kill < 3 * SESSION * 1000)
     -- the holder kept its lock across the failover
@@ -172,7 +173,8 @@ describe("faults: three-node ensemble (SX-10, SX-11) #faults #lua54", function()
     assert.is_true(drive_until({ c1, c2 }, function()
       if index_of(hstates, "RECONNECTED") then t_conn = now() return true end
     end, LONG), "holder not reconnected: " .. table.concat(hstates, ","))
-    print(("\n  [SX-11] quorum lost %.0f ms (restarted after %.0f ms); holder reconnected %.0f ms after the quorum returned"):format(
+    print(("\n  [SX-11] quorum lost %.0f ms (restarted after %.0f ms); "
+      .. "holder reconnected %.0f ms after the quorum returned"):format(
       t_quorum - t_down, t_up - t_down, t_conn - t_quorum))
     assert.are.same({ "SUSPENDED", "RECONNECTED" }, hstates)
     assert.is_true(hm:is_held())
@@ -226,8 +228,10 @@ describe("faults: three-node ensemble (SX-10, SX-11) #faults #lua54", function()
     assert.is_true(drive_until({ c1, c2, obs }, function()
       if not obs:exists(node) then t_orphan_gone = now() return true end
     end, 3 * SESSION), "the abandoned session's node never went away")
-    print(("\n  [SX-11] quorum lost %.0f ms: LOST %.0f ms after the loss; the old session's node %s, gone %.0f ms after the quorum returned"):format(
-      t_quorum - t_down, (t_lost or 0) - t_down, orphan_seen and "survived the outage" or "was already gone", t_orphan_gone - t_quorum))
+    print(("\n  [SX-11] quorum lost %.0f ms: LOST %.0f ms after the loss; the old session's node %s, "
+      .. "gone %.0f ms after the quorum returned"):format(
+      t_quorum - t_down, (t_lost or 0) - t_down, orphan_seen and "survived the outage" or "was already gone",
+      t_orphan_gone - t_quorum))
     assert.are.same({ "SUSPENDED", "LOST" }, hstates)
     -- LOST comes a session timeout (less a tenth) after the server was last heard from, which is
     -- up to a third of the timeout (the ping interval) before the loss: not at the first SUSPENDED

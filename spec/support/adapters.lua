@@ -145,7 +145,8 @@ local function check_contention(label, t, tm, t0, elapsed, hosts, base)
   print(("  [%s] timer lateness: %.1f ms the loop's own (limit %.0f ms), %.1f ms wall-clock%s")
     :format(label, tm.max_late * 1000, limit * 1000, tm.max_wall * 1000,
       tm.sched and "" or " (no /proc/self/schedstat: all of it counted as the loop's)"))
-  assert.is_true(tm.max_late < limit, ("timer %.3f s late (limit %.3f s for a %.2f s run)"):format(tm.max_late, limit, elapsed))
+  assert.is_true(tm.max_late < limit,
+    ("timer %.3f s late (limit %.3f s for a %.2f s run)"):format(tm.max_late, limit, elapsed))
   assert.is_true(tm.ticks >= math.floor(elapsed / TICK / 2), "the timer hardly ran: " .. tm.ticks .. " ticks")
   assert_no_nodes(hosts, base)
 end
