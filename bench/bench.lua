@@ -52,8 +52,10 @@ for _, j in ipairs(JARS) do cp[#cp + 1] = "/usr/share/java/" .. j .. ".jar" end
 
 local CONTENDERS = {
   { id = "raw", label = "raw C (libzookeeper_st)", cmd = "bench/out/raw_zk" },
-  { id = "zkl", label = "zklock Lua 5.4", cmd = "env ZKL_BUILD=bench/out/build lua5.4 bench/drivers/zklock_bench.lua" },
-  { id = "jit", label = "zklock LuaJIT", cmd = "env ZKL_BUILD=bench/out/build-jit luajit bench/drivers/zklock_bench.lua" },
+  { id = "zkl", label = "zklock Lua 5.4",
+    cmd = "env ZKL_BUILD=bench/out/build lua5.4 bench/drivers/zklock_bench.lua" },
+  { id = "jit", label = "zklock LuaJIT",
+    cmd = "env ZKL_BUILD=bench/out/build-jit luajit bench/drivers/zklock_bench.lua" },
   { id = "cur", label = "Curator 5.4", cmd = "java -Xmx512m -cp " .. table.concat(cp, ":") .. " CuratorBench" },
   { id = "kaz", label = "Kazoo 2.8", cmd = "/usr/bin/python3 bench/drivers/kazoo_bench.py" },
 }
@@ -68,7 +70,8 @@ local LOCKS = { "zkl", "jit", "cur", "kaz" }
 local S = opt.smoke
 local secs = S and 0.5 or 3
 local CASES = {
-  { id = "unc", title = "1. Uncontended acquire+release (raw: create+delete)", who = { "raw", "zkl", "jit", "cur", "kaz" },
+  { id = "unc", title = "1. Uncontended acquire+release (raw: create+delete)",
+    who = { "raw", "zkl", "jit", "cur", "kaz" },
     args = S and "uncontended n=50 warm=10" or "uncontended n=2000 warm=200" },
   { id = "pipe1", title = "raw pipelined create+delete, 1 in flight", who = { "raw" },
     args = S and "pipelined depth=1 n=100 warm=10" or "pipelined depth=1 n=3000 warm=200" },
@@ -78,11 +81,13 @@ local CASES = {
     args = S and "pipelined depth=128 n=500 warm=128" or "pipelined depth=128 n=30000 warm=2000" },
   { id = "c8", title = "2. Contended mutex, 8 waiters", who = LOCKS, args = ("contended t=8 secs=%g"):format(secs) },
   { id = "c64", title = "2. Contended mutex, 64 waiters", who = LOCKS, args = ("contended t=64 secs=%g"):format(secs) },
-  { id = "c1000", title = "2. Contended mutex, 1000 waiters", who = LOCKS, args = ("contended t=1000 secs=%g"):format(secs) },
+  { id = "c1000", title = "2. Contended mutex, 1000 waiters", who = LOCKS,
+    args = ("contended t=1000 secs=%g"):format(secs) },
   { id = "ind", title = "3. 1000 independent locks, 1000 coroutines/threads", who = LOCKS,
     args = ("independent t=1000 secs=%g"):format(secs) },
   { id = "read", title = "4. Read lock, 8 readers", who = LOCKS, args = ("read t=8 secs=%g"):format(secs) },
-  { id = "sem", title = "4. Semaphore max 4, 16 contenders", who = LOCKS, args = ("semaphore t=16 max=4 secs=%g"):format(secs) },
+  { id = "sem", title = "4. Semaphore max 4, 16 contenders", who = LOCKS,
+    args = ("semaphore t=16 max=4 secs=%g"):format(secs) },
   { id = "h100", title = "5. Herd: 100 waiters behind one holder", who = LOCKS, args = "herd t=100" },
   { id = "h1000", title = "5. Herd: 1000 waiters behind one holder", who = LOCKS, args = "herd t=1000" },
   -- On its own server with a 1 GiB heap (Debian's default for ZooKeeper): 10,000 pipelined
@@ -133,7 +138,7 @@ local function run_driver(case, cid, hosts)
   local t0 = now()
   local f = io.popen(cmd)
   local out = f:read("*a")
-  local ok, _, code = f:close()
+  local _, _, code = f:close()
   local ef = io.open(errf)
   local err = ef and ef:read("*a") or ""
   if ef then ef:close() end
@@ -143,7 +148,8 @@ local function run_driver(case, cid, hosts)
   results[case.id][cid] = results[case.id][cid] or {}
   if not line then
     failed_runs[case.id .. "/" .. cid] = true
-    local why = ("%s / %s: no RESULT (exit %s)\n%s%s"):format(case.id, cid, tostring(code), out:sub(-1500), err:sub(-1500))
+    local why = ("%s / %s: no RESULT (exit %s)\n%s%s"):format(case.id, cid, tostring(code), out:sub(-1500),
+      err:sub(-1500))
     failures[#failures + 1] = why
     log("FAILED %s", why)
     return
@@ -336,7 +342,8 @@ end
 
 local lines = {}
 local function emit(s) lines[#lines + 1] = s end
-emit("| workload and metric | raw C | zklock 5.4 | zklock LuaJIT | Curator 5.4 | Kazoo 2.8 | zklock÷raw | zklock÷Curator | zklock÷Kazoo |")
+emit("| workload and metric | raw C | zklock 5.4 | zklock LuaJIT | Curator 5.4 | Kazoo 2.8 "
+  .. "| zklock÷raw | zklock÷Curator | zklock÷Kazoo |")
 emit("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 local S_ = {}
 for _, row in ipairs(ROWS) do
@@ -393,7 +400,8 @@ do
     cmp(j, ">=", c and 1.3 * c), ("%s / %s x Curator"):format(f2(z and c and z / c), f2(j and c and j / c)))
   local zr, jr = med("c64.req_per", "zkl"), med("c64.req_per", "jit")
   target("64 contenders: <= 4 ZooKeeper requests per acquisition", cmp(zr, "<=", 4.05), cmp(jr, "<=", 4.05),
-    ("%s / %s (Curator %s, Kazoo %s)"):format(f2(zr), f2(jr), f2(med("c64.req_per", "cur")), f2(med("c64.req_per", "kaz"))))
+    ("%s / %s (Curator %s, Kazoo %s)"):format(f2(zr), f2(jr), f2(med("c64.req_per", "cur")),
+      f2(med("c64.req_per", "kaz"))))
 end
 do
   local best = S_["ind.rate"] and S_["ind.rate"].raw
@@ -462,7 +470,8 @@ local mem = sh("awk '/MemTotal/ {printf \"%.1f GiB\", $2/1048576}' /proc/meminfo
 local facts = {
   "- machine: " .. sh("uname -srm") .. ", " .. sh("nproc") .. " cores (" .. cpu .. "), " .. mem .. " RAM; "
     .. sh("df -T /tmp | awk 'NR==2 {print $2}'") .. " under /tmp (ZooKeeper's data dir)",
-  "- ZooKeeper server " .. tostring(server_info.version or "?"):match("^[^,-]*") .. " (Debian `zookeeper`), standalone, "
+  "- ZooKeeper server " .. tostring(server_info.version or "?"):match("^[^,-]*")
+    .. " (Debian `zookeeper`), standalone, "
     .. "started by `zklock.testing` (tickTime 500 ms, containers checked every 60 s as in production, -Xmx256m; "
     .. "the 10,000-waiter runs each on a fresh server with -Xmx1g)",
   ("- server peak RSS: %s"):format((function()
@@ -473,14 +482,18 @@ local facts = {
     end
     return table.concat(parts, ", ")
   end)()),
-  "- " .. first_line(sh("java -version 2>&1")) .. "; Curator " .. sh("ls /usr/share/java/curator-recipes-*.jar | sed 's/.*-//; s/.jar//'")
+  "- " .. first_line(sh("java -version 2>&1"))
+    .. "; Curator " .. sh("ls /usr/share/java/curator-recipes-*.jar | sed 's/.*-//; s/.jar//'")
     .. " with ZooKeeper client " .. sh("ls /usr/share/java/zookeeper-3*.jar | sed 's/.*zookeeper-//; s/.jar//'"),
   "- " .. first_line(sh("lua5.4 -v")) .. "; " .. first_line(sh("luajit -v")),
-  "- " .. sh("/usr/bin/python3 --version") .. ", Kazoo " .. sh("/usr/bin/python3 -c 'import kazoo.version as v; print(v.__version__)'"),
-  "- libzookeeper_st " .. sh("dpkg-query -W -f='${Version}' libzookeeper-st2 2>/dev/null || dpkg-query -W -f='${Version}' libzookeeper-st-dev"),
+  "- " .. sh("/usr/bin/python3 --version")
+    .. ", Kazoo " .. sh("/usr/bin/python3 -c 'import kazoo.version as v; print(v.__version__)'"),
+  "- libzookeeper_st " .. sh("dpkg-query -W -f='${Version}' libzookeeper-st2 2>/dev/null "
+    .. "|| dpkg-query -W -f='${Version}' libzookeeper-st-dev"),
   ("- load average (1/5/15 min) at start %s, at end %s: anything above what the benchmark itself "
     .. "adds (about 1.5) is someone else's work on the same 2 cores"):format(load_start, load_end),
-  "- zklock " .. sh("git rev-parse --short HEAD") .. (sh("git status --porcelain -- csrc lua") ~= "" and " (with uncommitted changes in csrc/ or lua/)" or ""),
+  "- zklock " .. sh("git rev-parse --short HEAD")
+    .. (sh("git status --porcelain -- csrc lua") ~= "" and " (with uncommitted changes in csrc/ or lua/)" or ""),
 }
 local header = {
   "# zklock benchmarks: results",

@@ -38,7 +38,6 @@ local function demo(hosts, throwaway)
     a:spawn(worker, a, "a#" .. i)
     b:spawn(worker, b, "b#" .. i)
   end
-  local t0 = os.clock()
   assert(zklock.run({ a, b }, 60))
   local final = tonumber((assert(a:get(counter))))
   local rising = true

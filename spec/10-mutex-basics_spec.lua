@@ -10,8 +10,7 @@ local H = require("support.mutex")
 local pack, assert_code, only_child_soon = H.pack, H.assert_code, H.only_child_soon
 
 describe("mutex", function()
-  local zk
-  local fx = fixture.server({}, { each = true }, function(s) zk = s end)
+  local fx = fixture.server({}, { each = true })
   local connect = fx.connect
 
   ------------------------------------------------------------------ basics
@@ -273,7 +272,8 @@ describe("mutex", function()
     assert.is_true(util.wait_until(function() return #util.children(b, path) == 2 end, 3, { b }))
     assert.is_true(coroutine.close(co))
     local t0 = util.now()
-    assert.is_true(only_child_soon(a, path, holder, 0.5, { a, b }), "the closed coroutine's node was not removed within 0.5 s")
+    assert.is_true(only_child_soon(a, path, holder, 0.5, { a, b }),
+      "the closed coroutine's node was not removed within 0.5 s")
     assert.is_true(util.now() - t0 < 0.5)
     assert.is_false(returned)
     assert.is_true(ma:release())
@@ -309,7 +309,8 @@ describe("mutex", function()
     assert.is_true((coroutine.resume(co)))       -- a foreign resume: acquire returns, co finishes
     assert.are.equal("dead", coroutine.status(co))
     assert.is_nil(res[1])                        -- not acquired
-    assert.is_true(only_child_soon(a, path, holder, 0.5, { a, b }), "the dead coroutine's node was not removed within 0.5 s")
+    assert.is_true(only_child_soon(a, path, holder, 0.5, { a, b }),
+      "the dead coroutine's node was not removed within 0.5 s")
     assert.is_true(ma:release())
   end)
 end)

@@ -11,8 +11,7 @@ local H = require("support.mutex")
 local pack, assert_code = H.pack, H.assert_code
 
 describe("mutex: tokens, order, participants, close", function()
-  local zk
-  local fx = fixture.server({}, { each = true }, function(s) zk = s end)
+  local fx = fixture.server({}, { each = true })
   local connect = fx.connect
 
   ------------------------------------------------------------------ tokens, order, participants

@@ -25,7 +25,7 @@ describe("mutex under many waiters", function()
     for _, c in ipairs(clients) do all[#all + 1] = c end
     local before = util.stats_sum(clients)
     local done, in_lock, overlap = 0, 0, false
-    for i, c in ipairs(clients) do
+    for _, c in ipairs(clients) do
       local m = c:mutex(path)
       for _ = 1, 20 do
         c:spawn(function()

@@ -29,12 +29,14 @@ local drive_until, owner_of, owners, session_in_dump = H.drive_until, H.owner_of
 
 describe("sessions: connection loss and expiry", function()
   local zk
-  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, { workers = true, resume = true, each = true, each_workers = true },
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 },
+    { workers = true, resume = true, each = true, each_workers = true },
     function(s) zk = s end)
 
   ------------------------------------------------------------------ connection loss < session
 
-  it("server paused for less than the session timeout: holders hear SUSPENDED then RECONNECTED and keep their locks; pending acquires complete afterwards, in order, one node each", function()
+  it("server paused for less than the session timeout: holders hear SUSPENDED then RECONNECTED and keep their "
+     .. "locks; pending acquires complete afterwards, in order, one node each", function()
     local S = 6 -- SUSPENDED after 2/3 S without the server (4 s), LOST only after 0.9 S (5.4 s)
     local pa, pb, pc = "/sess/pause/a", "/sess/pause/b", "/sess/pause/c"
     local h = util.connect(zk.hosts, { session_timeout = S, identity = "holder" })
@@ -109,10 +111,12 @@ describe("sessions: connection loss and expiry", function()
       return index_of(la, "RECONNECTED") and index_of(lb, "RECONNECTED")
     end, S)
     local t_rec = now()
-    assert.is_true(drive_until(all, function() return w3.res ~= nil end, 2 * S), "the acquire of the free lock never completed")
+    assert.is_true(drive_until(all, function() return w3.res ~= nil end, 2 * S),
+      "the acquire of the free lock never completed")
     util.drive(all, 0.3)
     print(("\n  [pause] SUSPENDED %.0f ms after the pause; resumed at %.0f ms; RECONNECTED %.0f ms after the resume; "
-      .. "free-lock acquire sent into the pause granted %.0f ms after the resume; the waiters' client meanwhile: %s"):format(
+      .. "free-lock acquire sent into the pause granted %.0f ms after the resume; "
+      .. "the waiters' client meanwhile: %s"):format(
       la.at[1] - t_pause, t_resume - t_pause, t_rec - t_resume, (w3.at or 0) - t_resume,
       util.format_stats(util.stats_delta(wstats, w:stats()))))
     assert.is_true(reconnected, "holders: a " .. names(la) .. " b " .. names(lb))
@@ -147,7 +151,9 @@ describe("sessions: connection loss and expiry", function()
     -- now the holders let go: the waiters follow in queue order
     release_b = true
     assert.is_true(ma:release())
-    assert.is_true(drive_until(all, function() return w1.released and w2.released and w4.released and b.released end, 10),
+    assert.is_true(drive_until(all, function()
+      return w1.released and w2.released and w4.released and b.released
+    end, 10),
       "the waiters did not all get their locks")
     assert.are.equal(w1_node, util.basename(w1.node))
     assert.is_true(w4.at > w1.at)
@@ -164,7 +170,9 @@ describe("sessions: connection loss and expiry", function()
 
   ------------------------------------------------------------------ expiry on demand
 
-  it("session expired on demand: each hold hears LOST once, is_held() false, token() nil, pending acquires fail with ESESSION; another client gets the lock; a new session acquires again and adopts nothing of the old one", function()
+  it("session expired on demand: each hold hears LOST once, is_held() false, token() nil, pending acquires fail "
+     .. "with ESESSION; another client gets the lock; a new session acquires again and adopts nothing of the old one",
+     function()
     local S = 4
     local pa, pb, pc, pd = "/sess/expire/a", "/sess/expire/b", "/sess/expire/c", "/sess/expire/d"
     local c = util.connect(zk.hosts, { session_timeout = S, identity = "victim" })
@@ -176,7 +184,7 @@ describe("sessions: connection loss and expiry", function()
     local ma = c:mutex(pa)
     local la = record_lock(ma)
     assert(ma:acquire(5))
-    local node_a, token_a = ma:node(), ma:token()
+    local token_a = ma:token()
     local told = false
     local function holder(path, r)
       local m = c:mutex(path)
@@ -305,10 +313,12 @@ describe("sessions: connection loss and expiry", function()
         again.release = ma:release()
       end
     end)
-    assert.is_true(drive_until(all, function() return again.release ~= nil and ow.released_at ~= nil end, 10), "the new session did not get the lock")
+    assert.is_true(drive_until(all, function() return again.release ~= nil and ow.released_at ~= nil end, 10),
+      "the new session did not get the lock")
     assert.are.equal(ma, again.res[1], tostring(again.res[2]))
     assert.truthy(ow.released_at, "granted before the other client released")
-    assert.is_false(again.other_exists[1], "granted while the other client's node existed: " .. tostring(again.other_exists[2]))
+    assert.is_false(again.other_exists[1],
+      "granted while the other client's node existed: " .. tostring(again.other_exists[2]))
     assert.is_nil(old_nodes[util.basename(again.node)])
     assert.are.equal(new_sid, again.owner)
     assert.is_true(again.token > ow.token)
@@ -329,7 +339,9 @@ describe("sessions: connection loss and expiry", function()
 
   ------------------------------------------------------------------ connection loss > session
 
-  it("server paused for longer than the session timeout: SUSPENDED, then LOST before the server could expire the session; after the resume a new session, and the waiter gets the lock only once the old node is gone", function()
+  it("server paused for longer than the session timeout: SUSPENDED, then LOST before the server could expire the "
+     .. "session; after the resume a new session, and the waiter gets the lock only once the old node is gone",
+     function()
     local S = 3
     local pa, pb = "/sess/long/a", "/sess/long/b"
     local c = util.connect(zk.hosts, { session_timeout = S, identity = "cut-off" })
@@ -377,7 +389,8 @@ describe("sessions: connection loss and expiry", function()
       t_resume - t_last, ow.at - t_resume))
     assert.are.same({ "SUSPENDED", "LOST" }, { lm[1], lm[2], lm[3] })
     -- SUSPENDED after about 2/3 of the session timeout; LOST before a whole one (README: less a tenth)
-    assert.is_true(susp_at - t_last >= 0.5 * S * 1000 and susp_at - t_last < 0.85 * S * 1000, "SUSPENDED at an odd time")
+    assert.is_true(susp_at - t_last >= 0.5 * S * 1000 and susp_at - t_last < 0.85 * S * 1000,
+      "SUSPENDED at an odd time")
     assert.is_true(lost_at - t_last >= 0.8 * S * 1000, "LOST reported too early")
     assert.is_true(lost_at - t_last < S * 1000, "LOST reported only after the server could have expired the session")
     assert.is_true(t_resume - t_last > S * 1000)

@@ -31,15 +31,16 @@ local owner_of = H.owner_of
 
 describe("sessions: a thread that does not pump", function()
   local zk
-  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, { workers = true, resume = true, each = true, each_workers = true },
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 },
+    { workers = true, resume = true, each = true, each_workers = true },
     function(s) zk = s end)
 
   ------------------------------------------------------------------ a thread that does not pump
 
   -- Common part of the two tests below: c holds `path` from the main thread, a coroutine of c
-  -- waits behind it (same lock object), and a worker process queues behind both. Then the Lua thread blocks in os.execute("sleep") for
-  -- 2.5 session timeouts: nothing drives c, the server expires its session and the worker
-  -- process gets the lock, during the block.
+  -- waits behind it (same lock object), and a worker process queues behind both. Then the Lua
+  -- thread blocks in os.execute("sleep") for 2.5 session timeouts: nothing drives c, the server
+  -- expires its session and the worker process gets the lock, during the block.
   local BUSY_S = 2
   local function busy_setup(path)
     local c = util.connect(zk.hosts, { session_timeout = BUSY_S, identity = "busy" })
@@ -63,13 +64,15 @@ describe("sessions: a thread that does not pump", function()
     t.t_unblock = now()
     -- read the worker's log (a file, no zklock call): it holds the lock now
     local got = t.worker:wait_line("^acquired", 0)
-    assert.truthy(got, "the other process did not get the lock during the block: " .. table.concat(t.worker:lines(), " | "))
+    assert.truthy(got,
+      "the other process did not get the lock during the block: " .. table.concat(t.worker:lines(), " | "))
     t.t_other = tonumber(got:match("^acquired (%S+)"))
     t.other_token = tonumber(got:match("^acquired %S+ (%d+)"))
     return t
   end
 
-  it("a holder whose thread was busy past the session timeout learns LOST on its next call while another process holds the lock; pending acquires fail, the new session acquires after the other", function()
+  it("a holder whose thread was busy past the session timeout learns LOST on its next call while another process "
+     .. "holds the lock; pending acquires fail, the new session acquires after the other", function()
     local path = "/sess/busy/next"
     local t = busy_setup(path)
     local c, m = t.c, t.m
@@ -101,7 +104,8 @@ describe("sessions: a thread that does not pump", function()
       .. " (when release returned ELOST: " .. events_at_release .. ")")
   end)
 
-  it("a holder whose thread was busy past the session timeout: is_held(), token(), node() and a reentrant acquire, as the first calls, do not report the stale lock as held", function()
+  it("a holder whose thread was busy past the session timeout: is_held(), token(), node() and a reentrant "
+     .. "acquire, as the first calls, do not report the stale lock as held", function()
     local path = "/sess/busy/query"
     local t = busy_setup(path)
     local m = t.m
@@ -113,7 +117,8 @@ describe("sessions: a thread that does not pump", function()
     print(("\n  [busy] first calls after a %.0f ms block (another process holds the lock since %.0f ms into it): "
       .. "is_held()=%s token()=%s node()=%s acquire(0)=%s; lock events so far %s"):format(
       t.t_unblock - t.t_block, t.t_other - t.t_block, tostring(first.held), tostring(first.token),
-      tostring(first.node and util.basename(first.node)), reentrant[1] and "granted (reentrant)" or tostring(reentrant[3]),
+      tostring(first.node and util.basename(first.node)),
+      reentrant[1] and "granted (reentrant)" or tostring(reentrant[3]),
       names(t.events)))
     assert.is_false(first.held, "is_held() is true for a lock another process holds")
     assert.is_nil(first.token, "token() still returns the stale token")
@@ -122,7 +127,9 @@ describe("sessions: a thread that does not pump", function()
     assert.are.equal("LOST", t.events[#t.events])
   end)
 
-  it("leases of a thread that was busy past the session timeout: the first release says ELOST, each lease hears LOST once, and an on_lost handler that releases its lease gets ELOST; another client gets the leases", function()
+  it("leases of a thread that was busy past the session timeout: the first release says ELOST, each lease hears "
+     .. "LOST once, and an on_lost handler that releases its lease gets ELOST; another client gets the leases",
+     function()
     local path = "/sess/busy/lease"
     local c = util.connect(zk.hosts, { session_timeout = BUSY_S, identity = "busy-lease" })
     local obs = util.connect(zk.hosts, { session_timeout = 20, identity = "observer" })
@@ -142,7 +149,8 @@ describe("sessions: a thread that does not pump", function()
     local heard_at_release = names(heard)
     assert_code("ELOST", rel, "release of a lease after the block")
     for i = 1, 3 do
-      assert.are.equal(1, count_of(heard, "LOST:" .. i), ("l%d: %s (at release %s)"):format(i, names(heard), heard_at_release))
+      assert.are.equal(1, count_of(heard, "LOST:" .. i),
+        ("l%d: %s (at release %s)"):format(i, names(heard), heard_at_release))
     end
     -- the handler's releases: ELOST, not an error (l1's came while l1:release() was running)
     for i = 1, 2 do assert_code("ELOST", released_by_handler[i], "release in on_lost of l" .. i) end
@@ -155,7 +163,9 @@ describe("sessions: a thread that does not pump", function()
     local other = obs:semaphore(path, 3)
     local got = {}
     for i = 1, 3 do got[i] = other:acquire(i == 1 and 5 or 0) end
-    for i = 1, 3 do assert.are.equal("lease", zklock.type(got[i]), "lease " .. i .. " was still taken by the expired session") end
+    for i = 1, 3 do
+      assert.are.equal("lease", zklock.type(got[i]), "lease " .. i .. " was still taken by the expired session")
+    end
     for i = 1, 3 do assert.is_true(got[i]:release()) end
     assert.are.same({}, util.children(obs, path .. "/leases"))
   end)

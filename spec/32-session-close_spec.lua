@@ -29,12 +29,14 @@ local index_of, names, drive_until, owners = H.index_of, H.names, H.drive_until,
 
 describe("sessions: close and on_session", function()
   local zk
-  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, { workers = true, resume = true, each = true, each_workers = true },
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 },
+    { workers = true, resume = true, each = true, each_workers = true },
     function(s) zk = s end)
 
   ------------------------------------------------------------------ close while waiting
 
-  it("close() while 20 coroutines wait: every one ends with ECLOSED before close returns, the client's nodes vanish at once, other clients get the locks", function()
+  it("close() while 20 coroutines wait: every one ends with ECLOSED before close returns, the client's nodes "
+     .. "vanish at once, other clients get the locks", function()
     local px, py = "/sess/close/x", "/sess/close/y"
     local c = util.connect(zk.hosts, { session_timeout = 10, identity = "closing" })
     local o = util.connect(zk.hosts, { session_timeout = 10, identity = "other" })
@@ -106,7 +108,8 @@ describe("sessions: close and on_session", function()
       local x = util.children(o, px)
       return #x == 1 and x[1] == ox and oy.queue ~= nil
     end, 2)
-    print(("\n  [close] close() took %.0f ms with 20 waiters and a holder; the other client got y %.0f ms after it"):format(
+    print(("\n  [close] close() took %.0f ms with 20 waiters and a holder; "
+      .. "the other client got y %.0f ms after it"):format(
       t_close - t0, (oy.at or now()) - t0))
     if not gone then
       -- say what is left, whose it is, and when (if at all) it goes
@@ -120,7 +123,8 @@ describe("sessions: close and on_session", function()
       end, 12)
       assert.is_true(gone, ("the closed client's nodes were left behind (closed session %s): %d nodes {%s}; "
         .. "other client granted: %s; they went %s"):format(tostring(c_sid), #desc, table.concat(desc, " "),
-        tostring(oy.res and oy.res[1] ~= nil), t_gone and ("%.0f ms after close()"):format(t_gone - t0) or "not within 14 s"))
+        tostring(oy.res and oy.res[1] ~= nil),
+        t_gone and ("%.0f ms after close()"):format(t_gone - t0) or "not within 14 s"))
     end
     assert.are.equal(omy, oy.res[1], tostring(oy.res[2]))
     assert.are.same({ util.basename(oy.node) }, oy.queue, tostring(oy.qerr))  -- alone in the queue when granted
@@ -135,7 +139,8 @@ describe("sessions: close and on_session", function()
 
   -- The same with replies still in flight: close() a moment after 20 waiters sent their
   -- creates. The session must still end at the server at once (10 rounds, fresh client each).
-  it("close() while 20 just-spawned waiters still have replies in flight: ECLOSED for all, and the session ends at the server at once (10 rounds)", function()
+  it("close() while 20 just-spawned waiters still have replies in flight: ECLOSED for all, and the session ends "
+     .. "at the server at once (10 rounds)", function()
     local o = util.connect(zk.hosts, { session_timeout = 10, identity = "other" })
     local results = {}
     for round = 1, 10 do
@@ -161,7 +166,8 @@ describe("sessions: close and on_session", function()
         drive_until({ o }, function()
           if #util.children(o, path) == 1 then t_gone = now() return true end
         end, 12)
-        assert.is_true(gone, ("round %d: %d nodes of the closed session %s were still there 1 s after close(); they went %s "
+        assert.is_true(gone, ("round %d: %d nodes of the closed session %s were still there 1 s after close(); "
+          .. "they went %s "
           .. "(a session timeout is 10 s: the server never got the closeSession)"):format(round, left, sid,
           t_gone and ("%.0f ms after close()"):format(t_gone - t0) or "not within 13 s"))
       end
@@ -173,7 +179,8 @@ describe("sessions: close and on_session", function()
 
   ------------------------------------------------------------------ on_session
 
-  it("on_session: every handler, in order, with (state, client): SUSPENDED then CONNECTED on a dropped connection, EXPIRED then CONNECTED with a new session on expiry, CLOSED on close", function()
+  it("on_session: every handler, in order, with (state, client): SUSPENDED then CONNECTED on a dropped connection, "
+     .. "EXPIRED then CONNECTED with a new session on expiry, CLOSED on close", function()
     local proxy = fw.proxy(zk.hosts)
     local c = util.connect(proxy.hosts, { session_timeout = 4, identity = "seq" })
     local first, third, order = {}, {}, {}

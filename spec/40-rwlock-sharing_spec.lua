@@ -1,6 +1,6 @@
 -- The read-write lock (Curator InterProcessReadWriteLock) against real ZooKeeper servers: one server
--- per describe block (spec/support/fixture.lua), stopped in teardown. Runs under Lua 5.4 and LuaJIT (tests tagged #lua54 are
--- 5.4 only).
+-- per describe block (spec/support/fixture.lua), stopped in teardown. Runs under Lua 5.4 and LuaJIT
+-- (tests tagged #lua54 are 5.4 only).
 -- This file: node names, shared reads, exclusive writes, FIFO.
 --   busted --lua=lua5.4 spec/40-rwlock-sharing_spec.lua
 --   busted --lua=luajit --run=luajit spec/40-rwlock-sharing_spec.lua
@@ -19,8 +19,7 @@ local READ_NODE, WRITE_NODE, pack, assert_code = H.READ_NODE, H.WRITE_NODE, H.pa
 local seq10, check_rw = H.seq10, H.check_rw
 
 describe("rwlock: names and sharing", function()
-  local zk
-  local fx = fixture.server({}, { each = true }, function(s) zk = s end)
+  local fx = fixture.server({}, { each = true })
   local connect = fx.connect
 
   ------------------------------------------------------------------ names and sharing
@@ -152,7 +151,8 @@ describe("rwlock: names and sharing", function()
               local v = counter
               c:sleep(r() * 0.003)
               if counter ~= v then
-                errors[#errors + 1] = ("%s saw the counter change from %d to %d while reading"):format(owner, v, counter)
+                errors[#errors + 1] = ("%s saw the counter change from %d to %d while reading"):format(
+                  owner, v, counter)
               end
               h.finish = core.now()
               reads[#reads + 1] = h
@@ -178,7 +178,8 @@ describe("rwlock: names and sharing", function()
 
   it("the checker used above does see a reader inside a write hold (self-test)", function()
     local writes = { { key = "rw", owner = "w", start = 10, finish = 20 } }
-    local reads = { { key = "rw", owner = "r1", start = 0, finish = 12 }, { key = "rw", owner = "r2", start = 1, finish = 5 } }
+    local reads = { { key = "rw", owner = "r1", start = 0, finish = 12 },
+                    { key = "rw", owner = "r2", start = 1, finish = 5 } }
     local report, max_readers = check_rw(writes, reads)
     assert.are.equal(1, report.violations)
     assert.are.equal(2, max_readers)

@@ -1,6 +1,6 @@
 -- The read-write lock (Curator InterProcessReadWriteLock) against real ZooKeeper servers: one server
--- per describe block (spec/support/fixture.lua), stopped in teardown. Runs under Lua 5.4 and LuaJIT (tests tagged #lua54 are
--- 5.4 only).
+-- per describe block (spec/support/fixture.lua), stopped in teardown. Runs under Lua 5.4 and LuaJIT
+-- (tests tagged #lua54 are 5.4 only).
 -- This file: a writer's release wakes each waiting reader once, never the queued writer (no herd).
 --   busted --lua=lua5.4 spec/42-rwlock-wakeups_spec.lua
 --   busted --lua=luajit --run=luajit spec/42-rwlock-wakeups_spec.lua

@@ -16,7 +16,8 @@ local fixture = require("support.fixture")
 local H = require("support.semaphore")
 
 local LEASE_NODE, pack, assert_code, watch_count = H.LEASE_NODE, H.pack, H.assert_code, H.watch_count
-local data_watches_under, leases_of, locks_of, wait_layout = H.data_watches_under, H.leases_of, H.locks_of, H.wait_layout
+local data_watches_under, leases_of = H.data_watches_under, H.leases_of
+local locks_of, wait_layout = H.locks_of, H.wait_layout
 
 describe("semaphore: leases", function()
   local zk
@@ -104,7 +105,8 @@ describe("semaphore: leases", function()
   -- create+list on the leases, and the two deletes; no watch is armed (or taken back) when the
   -- listing shows room. The watch-less listing comes from a hint (the client's last listing of
   -- these leases had room); when the hint is wrong, the waiter must still arm a watch and wake.
-  it("a free lease costs 6 requests per acquire+release and leaves no watch; a stale 'room' hint still waits and wakes", function()
+  it("a free lease costs 6 requests per acquire+release and leaves no watch; "
+     .. "a stale 'room' hint still waits and wakes", function()
     local c, b = connect("req-c"), connect("req-b")
     local all = { c, b }
     local path = "/sem/requests"
@@ -130,7 +132,8 @@ describe("semaphore: leases", function()
       :format((total - d.ops) / N, total, d.ops, util.format_stats(d)))
     assert.are.same({ 2 * N, 2 * N, 2 * N, 0, 0 }, { d.creates, d.lists, d.deletes, d.gets, d.exists },
       util.format_stats(d))
-    assert.is_true(total - known <= 2, ("%d requests the client did not count (a ping of each client at most expected): "
+    assert.is_true(total - known <= 2, ("%d requests the client did not count "
+      .. "(a ping of each client at most expected): "
       .. "a watch was set and taken back"):format(total - known))
     assert.are.equal(0, watch_count(zk))
 
@@ -293,7 +296,8 @@ describe("semaphore: leases", function()
     if os.getenv("ZKLOCK_SPEC_VERBOSE") then
       print(("\n  [sem] leases of the killed holder freed after %.2f s (session %d s)"):format(dt, SESSION))
     end
-    assert.is_true(dt <= SESSION + 1.5, ("the leases were freed %.2f s after kill -9 (session %d s)"):format(dt, SESSION))
+    assert.is_true(dt <= SESSION + 1.5,
+      ("the leases were freed %.2f s after kill -9 (session %d s)"):format(dt, SESSION))
     -- the grant came only once the dead holder's leases were gone
     for _, n in ipairs(seen_at_grant) do
       assert.are_not.equal(wnodes[1], n)

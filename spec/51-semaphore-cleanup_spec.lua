@@ -16,7 +16,8 @@ local fixture = require("support.fixture")
 local H = require("support.semaphore")
 
 local LEASE_NODE, pack, assert_code, watch_count = H.LEASE_NODE, H.pack, H.assert_code, H.watch_count
-local data_watches_under, leases_of, locks_of, wait_layout = H.data_watches_under, H.leases_of, H.locks_of, H.wait_layout
+local data_watches_under, leases_of = H.data_watches_under, H.leases_of
+local locks_of, wait_layout = H.locks_of, H.wait_layout
 
 local THIS_FILE = debug.getinfo(1, "S").short_src
 
@@ -179,7 +180,7 @@ describe("semaphore: giving up, acquire_many, release, semaphore mutex", functio
         local start = core.now()
         c:sleep(r() * 0.01)
         local finish = core.now()
-        for i, l in ipairs(leases) do
+        for i in ipairs(leases) do
           holds[#holds + 1] = { key = path, owner = ("%s/%d/%d/%d"):format(tag, k, round, i), start = start,
                                 finish = finish }
         end
@@ -323,9 +324,11 @@ describe("semaphore: giving up, acquire_many, release, semaphore mutex", functio
     assert_raises({ "bad argument #2 to 'semaphore'", "max_leases", "nil" }, c.semaphore, c, "/sem/bad")
     assert_raises({ "bad argument #1 to 'semaphore'", "lock path" }, c.semaphore, c, "no-slash", 2)
     assert_raises({ "bad argument #1 to 'semaphore'", "lock path" }, c.semaphore, c, 42, 2)
-    assert_raises({ "bad argument #3 to 'semaphore'", "unknown option 'bogus'" }, c.semaphore, c, "/sem/bad", 2, { bogus = 1 })
+    assert_raises({ "bad argument #3 to 'semaphore'", "unknown option 'bogus'" },
+      c.semaphore, c, "/sem/bad", 2, { bogus = 1 })
     assert_raises({ "bad argument #1 to 'semaphore_mutex'", "lock path" }, c.semaphore_mutex, c, "")
-    assert_raises({ "bad argument #2 to 'semaphore_mutex'", "unknown option 'max'" }, c.semaphore_mutex, c, "/sem/bad", { max = 2 })
+    assert_raises({ "bad argument #2 to 'semaphore_mutex'", "unknown option 'max'" },
+      c.semaphore_mutex, c, "/sem/bad", { max = 2 })
 
     local sem = c:semaphore("/sem/bad", 4)
     for _, v in ipairs({ 0, -1, 1.5, 5, "2", 0 / 0 }) do

@@ -12,7 +12,8 @@ local fixture = require("support.fixture")
 local H = require("support.adapters")
 
 local try_require, now_s, N_COROUTINES, TICK = H.try_require, H.now_s, H.N_COROUTINES, H.TICK
-local new_tally, base_path, lock_objects, start_contenders = H.new_tally, H.base_path, H.lock_objects, H.start_contenders
+local new_tally, base_path = H.new_tally, H.base_path
+local lock_objects, start_contenders = H.lock_objects, H.start_contenders
 local check_contention, late_meter = H.check_contention, H.late_meter
 
 describe("cqueues adapter #adapters", function()

@@ -25,7 +25,8 @@ describe("client host API #adapters", function()
     return tostring(err)
   end
 
-  it("connect{ wait = false } returns at once in CONNECTING; operations started meanwhile go out once connected", function()
+  it("connect{ wait = false } returns at once in CONNECTING; "
+     .. "operations started meanwhile go out once connected", function()
     local t0 = now_s()
     local c = assert(zklock.connect(zk.hosts, { wait = false, identity = "no-wait" }))
     assert.is_true(now_s() - t0 < 0.5, "connect{ wait = false } waited")
@@ -43,7 +44,8 @@ describe("client host API #adapters", function()
     c:close()
   end)
 
-  it("connect{ wait = false } to a server that is not there: the client waits, operations time out from the call", function()
+  it("connect{ wait = false } to a server that is not there: "
+     .. "the client waits, operations time out from the call", function()
     local t0 = now_s()
     local c = assert(zklock.connect("127.0.0.1:1", { wait = false }))
     assert.is_true(now_s() - t0 < 0.5, "connect{ wait = false } waited")

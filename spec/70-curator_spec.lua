@@ -237,9 +237,11 @@ describe("interop with Apache Curator 5.4 #interop", function()
     stop = true
     assert.truthy(util.wait_until(function() return done end, 5, { c }))
     local rep = peers.check_rw({
-      { owner = "curator", runtime = "curator", mode = "read", start = tonumber(d.f.at), finish = tonumber(rr.f["end"]) },
+      { owner = "curator", runtime = "curator", mode = "read",
+        start = tonumber(d.f.at), finish = tonumber(rr.f["end"]) },
       { owner = "zklock", runtime = "zklock", mode = "write", start = granted, finish = now() } })
-    print(("\n  [CURATOR-621] Curator read (after downgrade) %.0f..%.0f, zklock write from %.0f: write_overlaps=%d"):format(
+    print(("\n  [CURATOR-621] Curator read (after downgrade) %.0f..%.0f, zklock write from %.0f: "
+      .. "write_overlaps=%d"):format(
       tonumber(d.f.at), tonumber(rr.f["end"]), granted, rep.violations))
     assert.equal(1, rep.violations)
   end)
@@ -340,7 +342,8 @@ describe("interop with Apache Curator 5.4 #interop", function()
       local k = h.runtime .. "-" .. h.mode
       w[k] = (w[k] or 0) + 1
     end
-    report("rwlock", t.holds, (" (curator r/w %d/%d, zklock r/w %d/%d) write_overlaps=%d cross_read_overlaps=%d"):format(
+    report("rwlock", t.holds, (" (curator r/w %d/%d, zklock r/w %d/%d) "
+      .. "write_overlaps=%d cross_read_overlaps=%d"):format(
       w["curator-read"] or 0, w["curator-write"] or 0, w["zklock-read"] or 0, w["zklock-write"] or 0,
       rep.violations, rep.cross_read_overlaps))
     assert.equal(0, rep.interrupted)

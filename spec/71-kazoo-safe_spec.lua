@@ -32,8 +32,8 @@ local now, names, KAZOO_NODE, KAZOO_RNODE = H.now, H.names, H.KAZOO_NODE, H.KAZO
 local MUTEX_SAFE, WRITE_SAFE, READ_PATTERNS = H.MUTEX_SAFE, H.WRITE_SAFE, H.READ_PATTERNS
 
 describe("interop with Kazoo 2.8: safe settings #interop", function()
-  local zk, kz, c
-  local fx = kazoo_fixture(function(f) zk, kz, c = f.zk, f.kz, f.c end)
+  local kz, c
+  local fx = kazoo_fixture(function(f) kz, c = f.kz, f.c end)
   local pump, kcall, mixed = fx.pump, fx.kcall, fx.mixed
 
   it("the peer runs Kazoo 2.8 and reads the same monotonic clock as zklock", function()
@@ -97,7 +97,8 @@ describe("interop with Kazoo 2.8: safe settings #interop", function()
       local by = peers.count_by(t.holds, "runtime")
       local rep = fw.check(t.holds, 1)
       local fifo = peers.fifo(t.holds)
-      print(("\n  [kazoo mutex] holds: kazoo=%d zklock=%d overlaps=%d token_violations=%d fifo_violations=%d runtime_switches=%d"):format(
+      print(("\n  [kazoo mutex] holds: kazoo=%d zklock=%d overlaps=%d token_violations=%d fifo_violations=%d "
+        .. "runtime_switches=%d"):format(
         by.kazoo or 0, by.zklock or 0, rep.violations, rep.token_violations, fifo.violations, fifo.switches))
       assert.is_true((by.kazoo or 0) >= 20 and (by.zklock or 0) >= 100, "too few holds to judge")
       assert.equal(rep.holds, rep.clean)
@@ -117,7 +118,8 @@ describe("interop with Kazoo 2.8: safe settings #interop", function()
       local t = kcall("hold", { id = "w0", recipe = "wlock", patterns = WRITE_SAFE, path = path, timeout_ms = 0 })
       assert.equal("timeout", t.status, "Kazoo's writer entered while a zklock reader held: " .. t.text)
 
-      local ws = kz:send("hold", { id = "w1", recipe = "wlock", patterns = WRITE_SAFE, path = path, timeout_ms = 20000 })
+      local ws = kz:send("hold", { id = "w1", recipe = "wlock", patterns = WRITE_SAFE, path = path,
+                                   timeout_ms = 20000 })
       assert.truthy(util.wait_until(function()
         local q = rw.read:participants()
         return q and #q == 2
@@ -179,12 +181,14 @@ describe("interop with Kazoo 2.8: safe settings #interop", function()
       assert.truthy(rw.write:release())
     end)
 
-    it("UNSAFE (evidence, kazoo#649): with the patterns, 2.8 deadlocks with a zklock writer queued after it #evidence", function()
+    it("UNSAFE (evidence, kazoo#649): with the patterns, 2.8 deadlocks with a zklock writer queued after it "
+       .. "#evidence", function()
       local path = "/interop/kazoo/rlock-deadlock"
       local w1 = c:rwlock(path)
       assert.truthy(w1.write:acquire(5))
       -- the Kazoo reader queues behind zklock writer 1 ...
-      local rs = kz:send("hold", { id = "r", recipe = "rlock", patterns = READ_PATTERNS, path = path, timeout_ms = 3000 })
+      local rs = kz:send("hold", { id = "r", recipe = "rlock", patterns = READ_PATTERNS, path = path,
+                                   timeout_ms = 3000 })
       assert.truthy(util.wait_until(function()
         local q = w1.write:participants()
         return q and #q == 2
@@ -208,7 +212,8 @@ describe("interop with Kazoo 2.8: safe settings #interop", function()
       assert.equal("timeout", r.status, "Kazoo's reader got the lock (fixed Kazoo?): " .. r.text)
       assert.truthy(util.wait_until(function() return w2_at or w2_err end, 10, { c }))
       assert.is_nil(w2_err)
-      print(("\n  [kazoo#649] writer released at %.0f; Kazoo reader gave up after %s ms; zklock writer 2 granted %.0f ms after the release"):format(
+      print(("\n  [kazoo#649] writer released at %.0f; Kazoo reader gave up after %s ms; "
+        .. "zklock writer 2 granted %.0f ms after the release"):format(
         released, r.f.waited, w2_at - released))
       assert.is_true(w2_at - released > 1500, "zklock writer 2 was not held up by the deadlock")
     end)

@@ -32,8 +32,8 @@ local now, names, COMPAT_NODE, MUTEX_SAFE = H.now, H.names, H.COMPAT_NODE, H.MUT
 local overlap_count = H.overlap_count
 
 describe("interop with Kazoo 2.8: unsafe settings and Curator #interop", function()
-  local zk, kz, c
-  local fx = kazoo_fixture(function(f) zk, kz, c = f.zk, f.kz, f.c end)
+  local zk, c
+  local fx = kazoo_fixture(function(f) zk, c = f.zk, f.c end)
   local pump, kcall, mixed = fx.pump, fx.kcall, fx.mixed
 
   describe("UNSAFE settings (evidence) #evidence", function()
@@ -70,7 +70,8 @@ describe("interop with Kazoo 2.8: unsafe settings and Curator #interop", functio
     it("... and in a mixed run the shared checker reports the overlaps (the safe runs could fail)", function()
       local path = "/interop/kazoo/unsafe-mix"
       assert.truthy(c:create(path, "", { parents = true }))
-      local t = mixed({ path = path, kazoo_recipe = "lock", zklock_recipe = "mutex", hold_ms = 4, seconds = 3 }, 2, 1, 10)
+      local t = mixed({ path = path, kazoo_recipe = "lock", zklock_recipe = "mutex", hold_ms = 4, seconds = 3 },
+                      2, 1, 10)
       local rep = fw.check(t.holds, 1)
       local cross = peers.cross_overlaps(t.holds)
       local fifo = peers.fifo(t.holds)
@@ -95,12 +96,14 @@ describe("interop with Kazoo 2.8: unsafe settings and Curator #interop", functio
         local s = now()
         local h = kcall("hold", { id = "x" .. i, recipe = case.kazoo, patterns = case.patterns, path = path,
                                   timeout_ms = 0 })
-        assert.equal("ok", h.status, ("Kazoo %s did not enter a zklock %s hold: %s"):format(case.kazoo, case.zk, h.text))
+        assert.equal("ok", h.status,
+          ("Kazoo %s did not enter a zklock %s hold: %s"):format(case.kazoo, case.zk, h.text))
         local rr = kcall("release", { id = "x" .. i })
         local e = now()
         assert.truthy(side:release())
-        assert.equal(1, overlap_count({ { owner = "zklock", start = s, finish = e },
-                                        { owner = "kazoo", start = tonumber(h.f.start), finish = tonumber(rr.f["end"]) } }))
+        assert.equal(1, overlap_count({
+          { owner = "zklock", start = s, finish = e },
+          { owner = "kazoo", start = tonumber(h.f.start), finish = tonumber(rr.f["end"]) } }))
       end
     end)
 
@@ -183,8 +186,9 @@ describe("interop with Kazoo 2.8: unsafe settings and Curator #interop", functio
       assert.equal("ok", cr.status, "Curator did not overlap a Kazoo holder (changed?): " .. cr.text)
       local crr = cur:call("release", { id = "c2" }, 10, pump)
       local kr = kcall("release", { id = "c1" })
-      assert.equal(1, overlap_count({ { owner = "kazoo", start = tonumber(h.f.start), finish = tonumber(kr.f["end"]) },
-                                      { owner = "curator", start = tonumber(cr.f.start), finish = tonumber(crr.f["end"]) } }))
+      assert.equal(1, overlap_count({
+        { owner = "kazoo", start = tonumber(h.f.start), finish = tonumber(kr.f["end"]) },
+        { owner = "curator", start = tonumber(cr.f.start), finish = tonumber(crr.f["end"]) } }))
     end)
 
     it("SAFE: a Kazoo Lock that creates \"-lock-\" names excludes Curator and zklock (three-way run)", function()
@@ -200,12 +204,13 @@ describe("interop with Kazoo 2.8: unsafe settings and Curator #interop", functio
       assert.equal("ok", kcall("release", { id = "t1" }).status)
 
       assert.truthy(c:create(path .. "-mix", "", { parents = true }))
-      local t = mixed({ path = path .. "-mix", kazoo_recipe = "compat", zklock_recipe = "mutex", hold_ms = 4 }, 2, 1, 10,
-                      { peer = cur, threads = 2, recipe = "mutex" })
+      local t = mixed({ path = path .. "-mix", kazoo_recipe = "compat", zklock_recipe = "mutex", hold_ms = 4 },
+                      2, 1, 10, { peer = cur, threads = 2, recipe = "mutex" })
       local by = peers.count_by(t.holds, "runtime")
       local rep = fw.check(t.holds, 1)
       local fifo = peers.fifo(t.holds)
-      print(("\n  [three-way mutex] holds: kazoo=%d curator=%d zklock=%d overlaps=%d token_violations=%d fifo_violations=%d"):format(
+      print(("\n  [three-way mutex] holds: kazoo=%d curator=%d zklock=%d overlaps=%d token_violations=%d "
+        .. "fifo_violations=%d"):format(
         by.kazoo or 0, by.curator or 0, by.zklock or 0, rep.violations, rep.token_violations, fifo.violations))
       assert.is_true((by.kazoo or 0) >= 20 and (by.curator or 0) >= 20 and (by.zklock or 0) >= 50)
       assert.equal(rep.holds, rep.clean)

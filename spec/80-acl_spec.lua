@@ -25,6 +25,7 @@ describe("acl", function()
     assert.is_nil(ok)
     assert.are.equal("ZNOAUTH", code)
     assert.truthy(msg:find(node, 1, true))
+    local _
     ok, _, code = stranger:set(node, "__REVOKE__")
     assert.is_nil(ok)
     assert.are.equal("ZNOAUTH", code)

@@ -18,8 +18,10 @@ local sampler, proxied = H.sampler, H.proxied
 describe("faults: connection resets, refused reconnects and crashed clients (SX-04, SX-14, CR-03) #faults", function()
   local zk, proxy, obs
   local baseline_ephemerals
-  local fx = proxied(function(f) zk, proxy, obs, baseline_ephemerals = f.zk, f.proxy, f.obs, f.baseline_ephemerals end)
-  local connect_proxied, pump_of = fx.connect_proxied, fx.pump_of
+  local fx = proxied(function(f)
+    zk, proxy, obs, baseline_ephemerals = f.zk, f.proxy, f.obs, f.baseline_ephemerals
+  end)
+  local connect_proxied = fx.connect_proxied
 
   ------------------------------------------------------------------ SX-04 loss noticed by a send
 
@@ -84,7 +86,8 @@ describe("faults: connection resets, refused reconnects and crashed clients (SX-
     local d = util.stats_delta(before, c:stats())
     local desc = {}
     for _, e in ipairs(events) do desc[#desc + 1] = ("%s@+%.0fms"):format(e.state, e.at - t_reset) end
-    print(("\n  [SX-04] cut off %.0f ms: holder events {%s}; other client acquired at +%s ms; %d requests sent meanwhile (%s)"):format(
+    print(("\n  [SX-04] cut off %.0f ms: holder events {%s}; other client acquired at +%s ms; "
+      .. "%d requests sent meanwhile (%s)"):format(
       t_back - t_call, table.concat(desc, " "), t_other and ("%.0f"):format(t_other - t_reset) or "never",
       d.ops + d.lists + d.gets + d.creates + d.deletes + d.exists, util.format_stats(d)))
     assert.truthy(t_other, "the other client never got the lock: " .. table.concat(other:lines(), " | "))
@@ -164,7 +167,8 @@ describe("faults: connection resets, refused reconnects and crashed clients (SX-
     else
       -- failed: it must leave nothing behind (the protected-prefix cleanup)
       assert.is_true(drive_until({ c }, function() return #util.children(obs, path) == 0 end, 2 * SESSION),
-        ("acquire failed with %s and left its node behind: %s"):format(code, table.concat(util.children(obs, path), " ")))
+        ("acquire failed with %s and left its node behind: %s"):format(
+          code, table.concat(util.children(obs, path), " ")))
       finish = true
       assert.is_true(c:run(5))
     end
@@ -187,7 +191,8 @@ describe("faults: connection resets, refused reconnects and crashed clients (SX-
     return wk
   end
 
-  it("CR-03: a client killed right after sending its create: the next waiter gets the lock within its session timeout", function()
+  it("CR-03: a client killed right after sending its create: "
+     .. "the next waiter gets the lock within its session timeout", function()
     local path = "/faults/crash/kill"
     assert(obs:create(path, "", { parents = true }))
     local wk = crash_worker(path, "kill", "crash-kill")
@@ -223,7 +228,8 @@ describe("faults: connection resets, refused reconnects and crashed clients (SX-
     end, 2 * SESSION), "ephemerals not back to baseline")
   end)
 
-  it("CR-03: a client stopped after its create, then killed, while queued: the waiter behind it takes over after its session ends", function()
+  it("CR-03: a client stopped after its create, then killed, while queued: "
+     .. "the waiter behind it takes over after its session ends", function()
     local path = "/faults/crash/stop"
     assert(obs:create(path, "", { parents = true }))
     local holder = util.connect(zk.hosts, { session_timeout = SESSION, identity = "holder" })
@@ -259,7 +265,8 @@ describe("faults: connection resets, refused reconnects and crashed clients (SX-
     assert.is_true(drive_until({ c, obs }, function() return released ~= nil end, 3 * SESSION, w.sample))
     assert.are.equal(m, res[1], tostring(res[2]))
     w.sample()
-    print(("\n  [CR-03] stop+kill while queued: granted %.0f ms after the kill, %.0f ms after the holder released; dead node last seen %.0f ms after the kill"):format(
+    print(("\n  [CR-03] stop+kill while queued: granted %.0f ms after the kill, %.0f ms after the holder released; "
+      .. "dead node last seen %.0f ms after the kill"):format(
       t_grant - t_kill, t_grant - t_rel, w.last[dead] - t_kill))
     assert.is_true(t_grant - t_kill < (SESSION + 2) * 1000, "takeover too slow")
     assert.is_false(dead_listed, "granted while the dead client's node still existed")

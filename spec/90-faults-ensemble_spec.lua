@@ -95,7 +95,8 @@ describe("faults: three-node ensemble (SX-10, SX-11) #faults #lua54", function()
       "no write succeeded after the leader was killed")
     local new_leader = assert(ens:leader(10))
     local d = util.stats_delta(st0, c1:stats())
-    print(("\n  [SX-10] leader %d killed; new leader %d; first write %.0f ms after the kill; holder events {%s}; holder client sent %d lists meanwhile"):format(
+    print(("\n  [SX-10] leader %d killed; new leader %d; first write %.0f ms after the kill; holder events {%s}; "
+      .. "holder client sent %d lists meanwhile"):format(
       leader, new_leader, t_write - t_kill, table.concat(hstates, ","), d.lists))
     assert.is_true(t_write - t_kill < 3 * SESSION * 1000)
     -- the holder kept its lock across the failover
@@ -172,7 +173,8 @@ describe("faults: three-node ensemble (SX-10, SX-11) #faults #lua54", function()
     assert.is_true(drive_until({ c1, c2 }, function()
       if index_of(hstates, "RECONNECTED") then t_conn = now() return true end
     end, LONG), "holder not reconnected: " .. table.concat(hstates, ","))
-    print(("\n  [SX-11] quorum lost %.0f ms (restarted after %.0f ms); holder reconnected %.0f ms after the quorum returned"):format(
+    print(("\n  [SX-11] quorum lost %.0f ms (restarted after %.0f ms); "
+      .. "holder reconnected %.0f ms after the quorum returned"):format(
       t_quorum - t_down, t_up - t_down, t_conn - t_quorum))
     assert.are.same({ "SUSPENDED", "RECONNECTED" }, hstates)
     assert.is_true(hm:is_held())
@@ -209,17 +211,16 @@ describe("faults: three-node ensemble (SX-10, SX-11) #faults #lua54", function()
     assert(hm:acquire(5))
     local node = hm:node()
     local wm = c2:mutex(path)
-    local wres, t_wgrant, old_listed, wreleased
+    local wres, old_listed, wreleased
     c2:spawn(function()
       wres = pack(wm:acquire(8 * SESSION, { retry = zklock.retry.fixed{ delay = 0.2, attempts = 10 } }))
-      t_wgrant = now()
       if wres[1] then
         old_listed = c2:exists(node) and true or false  -- the old holder's node, seen by the new holder
         wreleased = wm:release()
       end
     end)
     util.drive({ c1, c2 }, 0.2)
-    local t_down, t_up, t_quorum = lose_quorum({ c1, c2 }, SESSION + 2)
+    local t_down, _, t_quorum = lose_quorum({ c1, c2 }, SESSION + 2)
     assert.is_true(drive_until({ c1, c2 }, function() return c1.state == "CONNECTED" end, 2 * SESSION))
     local obs = util.connect(ens.hosts, { session_timeout = 10 })
     local orphan_seen = obs:exists(node) and true or false
@@ -227,8 +228,10 @@ describe("faults: three-node ensemble (SX-10, SX-11) #faults #lua54", function()
     assert.is_true(drive_until({ c1, c2, obs }, function()
       if not obs:exists(node) then t_orphan_gone = now() return true end
     end, 3 * SESSION), "the abandoned session's node never went away")
-    print(("\n  [SX-11] quorum lost %.0f ms: LOST %.0f ms after the loss; the old session's node %s, gone %.0f ms after the quorum returned"):format(
-      t_quorum - t_down, (t_lost or 0) - t_down, orphan_seen and "survived the outage" or "was already gone", t_orphan_gone - t_quorum))
+    print(("\n  [SX-11] quorum lost %.0f ms: LOST %.0f ms after the loss; the old session's node %s, "
+      .. "gone %.0f ms after the quorum returned"):format(
+      t_quorum - t_down, (t_lost or 0) - t_down, orphan_seen and "survived the outage" or "was already gone",
+      t_orphan_gone - t_quorum))
     assert.are.same({ "SUSPENDED", "LOST" }, hstates)
     -- LOST comes a session timeout (less a tenth) after the server was last heard from, which is
     -- up to a third of the timeout (the ping interval) before the loss: not at the first SUSPENDED

@@ -16,8 +16,7 @@ local child_watch, sampler, owner_of, proxied = H.child_watch, H.sampler, H.owne
 
 describe("faults: lost create replies and expiry during recovery (SX-05, SX-06) #faults", function()
   local zk, proxy, obs
-  local baseline_ephemerals
-  local fx = proxied(function(f) zk, proxy, obs, baseline_ephemerals = f.zk, f.proxy, f.obs, f.baseline_ephemerals end)
+  local fx = proxied(function(f) zk, proxy, obs = f.zk, f.proxy, f.obs end)
   local connect_proxied, pump_of = fx.connect_proxied, fx.pump_of
 
   ------------------------------------------------------------------ SX-05 ghost node
@@ -85,12 +84,14 @@ describe("faults: lost create replies and expiry during recovery (SX-05, SX-06) 
     assert_code("ETIMEDOUT", res, "acquire(1) with its reply lost")
     assert.is_true(t_done - t0 < 1800, ("the timeout fired late: %.0f ms"):format(t_done - t0))
     -- the ghost is there until the connection is re-established, then cleaned up by prefix
-    assert.is_true(drive_until({ c }, function() return w.count() >= 1 end, 2, w.sample), "the create never reached the server")
+    assert.is_true(drive_until({ c }, function() return w.count() >= 1 end, 2, w.sample),
+      "the create never reached the server")
     local t_clean
     assert.is_true(drive_until({ c }, function()
       if #util.children(obs, path) == 0 then t_clean = now() return true end
     end, 3 * SESSION, w.sample), "the ghost node was never deleted: " .. table.concat(util.children(obs, path), " "))
-    print(("\n  [SX-05] timed out at %.0f ms; ghost deleted %.0f ms after the acquire started"):format(t_done - t0, t_clean - t0))
+    print(("\n  [SX-05] timed out at %.0f ms; ghost deleted %.0f ms after the acquire started"):format(
+      t_done - t0, t_clean - t0))
     assert.are.equal(1, w.count())
     local d = util.stats_delta(before, c:stats())
     assert.are.equal(1, d.creates, util.format_stats(d))
@@ -129,7 +130,8 @@ describe("faults: lost create replies and expiry during recovery (SX-05, SX-06) 
     end)
     c:process()
     -- the ghost is queued behind the holder; then a third client queues behind the ghost
-    assert.is_true(drive_until(all, function() return w.count() == 2 end, 3, w.sample), "the ghost create never arrived")
+    assert.is_true(drive_until(all, function() return w.count() == 2 end, 3, w.sample),
+      "the ghost create never arrived")
     local ghost = w.order[2]
     local lm = later:mutex(path)
     later:spawn(function()
@@ -143,7 +145,8 @@ describe("faults: lost create replies and expiry during recovery (SX-05, SX-06) 
     assert.is_true(drive_until(all, function()
       local d = util.stats_delta(before, c:stats())
       if d.exists >= 1 and d.gets >= 1 and c.state == "CONNECTED" then t_rec = now() return true end
-    end, 3 * SESSION, w.sample), "the waiter did not recover: " .. util.format_stats(util.stats_delta(before, c:stats())))
+    end, 3 * SESSION, w.sample),
+      "the waiter did not recover: " .. util.format_stats(util.stats_delta(before, c:stats())))
     util.drive(all, 0.3)
     w.sample()
     assert.is_nil(res, "granted while the holder still holds")

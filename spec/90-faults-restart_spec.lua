@@ -61,7 +61,8 @@ describe("faults: server restart within the session timeout (SX-03, SX-04) #faul
         t_conn = now() return true
       end
     end, 2 * SESSION), "clients did not reconnect: " .. table.concat(s0, ","))
-    print(("\n  [restart] server down %.0f ms; clients reconnected %.0f ms after it was up"):format(t_up - t_kill, t_conn - t_up))
+    print(("\n  [restart] server down %.0f ms; clients reconnected %.0f ms after it was up"):format(
+      t_up - t_kill, t_conn - t_up))
     -- the holder kept its lock: same session, same node, still on the server
     assert.are.same({ "SUSPENDED", "RECONNECTED" }, hstates)
     assert.are.same({ "SUSPENDED", "CONNECTED" }, s0)

@@ -43,7 +43,8 @@ describe("soak: workers under a seeded nemesis #soak #slow", function()
     util.stop_server(zk)
   end)
 
-  it(("keeps exclusion, the lease limit and token order; accounts for every operation; leaks nothing (%d s)"):format(SECONDS), function()
+  it(("keeps exclusion, the lease limit and token order; accounts for every operation; "
+      .. "leaks nothing (%d s)"):format(SECONDS), function()
     print(("\n  [soak] seed=%d seconds=%d (reproduce: ZKLOCK_SOAK_SEED=%d ZKLOCK_SOAK_SECONDS=%d)"):format(
       SEED, SECONDS, SEED, SECONDS))
     local root = "/soak/" .. SEED
@@ -129,7 +130,8 @@ describe("soak: workers under a seeded nemesis #soak #slow", function()
       assert.is_true(log.done, ("worker %d log incomplete (%d lines): %s"):format(i, log.lines, w:output()))
       assert.truthy(log.summary, "worker " .. i .. " wrote no counters")
       local s = log.summary
-      started, acquired, failed, nraised = started + s.started, acquired + s.acquired, failed + s.failed, nraised + s.raised
+      started, acquired = started + s.started, acquired + s.acquired
+      failed, nraised = failed + s.failed, nraised + s.raised
       -- each worker: every operation it started ended one way or the other, and is in the log
       assert.are.equal(s.started, s.acquired + s.failed + s.raised, "worker " .. i .. " lost track of operations")
       assert.are.equal(s.acquired, #log.holds + #log.leases, "worker " .. i .. ": holds logged ~= acquired")
@@ -193,7 +195,8 @@ describe("soak: workers under a seeded nemesis #soak #slow", function()
       mutex.interrupted_overlaps + sem.interrupted_overlaps, mutex.token_violations, sem_max, SEM_MAX,
       sem.violations, #left, ephemerals, baseline))
     print(("  [soak] failures by code: %s; session events: %s; releases not ok: %s"):format(
-      table.concat(code_list, " "), table.concat(ev_list, " "), #rel_list > 0 and table.concat(rel_list, " ") or "none"))
+      table.concat(code_list, " "), table.concat(ev_list, " "),
+      #rel_list > 0 and table.concat(rel_list, " ") or "none"))
     for i, tl in ipairs(session_timelines) do
       if i == 1 or expired then print(("  [soak] worker %d session events: %s"):format(i, tl)) end
     end

@@ -154,10 +154,10 @@ elseif workload == "contended" or workload == "read" or workload == "semaphore" 
     release = function(lease) lease:release() end
   end
   release(acquire()) -- creates the parents, outside the measured part
-  local waits, count, deadline, finished = {}, 0, nil, 0
+  local waits, count, finished = {}, 0, 0
   local s0, st0 = snap(), c:stats()
   local t0 = now()
-  deadline = t0 + secs
+  local deadline = t0 + secs
   for _ = 1, t do
     c:spawn(function()
       while now() < deadline do

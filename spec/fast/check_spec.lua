@@ -69,7 +69,8 @@ describe("argument checks #fast", function()
     assert.is_true(check.acl_option("creator"))
     assert.is_nil(check.acl_entries("open"))
     assert.are.same({ { 31, "auth", "" }, { 1, "world", "anyone" } }, check.acl_entries("creator"))
-    local list = { { scheme = "digest", id = "alice:x", perms = "rwcda" }, { scheme = "world", id = "anyone", perms = "rr" } }
+    local list = { { scheme = "digest", id = "alice:x", perms = "rwcda" },
+                   { scheme = "world", id = "anyone", perms = "rr" } }
     assert.is_true(check.acl_option(list))
     assert.are.same({ { 31, "digest", "alice:x" }, { 1, "world", "anyone" } }, check.acl_entries(list))
     for _, bad in ipairs({ "closed", {}, { { scheme = "digest" } }, { { scheme = "d", id = "i", perms = "rx" } },

@@ -70,7 +70,7 @@ end
 
 -- The body of one contending coroutine. `pause` yields to the host loop inside the critical
 -- section (client:sleep goes through the adapter's sleep).
-local function contend(t, client, lock, k, pause)
+local function contend(t, _client, lock, k, pause)
   assert(lock:acquire(60))
   t.holders[k] = t.holders[k] + 1
   if t.holders[k] > t.max_holders[k] then t.max_holders[k] = t.holders[k] end
@@ -145,7 +145,8 @@ local function check_contention(label, t, tm, t0, elapsed, hosts, base)
   print(("  [%s] timer lateness: %.1f ms the loop's own (limit %.0f ms), %.1f ms wall-clock%s")
     :format(label, tm.max_late * 1000, limit * 1000, tm.max_wall * 1000,
       tm.sched and "" or " (no /proc/self/schedstat: all of it counted as the loop's)"))
-  assert.is_true(tm.max_late < limit, ("timer %.3f s late (limit %.3f s for a %.2f s run)"):format(tm.max_late, limit, elapsed))
+  assert.is_true(tm.max_late < limit,
+    ("timer %.3f s late (limit %.3f s for a %.2f s run)"):format(tm.max_late, limit, elapsed))
   assert.is_true(tm.ticks >= math.floor(elapsed / TICK / 2), "the timer hardly ran: " .. tm.ticks .. " ticks")
   assert_no_nodes(hosts, base)
 end

@@ -404,7 +404,7 @@ function M.check(holds, capacity)
       if not h.interrupted then
         r.clean = r.clean + 1
         if capacity == 1 and h.token then
-          if prev and not (h.token > prev.token) then
+          if prev and h.token <= prev.token then
             r.token_violations = r.token_violations + 1
             if #r.examples < 12 then
               r.examples[#r.examples + 1] = ("token order on %s: %s after %s"):format(tostring(key),
@@ -830,7 +830,7 @@ end
 
 local function one_op(i, r)
   local use_sem = r() < p_sem
-  local kind, key, obj = "lock", nil, nil
+  local kind, key, obj = "lock"
   if use_sem then
     kind, key, obj = "sem", sem_path, sem_of(i)
   else
@@ -839,7 +839,7 @@ local function one_op(i, r)
   end
   counts.started = counts.started + 1
   local t0 = now()
-  local pok, res, msg, code = pcall(obj.acquire, obj, acq_timeout)
+  local pok, res, _, code = pcall(obj.acquire, obj, acq_timeout)
   if not pok then
     counts.raised = counts.raised + 1
     emit("R", kind, (tostring(res):gsub("[\t\n]", " ")))
@@ -860,7 +860,7 @@ local function one_op(i, r)
   h.finish = now()
   active[h] = nil
   local held = (lease or obj):is_held()
-  local rok, rres, rmsg, rcode = pcall((lease or obj).release, lease or obj)
+  local rok, rres, _, rcode = pcall((lease or obj).release, lease or obj)
   current[i] = nil
   local rel
   if not rok then

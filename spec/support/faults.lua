@@ -13,7 +13,6 @@
 --     no SUSPENDED/RECONNECTED, no local LOST, and a request storm while disconnected.
 --   * SX-14: a create that fails with ZRUNTIMEINCONSISTENCY leaves its node behind (orphan lock).
 --   * pacing: the pump defeats the C client's reconnect delay (thousands of attempts a second).
-local zklock = require("zklock")
 local testing = require("zklock.testing")
 local core = require("zklock.core")
 local util = require("support.util")

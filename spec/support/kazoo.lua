@@ -66,8 +66,9 @@ local function kazoo_fixture(bind)
   function fx.mixed(args, kazoo_threads, workers, cos, curator)
     local dir = peers.tmpdir("mix")
     local start_at = now() + START_DELAY
-    local common = { path = args.path, seconds = args.seconds or SECONDS, start_at = ms(start_at), hold_ms = args.hold_ms,
-                     hold_min_ms = args.hold_min_ms or 0, timeout_ms = 10000, write_pct = args.write_pct }
+    local common = { path = args.path, seconds = args.seconds or SECONDS, start_at = ms(start_at),
+                     hold_ms = args.hold_ms, hold_min_ms = args.hold_min_ms or 0, timeout_ms = 10000,
+                     write_pct = args.write_pct }
     local ka = { threads = kazoo_threads, recipe = args.kazoo_recipe, patterns = args.patterns,
                  log = dir .. "/kazoo.log", seed = 11 }
     for k, v in pairs(common) do ka[k] = v end

@@ -37,7 +37,8 @@ local core = require("zklock.core")
 local M = {}
 
 -- The lock node name Curator's InterProcessMutex makes: protected prefix (UUID v4), "lock-", seq10.
-M.MUTEX_NODE = "^_c_%x%x%x%x%x%x%x%x%-%x%x%x%x%-4%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x%-lock%-%d%d%d%d%d%d%d%d%d%d$"
+M.MUTEX_NODE = "^_c_%x%x%x%x%x%x%x%x%-%x%x%x%x%-4%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x"
+  .. "%-lock%-%d%d%d%d%d%d%d%d%d%d$"
 
 function M.now()
   return core.now() / 1000

@@ -9,7 +9,8 @@ local shq, execute, read_file, write_file = shell.shq, shell.execute, shell.read
 local now, sleep, mktemp, remove_tree = shell.now, shell.sleep, shell.mktemp, shell.remove_tree
 local pick_ports = require("zklock.testing.ports").free_ports
 local register, unregister = registry.register, registry.unregister
-local Server, defaults, check_install, write_config = servers.Server, servers.defaults, servers.check_install, servers.write_config
+local Server, defaults = servers.Server, servers.defaults
+local check_install, write_config = servers.check_install, servers.write_config
 local QUORUM_MAIN = servers.QUORUM_MAIN
 
 local M = {}

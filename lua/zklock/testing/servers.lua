@@ -8,7 +8,8 @@ local processes = require("zklock.testing.processes")
 local ports = require("zklock.testing.ports")
 local registry = require("zklock.testing.registry")
 
-local shq, execute, readcmd, read_file, write_file = shell.shq, shell.execute, shell.readcmd, shell.read_file, shell._write_file
+local shq, execute, readcmd = shell.shq, shell.execute, shell.readcmd
+local read_file, write_file = shell.read_file, shell._write_file
 local file_exists, now, sleep, tail = shell.exists, shell.now, shell.sleep, shell.tail
 local mktemp, remove_tree = shell.mktemp, shell.remove_tree
 local proc_stat, pid_alive = processes.proc_stat, processes.pid_alive
@@ -277,7 +278,8 @@ function Server:restart(timeout)
       .. " was removed by stop(); use kill() or stop{keep_dir=true} before restart()", 2)
   end
   if self:running() then
-    error("zklock.testing: restart(): server on port " .. self.port .. " is still running; kill() or stop() it first", 2)
+    error("zklock.testing: restart(): server on port " .. self.port
+      .. " is still running; kill() or stop() it first", 2)
   end
   self:_spawn()
   local ok, reason = self:_wait_ready(now() + (timeout or self.opts.timeout or 20), self.main == STANDALONE_MAIN)
@@ -311,7 +313,8 @@ local function defaults(opts, timeout)
     if k ~= "timeout" then o[k] = math.floor(o[k]) end   -- milliseconds go into zoo.cfg as integers
   end
   if o.min_session_ms > o.max_session_ms then
-    error(("zklock.testing: min_session_ms (%d) is greater than max_session_ms (%d)"):format(o.min_session_ms, o.max_session_ms), 3)
+    error(("zklock.testing: min_session_ms (%d) is greater than max_session_ms (%d)"):format(
+      o.min_session_ms, o.max_session_ms), 3)
   end
   if o.port ~= nil and (type(o.port) ~= "number" or o.port < 1 or o.port > 65535 or o.port ~= math.floor(o.port)) then
     error("zklock.testing: option port must be a TCP port number, got " .. tostring(o.port), 3)

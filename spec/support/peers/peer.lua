@@ -41,7 +41,7 @@ M.JARS = { "curator-recipes.jar", "curator-framework.jar", "curator-client.jar",
 
 local testing = require("zklock.testing")
 local shq, sh, read_file, write_file = testing.shq, testing.sh, testing.read_file, testing.write_file
-local exists, proc_stat, pid_alive, sleep = testing.exists, testing.proc_stat, testing.pid_alive, testing.sleep
+local exists, pid_alive, sleep = testing.exists, testing.pid_alive, testing.sleep
 
 local function mono() return require("zklock.core").now() / 1000 end
 
@@ -361,7 +361,7 @@ function M.fifo(list)
     if h.seq then
       r.checked = r.checked + 1
       if prev then
-        if not (h.seq > prev.seq) then
+        if h.seq <= prev.seq then
           r.violations = r.violations + 1
           if #r.examples < 6 then
             r.examples[#r.examples + 1] = ("%s seq %d granted at %.3f after %s seq %d at %.3f"):format(h.owner,

@@ -78,7 +78,7 @@ local function one(i, objs, r)
   local obj = objs[mode]
   counts.started = counts.started + 1
   local t0 = now()
-  local pok, res, msg, code = pcall(obj.acquire, obj, timeout)
+  local pok, res, _, code = pcall(obj.acquire, obj, timeout)
   if not pok then
     counts.raised = counts.raised + 1
     emit("X", (tostring(res):gsub("[\t\n]", " ")))
