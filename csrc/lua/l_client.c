@@ -249,7 +249,7 @@ static int l_downgrade(lua_State *L) {
 static int l_multi(lua_State *L) {
     lclient *u = check(L);
     luaL_checktype(L, 2, LUA_TTABLE);
-    int n = (int)lua_objlen_compat(L, 2);
+    int n = (int)lua_rawlen(L, 2);
     int timeout = (int)luaL_checkinteger(L, 3);
     int flags = (int)luaL_optinteger(L, 4, 0);
     luaL_argcheck(L, n >= 1 && n <= 4096, 2, "expected 1 to 4096 items");
@@ -300,7 +300,7 @@ static int l_multi_result(lua_State *L) {
 static int l_acl(lua_State *L) {
     lclient *u = check(L);
     luaL_checktype(L, 2, LUA_TTABLE);
-    int n = (int)lua_objlen_compat(L, 2);
+    int n = (int)lua_rawlen(L, 2);
     luaL_argcheck(L, n >= 1 && n <= 64, 2, "expected 1 to 64 ACL entries");
     zkl_acl_entry *e = lua_newuserdata(L, (size_t)n * sizeof *e);
     for (int i = 0; i < n; i++) {

@@ -76,7 +76,7 @@ static int l_now(lua_State *L) {
 /* core.poll(fds, timeout_ms) -> number of readable fds (waits on several clients at once) */
 static int l_poll(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    int n = (int)lua_objlen_compat(L, 1);
+    int n = (int)lua_rawlen(L, 1);
     int timeout = (int)luaL_optinteger(L, 2, -1);
     luaL_argcheck(L, n >= 0 && n <= 1024, 1, "expected at most 1024 fds");
     struct pollfd *p = lua_newuserdata(L, (size_t)(n ? n : 1) * sizeof *p);
@@ -96,7 +96,7 @@ static int l_poll(lua_State *L) {
 static int l_sort(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     int recipe = (int)luaL_checkinteger(L, 2);
-    int n = (int)lua_objlen_compat(L, 1);
+    int n = (int)lua_rawlen(L, 1);
     const char **names = lua_newuserdata(L, (size_t)(n ? n : 1) * sizeof *names);
     zkl__sort_item *scratch = lua_newuserdata(L, (size_t)(n ? n : 1) * sizeof *scratch);
     for (int i = 0; i < n; i++) {

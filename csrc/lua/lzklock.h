@@ -7,15 +7,10 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "compat.h"
 #include "zklock.h"
 
 #define ZKL_CLIENT_MT "zklock.client"
-
-#if LUA_VERSION_NUM >= 502
-#define lua_objlen_compat(L, i) lua_rawlen(L, i)
-#else
-#define lua_objlen_compat(L, i) lua_objlen(L, i)
-#endif
 
 /* Push nil, "<NAME>: <message>[: <context>]", "<NAME>" and return 3. */
 int zkl_lua_fail(lua_State *L, int code, const char *context);
