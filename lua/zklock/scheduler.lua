@@ -23,7 +23,7 @@ local CO = setmetatable({}, { __tostring = function() return "zklock.scheduler.c
 -- Lua 5.4: a to-be-closed guard around the yield, so that coroutine.close() on a waiting
 -- coroutine withdraws its operation (and its task) at once. LuaJIT cannot parse it; there the
 -- periodic sweep of dead coroutines does the same, a little later.
-local make_guarded_yield = (load or loadstring)([[
+local make_guarded_yield = (loadstring or load)([[
   local yield, WAIT, on_close = ...
   return function(w)
     local guard <close> = setmetatable({}, { __close = function() on_close(w) end })
