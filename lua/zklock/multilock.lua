@@ -130,13 +130,24 @@ function MultiLock:_acquire_once(timeout)
   return self
 end
 
+-- PUC Lua 5.1 cannot yield across pcall (LuaJIT and 5.2+ can), and a release suspends a
+-- scheduled coroutine until the delete is answered: there a coroutine releases unprotected. Its
+-- errors (misuse: not held) are raised before it suspends, and then propagate, not collected.
+local protected = pcall
+if _VERSION == "Lua 5.1" and not rawget(_G, "jit") then
+  protected = function(f, ...)
+    if coroutine.running() then return true, f(...) end
+    return pcall(f, ...)
+  end
+end
+
 -- release() -> true | nil, msg, code, errors. Releases every component in reverse order, going on
 -- past failures; msg lists every failure, code is the first one's, errors = { {lock, msg, code} }.
 function MultiLock:release()
   local errors = {}
   for i = #self.locks, 1, -1 do
     local l = self.locks[i]
-    local ok, r, msg, code = pcall(l.release, l)
+    local ok, r, msg, code = protected(l.release, l)
     if not ok then
       errors[#errors + 1] = { lock = l, msg = tostring(r), code = "EINVAL" }
     elseif not r then
