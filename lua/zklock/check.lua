@@ -15,7 +15,8 @@ local function caller_level()
     local info = debug.getinfo(level, "S")
     if not info then return 2 end
     local src = info.source
-    if not (libdir and src:sub(1, 1) == "@" and src:sub(2, #libdir + 1) == libdir) and info.what ~= "C" then
+    if not (libdir and src:sub(1, 1) == "@" and src:sub(2, #libdir + 1) == libdir) and info.what ~= "C"
+       and info.what ~= "tail" then -- PUC 5.1: the frame a tail call replaced
       return level - 1 -- error()'s level counts from argerror
     end
     level = level + 1
