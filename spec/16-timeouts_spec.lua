@@ -33,8 +33,7 @@ local function raises(words, fn, ...)
 end
 
 describe("timeouts of waiting calls", function()
-  local zk
-  local fx = fixture.server({}, { each = true }, function(s) zk = s end)
+  local fx = fixture.server({}, { each = true })
   local connect = fx.connect
 
   -- Each recipe's waiting call, on a lock the holder `b` keeps taken: start(a, b, path, v) ->
@@ -336,7 +335,8 @@ describe("timeouts of waiting calls", function()
         :format(cpath, hosts, expr)
       local ok, how, status = os.execute(("timeout 2 %s -e %q"):format(lua, code))
       if type(ok) == "number" then status = ok / 256 end -- LuaJIT: os.execute returns the raw status
-      assert.are.equal(124, status, ("connect_timeout = %s returned (%s %s)"):format(expr, tostring(how), tostring(status)))
+      assert.are.equal(124, status,
+        ("connect_timeout = %s returned (%s %s)"):format(expr, tostring(how), tostring(status)))
     end
   end)
 end)

@@ -162,10 +162,12 @@ describe("errors that help", function()
     local lua = jit and "luajit" or "lua5.4"
     local cpath = (jit and "build-jit" or "build") .. "/?.so;"
     local code = ("package.path='lua/?.lua;lua/?/init.lua;'..package.path package.cpath='%s'..package.cpath "
-      .. "local c = assert(require('zklock').connect('%s', { session_timeout = 100 })) c:close()"):format(cpath, zk.hosts)
+      .. "local c = assert(require('zklock').connect('%s', { session_timeout = 100 })) c:close()")
+      :format(cpath, zk.hosts)
     local out = testing.sh(("%s -e %q 2>&1"):format(lua, code))
     assert.is_string(out)
-    util.assert_words(out, { "zklock warn: the server gave session", "a timeout of 60 s instead of the 100 s asked for" })
+    util.assert_words(out, { "zklock warn: the server gave session",
+                             "a timeout of 60 s instead of the 100 s asked for" })
     local n = select(2, out:gsub("zklock warn", ""))
     assert.are.equal(1, n, out)
   end)

@@ -153,8 +153,9 @@ end
 
 -- release() -> true | nil, msg, code, errors. Releases every component in reverse order, going on
 -- past failures; msg lists every failure, code is the first one's, errors = { {lock, msg, code} }.
--- Raises, releasing nothing, when the caller does not hold every component (misuse, as for a
--- mutex): a component released on its own, or a multi-lock never acquired.
+-- Raises, like a mutex, when the caller holds none of the components (never acquired, or
+-- released already). A component released on its own behind the multi-lock's back is reported
+-- among the failures (code ENOTHELD) while the others are released.
 local function held_by_caller(l, co)
   if getmetatable(l) == lockmod.Lock then return hold.of(l, co) ~= nil end
   return l._lease ~= nil
@@ -162,23 +163,25 @@ end
 
 function MultiLock:release()
   check.object(self, MultiLock, "multilock", "release")
-  local co, missing = me(), {}
-  for _, l in ipairs(self.locks) do
-    if not held_by_caller(l, co) then missing[#missing + 1] = describe(l) end
+  local co, held, any = me(), {}, false
+  for i, l in ipairs(self.locks) do
+    held[i] = held_by_caller(l, co)
+    any = any or held[i]
   end
-  if #missing == #self.locks then
+  if not any then
     check.raise(("zklock: release of %s by a coroutine that does not hold it"):format(tostring(self)))
-  elseif #missing > 0 then
-    check.raise(("zklock: release of %s: the calling coroutine does not hold %s (released on its own?);"
-      .. " nothing was released: release the other components one by one"):format(tostring(self),
-      table.concat(missing, ", ")))
   end
   local errors = {}
   for i = #self.locks, 1, -1 do
     local l = self.locks[i]
-    local r, msg, code = l:release()
-    if not r then
-      errors[#errors + 1] = { lock = l, msg = msg, code = code }
+    if held[i] then
+      local r, msg, code = l:release()
+      if not r then
+        errors[#errors + 1] = { lock = l, msg = msg, code = code }
+      end
+    else
+      errors[#errors + 1] = { lock = l, code = "ENOTHELD",
+                              msg = ("ENOTHELD: %s was not held (released on its own?)"):format(describe(l)) }
     end
   end
   if #errors == 0 then return true end
