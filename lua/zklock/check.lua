@@ -34,29 +34,78 @@ function M.raise(msg)
   error(msg, caller_level())
 end
 
--- fname called on a closed client: raises "zklock: <fname> on a closed client".
+-- Cut a long value for a message: its first 100 characters, then "... (N bytes)".
+local MAX_SHOWN = 100
+local function short(s)
+  s = tostring(s)
+  if #s <= MAX_SHOWN then return s end
+  return s:sub(1, MAX_SHOWN) .. ("... (%d bytes)"):format(#s)
+end
+M.short = short
+
+-- `self` of a client method must be a client: client.mutex(...) (a dot) passes the first
+-- argument as self. Raises "zklock: use client:<fname>(...) (with a colon)".
+local function is_client(v)
+  local mt = type(v) == "table" and getmetatable(v)
+  return mt and rawget(mt, "__name") == "zklock.client"
+end
+function M.client(self, fname)
+  if not is_client(self) then
+    error(("zklock: use client:%s(...) (with a colon), not client.%s(...): got %s as the client")
+      :format(fname, fname, short(type(self) == "string" and ("%q"):format(self) or tostring(self))), caller_level())
+  end
+end
+
+-- fname called on a closed client (or not on a client): raises "zklock: <fname> on a closed client".
 function M.open(client, fname)
+  M.client(client, fname)
   if client.state == "CLOSED" then
     error(("zklock: %s on a closed client"):format(fname), caller_level())
   end
 end
 
+-- `self` of a method of a zklock object (a lock, a semaphore, a multi-lock) must be that object.
+function M.object(self, mt, what, fname)
+  if getmetatable(self) ~= mt then
+    error(("zklock: use %s:%s(...) (with a colon): got %s as the %s")
+      :format(what, fname, short(tostring(self)), what), caller_level())
+  end
+end
+
 local function describe(v)
-  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "string" then
+    if #v > MAX_SHOWN then return ("%q"):format(v:sub(1, MAX_SHOWN)) .. ("... (%d bytes)"):format(#v) end
+    return ("%q"):format(v)
+  end
   if type(v) == "number" and v ~= v then return "NaN" end
   return tostring(v) .. " (" .. type(v) .. ")"
 end
 M.describe = describe
 
--- Seconds as given by users -> milliseconds for the core: nil or math.huge = -1 (forever).
-function M.timeout(fname, argn, t)
-  if t == nil or t == math.huge then return -1 end
+-- The longest wait the core can time (its deadlines are int milliseconds); anything longer is
+-- forever.
+local MAX_MS = 2147483647
+M.MAX_MS = MAX_MS
+
+-- Seconds as given by users -> milliseconds for the core: nil, math.huge and anything beyond
+-- MAX_MS ms = -1 (forever); 0 = 0; a positive fraction of a millisecond = 1. NaN, negative and
+-- non-numbers raise an error naming the argument (`what`, default "timeout").
+function M.timeout(fname, argn, t, what)
+  if t == nil then return -1 end
   if type(t) ~= "number" or t ~= t or t < 0 then
-    argerror(fname, argn, "timeout: expected nil or a number of seconds >= 0, got " .. describe(t))
+    argerror(fname, argn, ("%s: expected nil (forever) or a number of seconds >= 0, got %s")
+      :format(what or "timeout", describe(t)))
   end
-  local ms = math.ceil(t * 1000)
-  if ms > 2147483647 then
-    argerror(fname, argn, "timeout: at most 2147483 seconds (use nil to wait forever)")
+  if t * 1000.0 > MAX_MS then return -1 end -- math.huge, 1e300, math.maxinteger: forever
+  return math.ceil(t * 1000.0)
+end
+
+-- The timeout of a plain znode call (or the op_timeout option): like M.timeout, but 0 is
+-- rejected (a request cannot be answered in no time).
+function M.op_timeout(fname, argn, t, what)
+  local ms = M.timeout(fname, argn, t, what)
+  if ms == 0 then
+    argerror(fname, argn, ("%s: expected a number of seconds > 0 (math.huge: forever), got 0"):format(what))
   end
   return ms
 end
@@ -160,7 +209,13 @@ function M.hosts(fname, argn, hosts)
     argerror(fname, argn, ("hosts: chroot %s, got %s"):format(core.path_error(chroot), describe(chroot)))
   end
   for entry in (list .. ","):gmatch("([^,]*),") do
-    local host, port = entry:match("^%s*([%w%.%-_:%[%]]-):(%d+)%s*$")
+    local v6, v6port = entry:match("^%s*%[([^%]]*)%]:?(%d*)%s*$")
+    if v6 then
+      argerror(fname, argn, ("hosts: IPv6 literals in brackets are not supported (the ZooKeeper client splits"
+        .. " host and port at the last colon): write %s:%s, got %s"):format(v6, v6port ~= "" and v6port or "2181",
+        describe(hosts)))
+    end
+    local host, port = entry:match("^%s*([%w%.%-_:]-):(%d+)%s*$")
     port = tonumber(port)
     if not host or host == "" or not port or port < 1 or port > 65535 then
       argerror(fname, argn, expected .. ", got " .. describe(hosts))

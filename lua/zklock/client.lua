@@ -34,8 +34,61 @@ local LOCK_STATE_NAMES = {
   [core.LOCK_LOST] = "LOST",
 }
 
-local function warn_(msg)
-  if warn then warn("zklock: " .. msg) end
+---------------------------------------------------------------- logging
+--
+-- One sink per client for both the library's own events and the ZooKeeper client's lines:
+-- opts.log(line, level), level one of "error", "warn", "info", "debug". The library's lines read
+-- "zklock <level>: <message>" (one line); the ZooKeeper client's are passed as it writes them.
+-- Default sink: one line to stderr.
+local LEVELS = { none = 0, error = 1, warn = 2, info = 3, debug = 4 }
+local LEVEL_NAMES = { "error", "warn", "info", "debug" }
+local CORE_LEVELS = { [0] = core.LOG_NONE, core.LOG_ERROR, core.LOG_WARN, core.LOG_INFO, core.LOG_DEBUG }
+local ZOO_LEVELS = { ERROR = 1, WARN = 2, INFO = 3, DEBUG = 4 }
+
+local function stderr_log(line)
+  io.stderr:write(line, "\n")
+  io.stderr:flush()
+end
+
+local function write_log(self, line, level)
+  local ok, err = pcall(self._log, line, level)
+  if not ok and self._log ~= stderr_log then
+    stderr_log(line)
+    stderr_log("zklock error: the log function failed: " .. check.short(tostring(err):gsub("[\r\n]+", " ")))
+  end
+end
+
+-- Report a library event at `level` through the client's log function (if log_level lets it).
+function Client:_emit(level, msg)
+  if LEVELS[level] > self._log_level then return end
+  write_log(self, ("zklock %s: %s"):format(level, (tostring(msg):gsub("[\r\n]+", " "))), level)
+end
+
+-- "host:port,host:port/chroot" -> { {host, port}, ... }, chroot ("" for none)
+local function split_hosts(hosts)
+  local list, chroot = hosts:match("^([^/]*)(.*)$")
+  local out = {}
+  for entry in (list .. ","):gmatch("([^,]*),") do
+    local host, port = entry:match("^%s*(.-):(%d+)%s*$")
+    if host then out[#out + 1] = { host, port } end
+  end
+  return out, chroot
+end
+
+local function numeric_host(h)
+  return h:match("^%d+%.%d+%.%d+%.%d+$") or h:find(":", 1, true)
+end
+
+-- Why core.new failed, in words: the hosts that could not be resolved.
+local function new_failed(hosts, msg, code)
+  if code ~= "ESYSTEM" then return nil, msg, code end
+  local names = {}
+  for _, e in ipairs((split_hosts(hosts))) do
+    if not numeric_host(e[1]) then names[#names + 1] = e[1] end
+  end
+  if #names == 0 then return nil, msg, code end
+  return nil, ("ESYSTEM: could not resolve %s %s (DNS or /etc/hosts; hosts %s)")
+    :format(#names == 1 and "host" or "any of the hosts", table.concat(names, ", "), check.describe(hosts)), code
 end
 
 local function new(hosts, opts)
@@ -43,19 +96,29 @@ local function new(hosts, opts)
   opts = check.options("connect", 2, opts, {
     session_timeout = check.is.positive,
     connect_timeout = check.is.nonneg,
+    op_timeout = check.is.positive,
+    max_data = function(v)
+      return type(v) == "number" and v >= 0 and v <= 2147483647 and math.floor(v) == v, "an integer of bytes >= 0"
+    end,
     identity = check.is.string,
     log = check.is.func,
     log_level = check.is.oneof("none", "error", "warn", "info", "debug"),
     keepalive = check.is.boolean,
     wait = check.is.boolean,
   })
-  local levels = { none = core.LOG_NONE, error = core.LOG_ERROR, warn = core.LOG_WARN,
-                   info = core.LOG_INFO, debug = core.LOG_DEBUG }
   local session_ms = math.floor((opts.session_timeout or 10) * 1000)
-  local level = levels[opts.log_level or (opts.log and "warn" or "none")]
-  local c, msg, code = core.new(hosts, session_ms, opts.identity, level, opts.keepalive == true)
-  if not c then return nil, msg, code end
+  local connect_ms = check.timeout("connect", 2, opts.connect_timeout, "option 'connect_timeout'")
+  local op_ms = check.op_timeout("connect", 2, opts.op_timeout, "option 'op_timeout'")
+  if opts.op_timeout == nil then op_ms = session_ms end
+  -- the library's events: log_level, default warn; the ZooKeeper client's lines go to the log
+  -- function when one or a log_level is given; its errors are always kept for diagnostics
+  local threshold = LEVELS[opts.log_level or "warn"]
+  local zk_level = (opts.log or opts.log_level) and threshold or 0
+  local c, msg, code = core.new(hosts, session_ms, opts.identity, CORE_LEVELS[math.max(zk_level, 1)],
+                                opts.keepalive == true)
+  if not c then return new_failed(hosts, msg, code) end
   local sched = scheduler.new()
+  sched.on_died = function(client) client:_reap() end
   local self = setmetatable({
     hosts = hosts,
     _c = c,
@@ -64,7 +127,13 @@ local function new(hosts, opts)
     _holds = setmetatable({}, { __mode = "v" }), -- op id -> hold record (weak: a dropped lock can be collected)
     _scheduler = sched,                 -- the builtin scheduler (client:spawn/run/sleep)
     _adapters = { sched },              -- asked in order who owns the calling coroutine
-    _log = opts.log,
+    _log = opts.log or stderr_log,
+    _log_level = threshold,
+    _zk_log_level = zk_level,
+    _session_ms = session_ms,            -- asked for
+    _op_ms = op_ms,                      -- plain calls' default timeout (-1: none)
+    _max_data = opts.max_data or 1047552, -- 1 MiB (jute.maxbuffer) less 1 KiB of request overhead
+    _chroot = select(2, split_hosts(hosts)),
     _session_handlers = {},
     state = "CONNECTING",
   }, Client)
@@ -72,7 +141,8 @@ local function new(hosts, opts)
   -- operations started meanwhile are sent once the session is up, their timeouts running from
   -- the call. connect_timeout does not apply then.
   if opts.wait ~= false then
-    local ok, err, ecode = self:_wait_connected(opts.connect_timeout or (session_ms / 1000))
+    if opts.connect_timeout == nil then connect_ms = session_ms end
+    local ok, err, ecode = self:_wait_connected(connect_ms)
     if not ok then
       self:close()
       return nil, err, ecode
@@ -81,12 +151,24 @@ local function new(hosts, opts)
   return self
 end
 
-function Client:_wait_connected(timeout)
-  local deadline = now() + timeout * 1000
+-- Wait up to ms (-1: forever) for the first session.
+function Client:_wait_connected(ms)
+  local deadline = ms >= 0 and now() + ms or math.huge
   while self.state ~= "CONNECTED" do
+    if self.state == "AUTH_FAILED" or self.state == "CLOSED" then
+      return nil, ("ECLOSED: could not connect to %s: %s"):format(check.short(self.hosts), self.state), "ECLOSED"
+    end
     local left = deadline - now()
     if left <= 0 then
-      return nil, ("ETIMEDOUT: could not connect to %s within %g s"):format(self.hosts, timeout), "ETIMEDOUT"
+      local why = self._last_zk_error or ""
+      local hint = "server down, wrong port or firewall?"
+      if why:find("refused", 1, true) then
+        hint = "connection refused: is a server listening there?"
+      elseif why:find("timed out", 1, true) or why:find("timeout", 1, true) then
+        hint = "connection attempts timed out: host unreachable or firewalled?"
+      end
+      return nil, ("ETIMEDOUT: could not connect to %s within %g s (%s)")
+        :format(check.short(self.hosts), ms / 1000, hint), "ETIMEDOUT"
     end
     self:_pump(math.min(left, 100))
   end
@@ -102,9 +184,24 @@ function Client:_on_session(st)
   else
     self.state = name
   end
+  if name == "CONNECTED" then self:_check_session_timeout() end
   for _, fn in ipairs(self._session_handlers) do
     local ok, err = pcall(fn, name, self)
-    if not ok then warn_("session handler failed: " .. tostring(err)) end
+    if not ok then self:_emit("error", "on_session handler failed: " .. tostring(err)) end
+  end
+end
+
+-- Once per session: say so when the server gave another session timeout than the one asked for
+-- (it clamps it to its minSessionTimeout..maxSessionTimeout, by default 2 to 20 ticks).
+function Client:_check_session_timeout()
+  local sid = self._c:session()
+  if not sid or sid == self._timeout_logged then return end
+  self._timeout_logged = sid
+  local got = self._c:session_timeout()
+  if got ~= self._session_ms then
+    self:_emit("warn", ("the server gave session %s a timeout of %g s instead of the %g s asked for "
+      .. "(it allows only its minSessionTimeout..maxSessionTimeout, by default 2..20 ticks)")
+      :format(sid, got / 1000, self._session_ms / 1000))
   end
 end
 
@@ -119,7 +216,7 @@ function Client:_dispatch()
       local hold = self._holds[id]
       if hold then hold:on_state(LOCK_STATE_NAMES[st]) end
     elseif typ == core.EV_WARNING then
-      warn_(("%s (operation %d)"):format(core.strerror(st), id))
+      self:_emit("warn", ("%s (operation %d)"):format(core.strerror(st), id))
     else
       local w = self._waiters[id]
       if w then
@@ -133,8 +230,10 @@ function Client:_dispatch()
       end
     end
   end
-  if self._log then
-    for _, line in ipairs(c:logs()) do pcall(self._log, line) end
+  for _, line in ipairs(c:logs()) do
+    local lvl = ZOO_LEVELS[line:match("ZOO_(%u+)@") or ""] or 1
+    if lvl == 1 then self._last_zk_error = line end
+    if lvl <= self._zk_log_level then write_log(self, line, LEVEL_NAMES[lvl]) end
   end
 end
 
@@ -160,6 +259,24 @@ function Client:_pump(max_ms)
   self:_dispatch()
   for _, a in ipairs(self._adapters) do
     if a.step and self.state ~= "CLOSED" then a.step(self) end
+  end
+  if self._pumped_at >= (self._next_reap or 0) then self:_reap() end
+end
+
+-- Release the holds whose owner coroutine ended (or was collected) without releasing them, as
+-- the server would a crashed process's ephemeral node, and say so in the log. Runs from every
+-- pump at most every REAP_MS, and at once after a spawned coroutine died.
+local REAP_MS = 100
+function Client:_reap()
+  self._next_reap = now() + REAP_MS
+  if next(self._holds) == nil then return end
+  local status = coroutine.status
+  for _, a in ipairs(self._adapters) do
+    if a.status then status = a.status end
+  end
+  for _, r in ipairs(self:reap_dead_owners(status)) do
+    self:_emit("warn", ("%s %s released: its owner coroutine %s without releasing it")
+      :format(r.kind, check.short(r.path), r.collected and "was collected" or "ended"))
   end
 end
 
@@ -222,6 +339,7 @@ end
 -- client:abandon(w): the coroutine waiting in w is gone for good (it will never return from
 -- adapter.wait): forget the wait and give back what its operation obtained, in the background.
 function Client:abandon(w)
+  check.client(self, "abandon")
   if type(w) ~= "table" or type(w.id) ~= "number" then
     check.argerror("abandon", 1, "expected a waiter record, got " .. check.describe(w))
   end
@@ -241,24 +359,34 @@ end
 
 -- client:held() -> true while a lock or lease of this client is held.
 function Client:held()
+  check.client(self, "held")
   if self.state == "CLOSED" then return false end
   return next(self._holds) ~= nil
 end
 
--- client:reap_dead_owners([status]) -> { { kind =, path = }, ... }: releases, in the background,
--- every mutex or read-write lock hold whose owner coroutine is dead (it raised or returned
--- without releasing; nobody can release it any more). `status` is the coroutine status function
--- to trust (OpenResty's coroutine.status misreports other requests' coroutines).
+-- client:reap_dead_owners([status]) -> { { kind =, path =, collected = }, ... }: releases, in
+-- the background, every mutex or read-write lock hold whose owner coroutine is dead (it raised,
+-- returned or was closed without releasing; nobody can release it any more) or was collected.
+-- `status` is the coroutine status function to trust (OpenResty's coroutine.status misreports
+-- other requests' coroutines). The client runs it by itself (see Client:_reap); this call
+-- reports nothing, the caller does.
 function Client:reap_dead_owners(status)
+  check.client(self, "reap_dead_owners")
   local out = {}
   if self.state == "CLOSED" then return out end
   status = status or coroutine.status
+  local dead = {}
   for _, hold in pairs(self._holds) do
-    local owner = hold.owner
-    if type(owner) == "thread" and status(owner) == "dead" then
-      hold:drop()
-      out[#out + 1] = { kind = hold.kind, path = hold.path }
+    if hold.owned then
+      local owner = hold:owner()
+      if owner == nil or (type(owner) == "thread" and status(owner) == "dead") then
+        dead[#dead + 1] = hold
+      end
     end
+  end
+  for _, hold in ipairs(dead) do
+    hold:drop()
+    out[#out + 1] = { kind = hold.kind, path = hold.path, collected = hold:owner() == nil }
   end
   return out
 end
@@ -275,38 +403,68 @@ end
 
 -- client:tasks() -> number of coroutines spawned on this client that have not finished.
 function Client:tasks()
+  check.client(self, "tasks")
   return self._scheduler.count()
 end
 
 -- Drive the client until every spawned coroutine has finished (or `timeout` seconds pass:
 -- then returns nil, "ETIMEDOUT: ...", "ETIMEDOUT").
 function Client:run(timeout)
+  check.client(self, "run")
   return scheduler.run({ self }, timeout, "run", 1)
 end
 
--- Sleep `seconds`: suspends a coroutine an adapter owns, otherwise blocks while pumping.
+-- Sleep `seconds` (nil or math.huge: until the client is closed): suspends a coroutine an
+-- adapter owns, otherwise blocks while pumping.
+local FOREVER_CHUNK = 1 -- s: a host adapter's forever sleep looks at the client this often
 function Client:sleep(seconds)
   check.open(self, "sleep")
   local ms = check.timeout("sleep", 1, seconds)
-  if ms < 0 then ms = 0 end
   local a = self:_owner()
-  if a then return a.sleep(self, ms / 1000) end
-  local deadline = now() + ms
+  if a then
+    if ms >= 0 then return a.sleep(self, ms / 1000) end
+    if a == self._scheduler then return a.sleep(self, math.huge) end -- woken by close()
+    while self.state ~= "CLOSED" do a.sleep(self, FOREVER_CHUNK) end
+    return
+  end
+  local deadline = ms >= 0 and now() + ms or math.huge
   while self.state ~= "CLOSED" do
     local left = deadline - now()
     if left <= 0 then return end
-    self:_pump(left)
+    self:_pump(left == math.huge and -1 or left)
   end
 end
 
 ---------------------------------------------------------------- plain znode operations
 
-local function op_result(self, w, what, path)
+-- With a chroot in the hosts string ("host:port/app"), a ZNONODE at the top of it may mean the
+-- chroot node itself is missing: then say so. -> extra text for a message, or ""
+function Client:_explain(status)
+  if status ~= core.errno.ZNONODE or self._chroot == "" or self.state == "CLOSED" then return "" end
+  local ok, there = pcall(self.exists, self, "/", { timeout = math.min(5, math.max(self._op_ms, 1) / 1000) })
+  if ok and there == false then
+    return ("; the chroot %s does not exist (create it first, through a client connected without it)")
+      :format(check.short(self._chroot))
+  end
+  return ""
+end
+
+local function op_result(self, w, what, path, ms)
   if not w.done then return nil, "ECLOSED: the client was closed", "ECLOSED" end
   local st = w.status
   if st ~= 0 then
     local name = core.errname(st)
-    return nil, ("%s: %s %s: %s"):format(name, what, path, core.strerror(st)), name
+    local text = core.strerror(st)
+    if st == core.errno.ETIMEDOUT then
+      text = ("no answer within %g s (client option op_timeout, or the call's timeout option)"):format(ms / 1000)
+      if what ~= "get" and what ~= "children" and what ~= "exists" then
+        text = text .. "; the server may still apply it"
+      end
+    elseif st == core.errno.ESESSION then
+      text = "the ZooKeeper session was lost while it waited"
+    end
+    if what == "create" then text = text .. self:_explain(st) end
+    return nil, ("%s: %s %s: %s"):format(name, what, check.short(path), text), name
   end
   return w.result
 end
@@ -332,43 +490,81 @@ local function check_path(self, fname, path)
   if type(path) ~= "string" or path:sub(1, 1) ~= "/" then
     check.argerror(fname, 1, "path: expected an absolute znode path, got " .. check.describe(path))
   end
+  if #path > self._max_data then
+    check.argerror(fname, 1, ("path: %d bytes is more than the server accepts in one request (client option"
+      .. " max_data, %d bytes), got %s"):format(#path, self._max_data, check.describe(path)))
+  end
 end
 
-local function plain(self, fname, optype, path, data, flags, version, acl)
-  check_path(self, fname, path)
-  local id, msg, code = self._c:op(optype, path, data, flags, version, acl)
+-- The { timeout = s } option of a plain call -> ms for the core (-1: none). Absent: op_timeout.
+local PLAIN_OPTIONS = { timeout = function() return true end }
+local function plain_timeout(self, fname, argn, opts, checked)
+  if opts ~= nil and type(opts) ~= "table" then
+    check.argerror(fname, argn, "options: expected a table such as { timeout = 5 }, got " .. check.describe(opts))
+  end
+  if not checked then check.options(fname, argn, opts, PLAIN_OPTIONS) end
+  if opts == nil or opts.timeout == nil then
+    return self._op_ms
+  end
+  return check.op_timeout(fname, argn, opts.timeout, "option 'timeout'")
+end
+
+local function check_version(fname, argn, version)
+  if version ~= nil and not (type(version) == "number" and version >= -1 and version <= 2147483647
+                             and math.floor(version) == version) then
+    check.argerror(fname, argn, "version: expected an integer (-1 or nil: any version), got "
+      .. check.describe(version))
+  end
+  return version or -1
+end
+
+local function check_size(self, fname, path, data)
+  if data and #data + #path > self._max_data then
+    check.argerror(fname, 2, ("data: %d bytes (with the path) is more than the server accepts in one request"
+      .. " (client option max_data, %d bytes: the server's jute.maxbuffer, 1 MiB by default, less overhead;"
+      .. " a larger request would make it drop the connection)"):format(#data + #path, self._max_data))
+  end
+end
+
+local function plain(self, fname, optype, path, ms, data, flags, version, acl)
+  local id, msg, code = self._c:op(optype, path, data, flags, version, acl, ms > 0 and ms or 0)
   if not id then return nil, msg, code end
-  return op_result(self, self:_await(self:_waiter(id)), fname, path)
+  return op_result(self, self:_await(self:_waiter(id)), fname, path, ms)
 end
 
--- client:get(path) -> data, stat | nil, msg, code
-function Client:get(path)
-  local r, msg, code = plain(self, "get", core.OP_GET, path)
+-- client:get(path, { timeout = s }) -> data, stat | nil, msg, code
+function Client:get(path, opts)
+  check_path(self, "get", path)
+  local r, msg, code = plain(self, "get", core.OP_GET, path, plain_timeout(self, "get", 2, opts))
   if not r then return nil, msg, code end
   return r.data or "", r
 end
 
--- client:children(path) -> array of names (unsorted) | nil, msg, code
-function Client:children(path)
-  local r, msg, code = plain(self, "children", core.OP_CHILDREN, path)
+-- client:children(path, { timeout = s }) -> array of names (unsorted) | nil, msg, code
+function Client:children(path, opts)
+  check_path(self, "children", path)
+  local r, msg, code = plain(self, "children", core.OP_CHILDREN, path, plain_timeout(self, "children", 2, opts))
   if not r then return nil, msg, code end
   return r.children or {}
 end
 
-function Client:exists(path)
-  local r, msg, code = plain(self, "exists", core.OP_EXISTS, path)
+-- client:exists(path, { timeout = s }) -> stat | false | nil, msg, code
+function Client:exists(path, opts)
+  check_path(self, "exists", path)
+  local r, msg, code = plain(self, "exists", core.OP_EXISTS, path, plain_timeout(self, "exists", 2, opts))
   if r then return r end
   if code == "ZNONODE" then return false end
   return nil, msg, code
 end
 
-local CREATE_OPTIONS = { ephemeral = check.is.boolean, sequential = check.is.boolean,
-                         container = check.is.boolean, parents = check.is.boolean, acl = check.acl_option }
+local CREATE_OPTIONS = { ephemeral = check.is.boolean, sequential = check.is.boolean, container = check.is.boolean,
+                         parents = check.is.boolean, acl = check.acl_option, timeout = PLAIN_OPTIONS.timeout }
 
 -- client:create(path, data, { ephemeral=, sequential=, container=, parents=, acl= }) -> created path
 --   parents = true creates missing ancestors first (as containers, like lock parents, with the
 --   same ACL). acl: "open" (default), "creator" or a list of { scheme, id, perms }, as for locks.
 function Client:create(path, data, opts)
+  check.open(self, "create")
   if opts ~= nil and type(opts) ~= "table" then
     check.argerror("create", 3, "options: expected a table such as { ephemeral = true, sequential = true }"
       .. " (numeric flags are not accepted), got " .. check.describe(opts))
@@ -381,25 +577,35 @@ function Client:create(path, data, opts)
     check.argerror("create", 2, "data: expected a string or nil, got " .. check.describe(data))
   end
   check_path(self, "create", path)
+  check_size(self, "create", path, data)
+  local ms = plain_timeout(self, "create", 3, opts, true)
   -- parents: the core makes the missing ancestors as containers (same ACL), pipelined ahead of
   -- the node, and again when the server reaps one before the node is in (ZKL_CREATE_PARENTS)
   local flags = (opts.ephemeral and core.CREATE_EPHEMERAL or 0) + (opts.sequential and core.CREATE_SEQUENTIAL or 0)
     + (opts.container and core.CREATE_CONTAINER or 0) + (opts.parents and core.CREATE_PARENTS or 0)
-  local r, msg, code = plain(self, "create", core.OP_CREATE, path, data or "", flags, -1, recipe_acl_id(self, opts.acl))
+  local r, msg, code = plain(self, "create", core.OP_CREATE, path, ms, data or "", flags, -1,
+                             recipe_acl_id(self, opts.acl))
   if r then return r.data end
   return nil, msg, code
 end
 
--- client:set(path, data, version) -> stat
-function Client:set(path, data, version)
+-- client:set(path, data, version, { timeout = s }) -> stat
+function Client:set(path, data, version, opts)
+  check_path(self, "set", path)
   if type(data) ~= "string" then
     check.argerror("set", 2, "data: expected a string, got " .. check.describe(data))
   end
-  return plain(self, "set", core.OP_SET, path, data, 0, version or -1)
+  version = check_version("set", 3, version)
+  check_size(self, "set", path, data)
+  return plain(self, "set", core.OP_SET, path, plain_timeout(self, "set", 4, opts), data, 0, version)
 end
 
-function Client:delete(path, version)
-  local r, msg, code = plain(self, "delete", core.OP_DELETE, path, nil, 0, version or -1)
+-- client:delete(path, version, { timeout = s }) -> true
+function Client:delete(path, version, opts)
+  check_path(self, "delete", path)
+  version = check_version("delete", 2, version)
+  local r, msg, code = plain(self, "delete", core.OP_DELETE, path, plain_timeout(self, "delete", 3, opts), nil, 0,
+                             version)
   if not r then return nil, msg, code end
   return true
 end
@@ -408,6 +614,7 @@ end
 
 -- fn(state, client) on every session change: "CONNECTED", "SUSPENDED", "EXPIRED", "CLOSED".
 function Client:on_session(fn)
+  check.client(self, "on_session")
   if type(fn) ~= "function" then check.argerror("on_session", 1, "expected a function, got " .. check.describe(fn)) end
   local hs = self._session_handlers
   hs[#hs + 1] = fn
@@ -436,7 +643,8 @@ function Client:add_auth(scheme, credentials)
     check.argerror("add_auth", 1, "scheme: expected a string such as \"digest\", got " .. check.describe(scheme))
   end
   if type(credentials) ~= "string" then
-    check.argerror("add_auth", 2, "credentials: expected a string such as \"user:password\", got " .. check.describe(credentials))
+    check.argerror("add_auth", 2, "credentials: expected a string such as \"user:password\", got "
+      .. check.describe(credentials))
   end
   return self._c:add_auth(scheme, credentials)
 end
@@ -455,6 +663,7 @@ function Client:fd() check.open(self, "fd"); return self._c:fd() end
 -- the core's deadline folded with the adapters' (0 while a spawned coroutine is ready to run,
 -- else at most the first client:sleep deadline of the builtin scheduler). -1 on a closed client.
 function Client:next_timeout_ms()
+  check.client(self, "next_timeout_ms")
   if self.state == "CLOSED" then return -1 end
   return self:_fold_timeout(self._c:timeout())
 end
@@ -464,6 +673,7 @@ end
 -- 0 when idle (locks may still be held) and on a closed client. A host pump that cannot watch
 -- fd() (nginx) polls often while this is > 0 and sleeps up to next_timeout_ms() otherwise.
 function Client:pending()
+  check.client(self, "pending")
   if self.state == "CLOSED" then return 0 end
   local n = self._nwaiters
   for _, a in ipairs(self._adapters) do
@@ -480,11 +690,13 @@ end
 -- cqueues keeps a polled fd registered after the poll returns: in a loop of your own, call
 -- cqueues.cancel(client:fd()) before client:close() (zklock.adapters.cqueues does it).
 function Client:pollfd()
+  check.client(self, "pollfd")
   if self.state == "CLOSED" then return nil end
   return self._c:fd()
 end
 function Client:events() return "r" end
 function Client:timeout()
+  check.client(self, "timeout")
   if self.state == "CLOSED" then return 0 end
   local ms = self:next_timeout_ms()
   if ms < 0 then return nil end
@@ -501,6 +713,7 @@ end
 
 -- Close the session: pending acquires fail with ECLOSED, held locks vanish with the session.
 function Client:close()
+  check.client(self, "close")
   if self.state == "CLOSED" then return end
   self._c:close()
   self:_dispatch()
@@ -536,6 +749,9 @@ function recipe.waiter(self, id, grant) return self:_waiter(id, grant) end
 function recipe.await(self, w) return self:_await(w) end
 function recipe.poll(self) return self:_pump(0) end
 function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: untrack
+function recipe.log(self, level, msg) return self:_emit(level, msg) end
+function recipe.explain(self, status) return self:_explain(status) end
+function recipe.reap_soon(self) self._next_reap = 0 end
 
 recipe.acl_id = recipe_acl_id
 

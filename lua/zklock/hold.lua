@@ -17,10 +17,9 @@ local running = coroutine.running
 
 local STATE = setmetatable({}, { __tostring = function() return "zklock.hold.state" end })
 
-local function warn_(msg)
-  if warn then warn("zklock: " .. msg) end
-end
-M.warn = warn_
+-- Report msg at `level` ("error", "warn", ...) through the client's log function.
+local function log(client, level, msg) return R.log(client, level, msg) end
+M.log = log
 
 -- nil, "NAME: text", "NAME" for a core error code
 local function fail(code, text)
@@ -54,7 +53,10 @@ function M.init(obj, client, acl)
   obj[STATE] = {
     client = client,
     acl = R.acl_id(client, acl),
-    holds = {},    -- owner -> hold (mutex and read-write lock sides: one hold per owner)
+    -- owner -> hold (mutex and read-write lock sides: one hold per owner). Weak keys: the
+    -- library keeps no owner coroutine alive; a collected owner's hold is reaped (Client:_reap).
+    holds = setmetatable({}, { __mode = "k" }),
+    owned = {},    -- hold -> true: keeps the owned holds alive while their owner may be gone
     pending = {},  -- op id -> waiter, while acquiring
     on_lost = nil,
   }
@@ -80,6 +82,9 @@ M.refresh = R.refresh
 
 -- The client's core handle.
 M.core = R.core
+
+-- Extra words for an acquire that failed with `status` (a missing chroot), or "".
+M.explain = R.explain
 
 -- Wait for acquisition `id` started for obj; cancel(obj) withdraws it meanwhile. -> waiter
 function M.await(obj, id)
@@ -117,6 +122,8 @@ end
 local Hold = {}
 Hold.__index = Hold
 
+local WEAK_V = { __mode = "v" }
+
 -- Record core acquisition `id` (just granted) of obj. owner: the owning coroutine (or MAIN) for
 -- locks that belong to one, nil for leases. target: what on_lost handlers receive with the state.
 -- kind, path: describe it in messages ("mutex", "/a"; "lease of semaphore", "/s").
@@ -124,15 +131,23 @@ function M.adopt(obj, id, owner, target, kind, path)
   local st = obj[STATE]
   local c = R.core(st.client)
   local node, token = c:info(id)
-  local hold = setmetatable({ id = id, client = st.client, obj = obj, owner = owner, target = target,
+  local hold = setmetatable({ id = id, client = st.client, obj = obj, owned = owner ~= nil, target = target,
                               kind = kind, path = path, count = 1, token = token, node = node or nil }, Hold)
-  if owner then st.holds[owner] = hold end
+  if owner then
+    hold.owner_ref = setmetatable({ owner }, WEAK_V) -- weak: see STATE.holds
+    st.holds[owner] = hold
+    st.owned[hold] = true
+  end
   R.track(st.client, id, hold)
   return hold
 end
 
 -- "mutex /a" (built only for messages)
-function Hold:what() return self.kind .. " " .. self.path end
+function Hold:what() return self.kind .. " " .. check.short(self.path) end
+
+-- The owner coroutine (or M.MAIN) of an owned hold; nil for a lease, or once the owner was
+-- collected.
+function Hold:owner() return self.owner_ref and self.owner_ref[1] end
 
 -- Held (not lost, not closed with the client, not released)? Drives the client first.
 function Hold:live()
@@ -150,16 +165,20 @@ function Hold:on_state(state)
   local fn = self.obj[STATE].on_lost
   if fn then
     local ok, err = pcall(fn, state, self.target)
-    if not ok then warn_("on_lost handler failed: " .. tostring(err)) end
+    if not ok then
+      log(self.client, "error", ("on_lost handler of %s failed (%s): %s"):format(self:what(), state, tostring(err)))
+    end
   elseif state == "LOST" then
-    warn_(("%s was lost with the session"):format(self:what()))
+    log(self.client, "warn", ("%s was lost with the session"):format(self:what()))
   end
 end
 
 -- Unlist the hold from its object and its client (it is being released or dropped).
 local function unlist(hold)
-  local holds = hold.obj[STATE].holds
-  if hold.owner and holds[hold.owner] == hold then holds[hold.owner] = nil end
+  local st = hold.obj[STATE]
+  local owner = hold:owner()
+  if owner ~= nil and st.holds[owner] == hold then st.holds[owner] = nil end
+  st.owned[hold] = nil
   R.track(hold.client, hold.id, nil)
 end
 
@@ -217,12 +236,12 @@ end
 function M.collected(obj)
   local st = rawget(obj, STATE)
   if not st then return end
-  for _, hold in pairs(st.holds) do M.collected_hold(hold) end
+  for hold in pairs(st.owned) do M.collected_hold(hold) end
 end
 
 function M.collected_hold(hold)
   if not hold.released and not hold.closed and hold.client.state ~= "CLOSED" then
-    warn_(("%s collected while held; releasing in the background"):format(hold:what()))
+    log(hold.client, "warn", ("%s collected while held; releasing in the background"):format(hold:what()))
     hold:drop()
   end
 end

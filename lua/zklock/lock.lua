@@ -40,6 +40,7 @@ end
 -- acquire(timeout, { retry = policy }) -> self | nil, msg, code
 --   timeout: seconds; nil = wait forever; 0 = try once. retry: see zklock.retry.
 function Lock:acquire(timeout, opts)
+  check.object(self, Lock, "lock", "acquire")
   local client = self.client
   hold.check_open(client, "acquire")
   check.timeout("acquire", 1, timeout)
@@ -55,7 +56,8 @@ function Lock:_acquire_once(timeout)
   local h = hold.of(self, co)
   if h then
     if h.lost then
-      return fail(core.errno.ELOST, ("%s %s was lost with the session; release it before acquiring again"):format(self.kind, self.path))
+      return fail(core.errno.ELOST, ("%s %s was lost with the session; release it before acquiring again")
+        :format(self.kind, self.path))
     end
     h.count = h.count + 1
     return self
@@ -82,7 +84,7 @@ function Lock:_acquire_once(timeout)
       if ms == 0 then return fail(st, ("%s %s is held by another owner"):format(self.kind, self.path)) end
       return fail(st, ("timed out after %g s waiting for %s %s"):format(timeout, self.kind, self.path))
     end
-    return fail(st, ("acquiring %s %s: %s"):format(self.kind, self.path, core.strerror(st)))
+    return fail(st, ("acquiring %s %s: %s%s"):format(self.kind, self.path, core.strerror(st), hold.explain(client, st)))
   end
   adopt(self, id, co)
   return self
@@ -91,6 +93,7 @@ end
 -- release() -> true | nil, msg, code. Raises if the calling coroutine does not hold the lock.
 -- Waits until the queue node is deleted (retried across connection loss while the session lives).
 function Lock:release()
+  check.object(self, Lock, "lock", "release")
   local h = hold.of(self, me())
   if not h then
     check.raise(("zklock: release of %s %s by a coroutine that does not hold it"):format(self.kind, self.path))
@@ -103,7 +106,9 @@ end
 Lock.__close = function(self)
   if hold.of(self, me()) then
     local ok, msg = self:release()
-    if not ok then hold.warn(("release at scope exit failed: %s"):format(msg)) end
+    if not ok then
+      hold.log(self.client, "error", ("release of %s %s at scope exit failed: %s"):format(self.kind, self.path, msg))
+    end
   end
 end
 

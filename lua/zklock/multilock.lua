@@ -29,7 +29,8 @@ end
 
 local function new(client, locks, opts)
   if type(locks) ~= "table" or #locks == 0 then
-    check.argerror("multilock", 1, "locks: expected a non-empty array of lock objects, got " .. check.describe(locks))
+    check.argerror("multilock", 1, "locks: expected a non-empty array of lock objects, got "
+      .. check.describe(locks))
   end
   opts = check.options("multilock", 2, opts, {
     order = check.is.oneof("given", "path"),
@@ -45,12 +46,14 @@ local function new(client, locks, opts)
         :format(i, check.describe(l)))
     end
     if l.client ~= client then
-      check.argerror("multilock", 1, ("locks[%d]: belongs to another client; all locks of a multi-lock must share one"):format(i))
+      check.argerror("multilock", 1, ("locks[%d]: belongs to another client; all locks of a multi-lock must share one")
+        :format(i))
     end
     if seen[l] then check.argerror("multilock", 1, ("locks[%d]: listed twice"):format(i), 2) end
     local key = l.path .. "\0" .. (kind == "read lock" and "r" or "x")
     if seen_path[key] then
-      check.argerror("multilock", 1, ("locks[%d]: %s is already in the list (it would wait for itself)"):format(i, l.path))
+      check.argerror("multilock", 1, ("locks[%d]: %s is already in the list (it would wait for itself)")
+        :format(i, l.path))
     end
     seen[l], seen_path[key] = true, true
   end
@@ -66,12 +69,13 @@ local function new(client, locks, opts)
   return hold.init(self, client, nil)
 end
 
-local function describe(l) return ("%s %s"):format(l.kind, l.path) end
+local function describe(l) return ("%s %s"):format(l.kind, check.short(l.path)) end
 
 -- acquire(timeout, { retry = policy }) -> self | nil, msg, code
 --   timeout (s): one deadline shared by all components (default: the `deadline` option; nil
 --   and no option: no deadline). Each component also waits at most `per_lock_timeout`.
 function MultiLock:acquire(timeout, opts)
+  check.object(self, MultiLock, "multilock", "acquire")
   local client = self.client
   hold.check_open(client, "acquire")
   if timeout == nil then timeout = self.opts.deadline end
@@ -83,6 +87,7 @@ function MultiLock:_acquire_once(timeout)
   local client = self.client
   local ms = check.timeout("acquire", 1, timeout)
   local per = self.opts.per_lock_timeout and check.timeout("acquire", 1, self.opts.per_lock_timeout) or -1
+  if ms == 0 then ms, per = -1, 0 end -- 0: try each component once, as for every other acquire
   local co = me()
   local items, pending, reentered = {}, {}, {}
   for _, l in ipairs(self.locks) do
@@ -115,10 +120,26 @@ function MultiLock:_acquire_once(timeout)
     local st = w.status
     local which = failed and pending[failed]
     local where = which and ("%s (%d of %d)"):format(describe(which), failed, #pending) or "a component"
-    if st == core.errno.ETIMEDOUT then
-      return fail(st, ("multi-lock timed out waiting for %s; the others were released"):format(where))
+    -- what the caller should know about the rest: those taken before the failure were released
+    local taken = failed and failed - 1
+    local rest
+    if taken == 0 then
+      rest = "nothing was held"
+    elseif taken == 1 then
+      rest = "the one taken before it was released"
+    elseif taken then
+      rest = ("the %d taken before it were released"):format(taken)
+    else
+      rest = "the others were released"
     end
-    return fail(st, ("multi-lock failed on %s: %s; the others were released"):format(where, core.strerror(st)))
+    if #reentered > 0 then
+      rest = rest .. ("; the %d this coroutine held before stay held"):format(#reentered)
+    end
+    if st == core.errno.ETIMEDOUT then
+      return fail(st, ("multi-lock timed out waiting for %s; %s"):format(where, rest))
+    end
+    return fail(st, ("multi-lock failed on %s: %s%s; %s")
+      :format(where, core.strerror(st), hold.explain(client, st), rest))
   end
   for i, l in ipairs(pending) do
     if getmetatable(l) == lockmod.Lock then
@@ -130,28 +151,39 @@ function MultiLock:_acquire_once(timeout)
   return self
 end
 
--- PUC Lua 5.1 cannot yield across pcall (LuaJIT and 5.2+ can), and a release suspends a
--- scheduled coroutine until the delete is answered: there a coroutine releases unprotected. Its
--- errors (misuse: not held) are raised before it suspends, and then propagate, not collected.
-local protected = pcall
-if _VERSION == "Lua 5.1" and not rawget(_G, "jit") then
-  protected = function(f, ...)
-    if coroutine.running() then return true, f(...) end
-    return pcall(f, ...)
-  end
-end
-
 -- release() -> true | nil, msg, code, errors. Releases every component in reverse order, going on
 -- past failures; msg lists every failure, code is the first one's, errors = { {lock, msg, code} }.
+-- Raises, like a mutex, when the caller holds none of the components (never acquired, or
+-- released already). A component released on its own behind the multi-lock's back is reported
+-- among the failures (code ENOTHELD) while the others are released. No pcall around the
+-- components' releases: PUC Lua 5.1 cannot yield across one (a release suspends a scheduled
+-- coroutine until the delete is answered), and a held component's release raises nothing.
+local function held_by_caller(l, co)
+  if getmetatable(l) == lockmod.Lock then return hold.of(l, co) ~= nil end
+  return l:is_held() -- a semaphore mutex: held by whoever took it
+end
+
 function MultiLock:release()
+  check.object(self, MultiLock, "multilock", "release")
+  local co, held, any = me(), {}, false
+  for i, l in ipairs(self.locks) do
+    held[i] = held_by_caller(l, co)
+    any = any or held[i]
+  end
+  if not any then
+    check.raise(("zklock: release of %s by a coroutine that does not hold it"):format(tostring(self)))
+  end
   local errors = {}
   for i = #self.locks, 1, -1 do
     local l = self.locks[i]
-    local ok, r, msg, code = protected(l.release, l)
-    if not ok then
-      errors[#errors + 1] = { lock = l, msg = tostring(r), code = "EINVAL" }
-    elseif not r then
-      errors[#errors + 1] = { lock = l, msg = msg, code = code }
+    if held[i] then
+      local r, msg, code = l:release()
+      if not r then
+        errors[#errors + 1] = { lock = l, msg = msg, code = code }
+      end
+    else
+      errors[#errors + 1] = { lock = l, code = "ENOTHELD",
+                              msg = ("ENOTHELD: %s was not held (released on its own?)"):format(describe(l)) }
     end
   end
   if #errors == 0 then return true end
@@ -172,7 +204,7 @@ end
 MultiLock.__close = function(self)
   if self:is_held() then
     local ok, msg = self:release()
-    if not ok then hold.warn(("release at scope exit failed: %s"):format(msg)) end
+    if not ok then hold.log(self.client, "error", ("release at scope exit failed: %s"):format(msg)) end
   end
 end
 

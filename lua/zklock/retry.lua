@@ -60,7 +60,8 @@ end
 -- Run attempt(remaining_seconds_or_nil) until it succeeds, fails for good, or the policy gives up.
 -- attempt returns its results as (ok, msg, code, ...). `sleep` waits (suspending when scheduled).
 function M.run(policy, timeout, now_ms, sleep, attempt)
-  local deadline = timeout and timeout ~= math.huge and (now_ms() + timeout * 1000) or nil
+  local ms = check.timeout("acquire", 1, timeout) -- -1: forever (nil, math.huge, beyond the core's range)
+  local deadline = ms >= 0 and (now_ms() + ms) or nil
   local n = 0
   while true do
     local left = timeout

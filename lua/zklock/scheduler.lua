@@ -84,6 +84,7 @@ function M.new()
     if co then push(co, w) end
   end
 
+  -- seconds may be math.huge: then only client:close() wakes it
   function S.sleep(_, seconds)
     local timer = { at = now() + seconds * 1000, co = running() }
     local i = #timers + 1
@@ -97,17 +98,19 @@ function M.new()
   function S.timeout_ms(_)
     if #ready > 0 then return 0 end
     local t = timers[1]
-    if not t then return -1 end
+    if not t or t.at == math.huge then return -1 end
     local left = math.ceil(t.at - now())
     return left < 0 and 0 or left
   end
 
   function S.pending(_) return #ready end
 
+  local died = false -- a spawned coroutine ended in this step: reap what it still holds
   local function step_co(co, value)
     local ok, res = resume(co, value)
     if status(co) == "dead" then
       untask(co)
+      died = true
       if not ok then
         error(debug.traceback(co, "zklock: spawned coroutine failed: " .. tostring(res)), 0)
       end
@@ -156,7 +159,12 @@ function M.new()
       push(timer.co, timer)
     end
     sweep(client)
-    run_ready()
+    died = false
+    local ok, err = pcall(run_ready)
+    -- before a spawned coroutine's error propagates: release what it held (the client sets
+    -- S.on_died to its reaper)
+    if died and S.on_died then S.on_died(client) end
+    if not ok then error(err, 0) end
   end
 
   function S.close(_)
@@ -190,7 +198,7 @@ end
 -- unfinished spawned coroutine, or `timeout` seconds pass (then nil, "ETIMEDOUT: ...").
 -- A closed client counts as finished.
 function M.run(clients, timeout, fname, argn)
-  local ms = check.timeout(fname, argn, timeout)
+  local ms = check.timeout(fname, argn, timeout) -- -1: forever (nil, math.huge, beyond the core's range)
   local deadline = ms >= 0 and now() + ms or nil
   while true do
     local left_tasks, fds, wait = 0, {}, 1000

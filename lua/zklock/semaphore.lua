@@ -11,7 +11,7 @@ local hold = require("zklock.hold")
 local retry = require("zklock.retry")
 local Client = require("zklock.client").Client
 
-local fail, warn_ = hold.fail, hold.warn
+local fail = hold.fail
 
 -- A lease: one granted lease of a semaphore, released by any coroutine. Its hold record (no
 -- owner) receives the acquisition's state events; sem:on_lost(fn) hears them as fn(state, lease).
@@ -32,7 +32,8 @@ function Lease:release()
   if h.released then
     -- an on_lost handler told of the loss by this lease's own release: not a second release
     if h.releasing then return hold.lost_before_release(h) end
-    check.raise(("zklock: lease %s of semaphore %s already released"):format(tostring(self.node_path), self.semaphore.path))
+    check.raise(("zklock: lease %s of semaphore %s already released")
+      :format(tostring(self.node_path), check.short(self.semaphore.path)))
   end
   return hold.release(h)
 end
@@ -40,7 +41,7 @@ end
 Lease.__close = function(self)
   if not self._hold.released then
     local ok, msg = self:release()
-    if not ok then warn_(("lease release at scope exit failed: %s"):format(msg)) end
+    if not ok then hold.log(self.client, "error", ("lease release at scope exit failed: %s"):format(msg)) end
   end
 end
 
@@ -75,6 +76,7 @@ end
 
 -- acquire_many(n, timeout, { retry = policy }) -> array of n leases | nil, msg, code (all or none)
 function Semaphore:acquire_many(n, timeout, opts)
+  check.object(self, Semaphore, "semaphore", "acquire_many")
   local client = self.client
   hold.check_open(client, "acquire_many")
   if not max_int(n) or n > self.max_leases then
@@ -100,7 +102,8 @@ function Semaphore:_acquire_once(n, timeout)
       if ms == 0 then return fail(st, ("semaphore %s has no free lease"):format(self.path)) end
       return fail(st, ("timed out after %g s waiting for %d lease(s) of semaphore %s"):format(timeout, n, self.path))
     end
-    return fail(st, ("acquiring semaphore %s: %s"):format(self.path, core.strerror(st)))
+    return fail(st, ("acquiring semaphore %s: %s%s"):format(check.short(self.path), core.strerror(st),
+      hold.explain(client, st)))
   end
   local leases = {}
   for _, lid in ipairs(c:lease_ids(id)) do leases[#leases + 1] = new_lease(self, lid) end
@@ -109,6 +112,7 @@ end
 
 -- acquire(timeout, { retry = policy }) -> lease | nil, msg, code
 function Semaphore:acquire(timeout, opts)
+  check.object(self, Semaphore, "semaphore", "acquire")
   hold.check_open(self.client, "acquire")
   check.timeout("acquire", 1, timeout)
   retry.option("acquire", 2, opts)
@@ -173,7 +177,7 @@ end
 SemaphoreMutex.__close = function(self)
   if self._lease then
     local ok, msg = self:release()
-    if not ok then warn_(("release at scope exit failed: %s"):format(msg)) end
+    if not ok then hold.log(self.client, "error", ("release at scope exit failed: %s"):format(msg)) end
   end
 end
 
