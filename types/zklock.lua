@@ -69,10 +69,12 @@ function zklock.strerror(code) end
 ---Options of `zklock.connect`.
 ---@class zklock.ConnectOptions
 ---@field session_timeout? number Session timeout requested from the server, in seconds (default 10; the server may bound it).
----@field connect_timeout? number Seconds to wait for the first session (default `session_timeout`). Not used with `wait = false`.
+---@field connect_timeout? number Seconds to wait for the first session (default `session_timeout`; `math.huge`: forever; 0: fail at once unless connected). Not used with `wait = false`.
+---@field op_timeout? number Default timeout of the plain znode calls (get, set, create, ...), in seconds (default: the requested `session_timeout`; `math.huge`: none). A call's own `{ timeout = }` overrides it.
+---@field max_data? integer Largest data (plus path) a create or set may send, in bytes (default 1047552: the server's jute.maxbuffer, 1 MiB, less overhead). Larger data raises instead of making the server drop the connection.
 ---@field identity? string Data stored in this client's lock nodes (default: the host name).
----@field log? fun(line: string) Receives the ZooKeeper client's log lines (delivered while the client is driven).
----@field log_level? "none"|"error"|"warn"|"info"|"debug" Level of those lines (default `"warn"` with `log`, else `"none"`).
+---@field log? fun(line: string, level: string) Receives zklock's own events (`zklock <level>: <message>`: a hold released because its owner coroutine ended, an `on_lost` handler that raised, a failed release at the end of a `<close>` scope, a granted session timeout other than the one asked for) and the ZooKeeper client's log lines; `level` is "error", "warn", "info" or "debug". Default: one line each to stderr.
+---@field log_level? "none"|"error"|"warn"|"info"|"debug" The least level passed on (default `"warn"`); the ZooKeeper client's own lines are passed on only when `log` or `log_level` is given.
 ---@field keepalive? boolean A background thread drives the connection while the script's thread blocks (default false; never inside nginx). See README, "Blocking scripts".
 ---@field wait? boolean `false`: return at once in state `CONNECTING`; operations started meanwhile are sent once connected, their timeouts running from the call (default true).
 
@@ -316,28 +318,31 @@ function client:sleep(seconds) end
 ---`ECLOSED` if the client is closed while waiting. Raises on a closed client or a path that is
 ---not absolute.
 ---@param path string Absolute znode path.
+---@param opts? zklock.CallOptions
 ---@return string? data The node's data (`""` if none).
 ---@return zklock.Stat|string stat The node's stat, or the error message.
 ---@return string? code
-function client:get(path) end
+function client:get(path, opts) end
 
 ---List a znode's children.
 ---
 ---Errors: as `client:get`.
 ---@param path string
+---@param opts? zklock.CallOptions
 ---@return string[]? names Child names, unsorted.
 ---@return string? msg
 ---@return string? code
-function client:children(path) end
+function client:children(path, opts) end
 
 ---Whether a znode exists.
 ---
 ---Errors: as `client:get`, except that a missing node returns `false`.
 ---@param path string
+---@param opts? zklock.CallOptions
 ---@return zklock.Stat|false|nil stat The stat, `false` if there is no such node, nil on error.
 ---@return string? msg
 ---@return string? code
-function client:exists(path) end
+function client:exists(path, opts) end
 
 ---Create a znode.
 ---
@@ -360,6 +365,11 @@ function client:create(path, data, opts) end
 ---@field container? boolean A container node (the server removes it once its last child goes); not with `ephemeral` or `sequential`.
 ---@field parents? boolean Make missing ancestors first, as containers with the same ACL (again if the server reaps one before the node is made).
 ---@field acl? zklock.ACL ACL of the node (and of the parents made), default `"open"`.
+---@field timeout? number Seconds before the call gives up with `ETIMEDOUT` (default: the client's `op_timeout`; `math.huge`: never). A create that timed out may still be applied.
+
+---Options of the plain znode calls `get`, `children`, `exists`, `set` and `delete`.
+---@class zklock.CallOptions
+---@field timeout? number Seconds before the call gives up with `ETIMEDOUT` (default: the client's `op_timeout`; `math.huge`: never). A set or delete that timed out may still be applied.
 
 ---Write a znode's data.
 ---
@@ -368,20 +378,22 @@ function client:create(path, data, opts) end
 ---@param path string
 ---@param data string
 ---@param version? integer Expected version (default -1: any).
+---@param opts? zklock.CallOptions
 ---@return zklock.Stat? stat The result (its stat fields).
 ---@return string? msg
 ---@return string? code
-function client:set(path, data, version) end
+function client:set(path, data, version, opts) end
 
 ---Delete a znode.
 ---
 ---Errors: `ZNONODE`, `ZBADVERSION`, `ZNOTEMPTY`, ... as `nil, msg, code`.
 ---@param path string
 ---@param version? integer Expected version (default -1: any).
+---@param opts? zklock.CallOptions
 ---@return true? ok
 ---@return string? msg
 ---@return string? code
-function client:delete(path, version) end
+function client:delete(path, version, opts) end
 
 ---The stat of a znode (and the raw result of a znode call).
 ---@class zklock.Stat
