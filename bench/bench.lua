@@ -25,7 +25,7 @@ do
   while i <= #arg do
     local a = arg[i]
     if a == "--smoke" then opt.smoke = true
-    elseif a == "--rounds" then i = i + 1; opt.rounds = assert(tonumber(arg[i]), "--rounds N")
+    elseif a == "--rounds" then i = i + 1; opt.rounds = assert(tonumber(arg[i]), "--rounds N"); opt.rounds_set = true
     elseif a == "--no-nosync" then opt.nosync = false
     elseif a == "--no-10k" then opt.tenk = false
     elseif a == "--results" then i = i + 1; opt.results = arg[i]
@@ -34,7 +34,7 @@ do
     else error("unknown option " .. a) end
     i = i + 1
   end
-  if opt.smoke then opt.rounds, opt.nosync, opt.tenk = 1, false, false end
+  if opt.smoke then opt.rounds, opt.nosync, opt.tenk = opt.rounds_set and opt.rounds or 1, false, false end
 end
 
 local function sh(cmd)
@@ -164,6 +164,7 @@ if opt.baseline then
       local base = BASE_OF[c.who[1]]
       b.server, b.who, b.title = "big-" .. base, { base }, c.title .. " (baseline)"
       c.alone, b.alone = true, true -- not next to each other: each on a fresh server
+      c.once, b.once = false, false -- every round (see the servers below)
       cases[#cases + 1] = b
     end
   end
@@ -201,7 +202,7 @@ local function parse(line)
   return t
 end
 
-local function run_driver(case, cid, hosts)
+local function run_driver(case, cid, hosts, round)
   local c = BY_ID[cid]
   local args = type(case.args) == "function" and case.args(cid) or case.args
   local errf = os.tmpname()
@@ -225,6 +226,7 @@ local function run_driver(case, cid, hosts)
     return
   end
   local r = parse(line)
+  r._round = round
   table.insert(results[case.id][cid], r)
   log("%-8s %-4s %5.1fs  %s", case.id, cid, now() - t0, line:sub(8, 160))
 end
@@ -256,9 +258,9 @@ local function round_order(who, round)
   return order
 end
 
-local function run_group(group, zk)
+local function run_group(group, zk, only_round)
   local hosts = zk.hosts
-  for round = 1, opt.rounds do
+  for round = only_round or 1, only_round or opt.rounds do
     for _, case in ipairs(CASES) do
       if (case.server or "sync") == group and (round == 1 or not case.once) then
         for _, cid in ipairs(round_order(case.who, round)) do
@@ -267,7 +269,7 @@ local function run_group(group, zk)
             log("%s", failures[#failures])
             break
           end
-          run_driver(case, cid, hosts)
+          run_driver(case, cid, hosts, round)
         end
       end
     end
@@ -300,7 +302,7 @@ local function loadavg()
   return s:match("^(%S+ %S+ %S+)") or s
 end
 local load_start = loadavg()
-local function with_server(group, config, jvm_opts)
+local function with_server(group, config, jvm_opts, round)
   if not needs(group) then return end
   local zk = testing.server{ config = config, container_check_ms = 60000, jvm_opts = jvm_opts }
   local ok, err = pcall(function()
@@ -308,11 +310,13 @@ local function with_server(group, config, jvm_opts)
     server_info.version = m.zk_version
     log("server %s (%s) on %s", group, config and "forceSync=no" or "forceSync=yes", zk.hosts)
     if not group:match("^big") then warm_up(zk.hosts) end
-    run_group(group, zk)
+    run_group(group, zk, round)
     local st = io.open("/proc/" .. zk.pid .. "/status")
     local s = st and st:read("*a") or ""
     if st then st:close() end
-    server_info[group] = { alive = zk:running(), peak_rss_mib = (tonumber(s:match("VmHWM:%s*(%d+)")) or 0) / 1024 }
+    local peak, before = (tonumber(s:match("VmHWM:%s*(%d+)")) or 0) / 1024, server_info[group]
+    server_info[group] = { alive = zk:running() and (not before or before.alive),
+                           peak_rss_mib = math.max(peak, before and before.peak_rss_mib or 0) }
     log("server %s: %s, peak RSS %.0f MiB", group, server_info[group].alive and "still running" or "DIED",
       server_info[group].peak_rss_mib)
   end)
@@ -322,11 +326,17 @@ end
 
 with_server("sync", nil)
 if opt.nosync then with_server("nosync", { forceSync = "no" }) end
-if opt.tenk then
+if opt.tenk and not opt.baseline then
   with_server("big-zkl", nil, { "-Xmx1g" })
-  with_server("big-bzkl", nil, { "-Xmx1g" }) -- only with --baseline
   with_server("big-jit", nil, { "-Xmx1g" })
-  with_server("big-bjit", nil, { "-Xmx1g" })
+elseif opt.tenk then
+  -- --baseline: the 10,000 waiters every round, each run on a fresh server, new and base back to
+  -- back (which goes first alternating), so that they too have a spread to judge by
+  for round = 1, opt.rounds do
+    local order = round % 2 == 1 and { "big-zkl", "big-bzkl", "big-jit", "big-bjit" }
+      or { "big-bzkl", "big-zkl", "big-bjit", "big-jit" }
+    for _, g in ipairs(order) do with_server(g, nil, { "-Xmx1g" }, round) end
+  end
 end
 local elapsed = now() - t_start
 local load_end = loadavg()
@@ -506,14 +516,32 @@ local compare_md, verdicts_md
 if opt.baseline then
   local cmp_lines, per_case, case_order = {}, {}, {}
   local function add(s) cmp_lines[#cmp_lines + 1] = s end
-  add("| workload and metric | better | zklock 5.4 | zklock-base 5.4 | new÷base 5.4 (base spread) | verdict 5.4 "
-    .. "| zklock LuaJIT | zklock-base LuaJIT | new÷base LuaJIT (base spread) | verdict LuaJIT |")
-  add("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |")
+  add("| workload and metric | better | zklock 5.4 | zklock-base 5.4 | new÷base 5.4 (base spread) | paired 5.4 "
+    .. "| verdict 5.4 | zklock LuaJIT | zklock-base LuaJIT | new÷base LuaJIT (base spread) | paired LuaJIT "
+    .. "| verdict LuaJIT |")
+  add("| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |")
   local function judge(new, base, higher)
     if not new or not base then return nil end
     if base.n < 2 then return "one run: no spread" end
     if higher then return new.med < base.min and "slower beyond spread" or "within spread" end
     return new.med > base.max and "slower beyond spread" or "within spread"
+  end
+  -- the same round's new and base runs ran back to back: their ratios, min-max over the rounds
+  local function paired(row, new_id, base_id)
+    local by_round = {}
+    for _, r in ipairs(((results[row[1]] or {})[base_id]) or {}) do
+      if type(r[row[2]]) == "number" then by_round[r._round] = r[row[2]] end
+    end
+    local mn, mx, n = math.huge, -math.huge, 0
+    for _, r in ipairs(((results[row[1]] or {})[new_id]) or {}) do
+      local b = by_round[r._round]
+      if b and b ~= 0 and type(r[row[2]]) == "number" then
+        local q = r[row[2]] / b
+        mn, mx, n = math.min(mn, q), math.max(mx, q), n + 1
+      end
+    end
+    if n < 2 then return "-" end
+    return ("%s–%s"):format(num(mn, 2), num(mx, 2))
   end
   local function rcell(new, base)
     if not new or not base or base.med == 0 then return "-" end
@@ -526,9 +554,11 @@ if opt.baseline then
     if st and ((st.zkl and st.bzkl) or (st.jit and st.bjit)) then
       local higher = HIGHER_BETTER[row[2]] or false
       local v54, vjit = judge(st.zkl, st.bzkl, higher), judge(st.jit, st.bjit, higher)
-      add(("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(row[3], higher and "higher" or "lower",
-        cell(st.zkl, row.digits), cell(st.bzkl, row.digits), rcell(st.zkl, st.bzkl), v54 or "-",
-        cell(st.jit, row.digits), cell(st.bjit, row.digits), rcell(st.jit, st.bjit), vjit or "-"))
+      add(("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(row[3],
+        higher and "higher" or "lower",
+        cell(st.zkl, row.digits), cell(st.bzkl, row.digits), rcell(st.zkl, st.bzkl), paired(row, "zkl", "bzkl"),
+        v54 or "-", cell(st.jit, row.digits), cell(st.bjit, row.digits), rcell(st.jit, st.bjit),
+        paired(row, "jit", "bjit"), vjit or "-"))
       local pc = per_case[row[1]]
       if not pc then
         pc = { ["5.4"] = {}, LuaJIT = {} }
@@ -540,7 +570,7 @@ if opt.baseline then
         pc[fl].seen = pc[fl].seen or v ~= nil
         if v == "slower beyond spread" then
           pc[fl].slower = pc[fl].slower or {}
-          local metric = row[3]:gsub("^[%d.]+%s*", "")
+          local metric = row[3]:gsub("^%d+%.%s+", "")
           table.insert(pc[fl].slower, ("%s %s× base"):format(metric, num(new.med / base.med, 2)))
         elseif v == "one run: no spread" then
           pc[fl].single = true
@@ -550,7 +580,7 @@ if opt.baseline then
   end
   compare_md = table.concat(cmp_lines, "\n")
   local titles = {}
-  for _, c in ipairs(CASES) do titles[c.id] = titles[c.id] or c.title end
+  for _, c in ipairs(CASES) do titles[c.id] = titles[c.id] or c.title:gsub(", Lua 5%.4$", "") end
   local vl = {}
   for _, id in ipairs(case_order) do
     local parts = {}
@@ -723,7 +753,9 @@ if compare_md then
     .. "first alternates per round). new÷base: ratio of the medians; in parentheses the baseline's own "
     .. "min and max over its median (its run-to-run spread on the same scale). Verdict: \"slower beyond spread\" "
     .. "when the new median is below the baseline's min (rates, higher is better) or above its max (latencies, "
-    .. "requests, notifications, memory, times: lower is better), else \"within spread\".\n\n"
+    .. "requests, notifications, memory, times: lower is better), else \"within spread\". Paired: the "
+    .. "min–max over the rounds of new÷base within a round (the two ran back to back), for a second look at "
+    .. "noisy rows; the verdict does not use it.\n\n"
     .. compare_md .. "\n\nPer workload:\n\n" .. verdicts_md .. "\n"
 end
 report = report .. "\n## Targets\n\n" .. targets_md .. "\n"
