@@ -2,30 +2,40 @@
 -- Started by bench/run (which builds the drivers first); run from the repository root:
 --
 --   lua5.4 bench/bench.lua [--smoke] [--rounds N] [--no-nosync] [--no-10k] [--results FILE]
+--                          [--baseline REV] [--only zklock,raw,curator,kazoo] [--cases ID,...]
 --
 -- Each case runs every contender once per round, in an order that rotates from round to round
 -- (so no contender always runs first, or right after the JVM server's garbage collection of
 -- someone else's run); every driver is a separate process (bench/drivers/*), so RSS is its own.
 -- The table gives the median of the rounds with min-max, and zklock/peer ratios of the medians.
+--
+-- --baseline REV: bench/run has built revision REV into bench/out/base-build{,-jit} and copied its
+-- lua/ to bench/out/base-lua; "zklock-base 5.4" and "zklock-base jit" run the same workloads with
+-- that core and those Lua sources, each right next to its current-tree counterpart (which of the
+-- two goes first alternates from round to round), and the report compares the two per workload.
+-- --only LIST runs only the named contenders (zklock = both flavours and their baselines).
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 local testing = require("zklock.testing")
 
 ---------------------------------------------------------------- options
 
-local opt = { rounds = 3, nosync = true, tenk = true, results = nil, smoke = false }
+local opt = { rounds = 3, nosync = true, tenk = true, results = nil, smoke = false, baseline = nil, only = nil }
 do
   local i = 1
   while i <= #arg do
     local a = arg[i]
     if a == "--smoke" then opt.smoke = true
-    elseif a == "--rounds" then i = i + 1; opt.rounds = assert(tonumber(arg[i]), "--rounds N")
+    elseif a == "--rounds" then i = i + 1; opt.rounds = assert(tonumber(arg[i]), "--rounds N"); opt.rounds_set = true
     elseif a == "--no-nosync" then opt.nosync = false
     elseif a == "--no-10k" then opt.tenk = false
     elseif a == "--results" then i = i + 1; opt.results = arg[i]
+    elseif a == "--baseline" then i = i + 1; opt.baseline = assert(arg[i], "--baseline REV")
+    elseif a == "--only" then i = i + 1; opt.only = assert(arg[i], "--only zklock,raw,curator,kazoo")
+    elseif a == "--cases" then i = i + 1; opt.cases = assert(arg[i], "--cases ID,ID,...")
     else error("unknown option " .. a) end
     i = i + 1
   end
-  if opt.smoke then opt.rounds, opt.nosync, opt.tenk = 1, false, false end
+  if opt.smoke then opt.rounds, opt.nosync, opt.tenk = opt.rounds_set and opt.rounds or 1, false, false end
 end
 
 local function sh(cmd)
@@ -59,9 +69,41 @@ local CONTENDERS = {
   { id = "cur", label = "Curator 5.4", cmd = "java -Xmx512m -cp " .. table.concat(cp, ":") .. " CuratorBench" },
   { id = "kaz", label = "Kazoo 2.8", cmd = "/usr/bin/python3 bench/drivers/kazoo_bench.py" },
 }
+-- the baseline's contenders: the same driver with the baseline's core.so and Lua sources
+local BASE_OF = {} -- current-tree contender id -> its baseline's id
+if opt.baseline then
+  CONTENDERS[#CONTENDERS + 1] = { id = "bzkl", label = "zklock-base 5.4", base_of = "zkl",
+    cmd = "env ZKL_BUILD=bench/out/base-build ZKL_LUA_DIR=bench/out/base-lua lua5.4 bench/drivers/zklock_bench.lua" }
+  CONTENDERS[#CONTENDERS + 1] = { id = "bjit", label = "zklock-base jit", base_of = "jit",
+    cmd = "env ZKL_BUILD=bench/out/base-build-jit ZKL_LUA_DIR=bench/out/base-lua luajit "
+      .. "bench/drivers/zklock_bench.lua" }
+  BASE_OF.zkl, BASE_OF.jit = "bzkl", "bjit"
+  for _, f in ipairs({ "bench/out/base-build/zklock/core.so", "bench/out/base-build-jit/zklock/core.so",
+                       "bench/out/base-lua/zklock/init.lua" }) do
+    local fh = io.open(f)
+    if not fh then error("--baseline: " .. f .. " is missing (bench/run --baseline REV builds it)", 0) end
+    fh:close()
+  end
+end
 local BY_ID = {}
 for _, c in ipairs(CONTENDERS) do BY_ID[c.id] = c end
 local LOCKS = { "zkl", "jit", "cur", "kaz" }
+
+-- --only: the contenders that run (a baseline contender runs with its current-tree counterpart)
+local SELECTED = {}
+do
+  local GROUPS = { zklock = { "zkl", "jit" }, raw = { "raw" }, curator = { "cur" }, kazoo = { "kaz" },
+                   zkl = { "zkl" }, jit = { "jit" }, cur = { "cur" }, kaz = { "kaz" } }
+  for _, c in ipairs(CONTENDERS) do SELECTED[c.id] = opt.only == nil end
+  if opt.only then
+    for name in opt.only:gmatch("[^,%s]+") do
+      local g = GROUPS[name]
+      if not g then error("--only: unknown contender " .. name .. " (zklock, raw, curator, kazoo, zkl, jit)", 0) end
+      for _, id in ipairs(g) do SELECTED[id] = true end
+    end
+  end
+  for new, base in pairs(BASE_OF) do SELECTED[base] = SELECTED[new] end
+end
 
 ---------------------------------------------------------------- cases
 
@@ -117,6 +159,55 @@ if S then -- smoke: every driver and workload once, small
     if c.id == "sem" then c.args = "semaphore t=6 max=2 secs=0.5" end
   end
 end
+-- --baseline: the 10,000-waiter runs of the baseline, each on a fresh server of its own too
+if opt.baseline then
+  local cases = {}
+  for _, c in ipairs(CASES) do
+    cases[#cases + 1] = c
+    if c.id == "h10k" then
+      local b = {}
+      for k, v in pairs(c) do b[k] = v end
+      local base = BASE_OF[c.who[1]]
+      b.server, b.who, b.title = "big-" .. base, { base }, c.title .. " (baseline)"
+      c.alone, b.alone = true, true -- not next to each other: each on a fresh server
+      c.once, b.once = false, false -- every round (see the servers below)
+      cases[#cases + 1] = b
+    end
+  end
+  CASES = cases
+end
+-- --cases: only those case ids (a follow-up of a few rows with more rounds)
+if opt.cases then
+  local want, cases, known = {}, {}, {}
+  for id in opt.cases:gmatch("[^,%s]+") do want[id] = true end
+  for _, c in ipairs(CASES) do
+    known[c.id] = true
+    if want[c.id] then cases[#cases + 1] = c end
+  end
+  for id in pairs(want) do
+    if not known[id] then error("--cases: unknown case " .. id, 0) end
+  end
+  CASES = cases
+end
+-- --only: drop the contenders not selected, and the cases left with none. --baseline: the
+-- baseline's contender right after its current-tree one.
+do
+  local cases = {}
+  for _, c in ipairs(CASES) do
+    local who = {}
+    for _, id in ipairs(c.who) do
+      if SELECTED[id] then who[#who + 1] = id end
+      if BASE_OF[id] and SELECTED[BASE_OF[id]] and not c.alone then who[#who + 1] = BASE_OF[id] end
+    end
+    if #who > 0 then
+      local k = {}
+      for key, v in pairs(c) do k[key] = v end
+      k.who = who
+      cases[#cases + 1] = k
+    end
+  end
+  CASES = cases
+end
 
 ---------------------------------------------------------------- running
 
@@ -130,7 +221,7 @@ local function parse(line)
   return t
 end
 
-local function run_driver(case, cid, hosts)
+local function run_driver(case, cid, hosts, round)
   local c = BY_ID[cid]
   local args = type(case.args) == "function" and case.args(cid) or case.args
   local errf = os.tmpname()
@@ -155,24 +246,50 @@ local function run_driver(case, cid, hosts)
     return
   end
   local r = parse(line)
+  r._round = round
   table.insert(results[case.id][cid], r)
   log("%-8s %-4s %5.1fs  %s", case.id, cid, now() - t0, line:sub(8, 160))
 end
 
-local function run_group(group, zk)
+-- The order of a case's contenders in a round: the list rotates by one every round. With
+-- --baseline each current-tree contender and its baseline form one slot that rotates as a unit,
+-- so the two run back to back, and which of them goes first alternates from round to round.
+local function round_order(who, round)
+  local slots, in_slot = {}, {}
+  for _, id in ipairs(who) do
+    local base = BASE_OF[id]
+    if base and not in_slot[base] then
+      local has_base = false
+      for _, other in ipairs(who) do if other == base then has_base = true end end
+      if has_base then
+        in_slot[base] = true
+        slots[#slots + 1] = round % 2 == 1 and { id, base } or { base, id }
+      else
+        slots[#slots + 1] = { id }
+      end
+    elseif not in_slot[id] then
+      slots[#slots + 1] = { id }
+    end
+  end
+  local order, n = {}, #slots
+  for k = 0, n - 1 do
+    for _, id in ipairs(slots[(k + round - 1) % n + 1]) do order[#order + 1] = id end
+  end
+  return order
+end
+
+local function run_group(group, zk, only_round)
   local hosts = zk.hosts
-  for round = 1, opt.rounds do
+  for round = only_round or 1, only_round or opt.rounds do
     for _, case in ipairs(CASES) do
       if (case.server or "sync") == group and (round == 1 or not case.once) then
-        local who = case.who
-        local n = #who
-        for k = 0, n - 1 do
+        for _, cid in ipairs(round_order(case.who, round)) do
           if not zk:running() then
             failures[#failures + 1] = ("%s round %d: the server is gone (see its log)"):format(case.id, round)
             log("%s", failures[#failures])
             break
           end
-          run_driver(case, who[(k + round - 1) % n + 1], hosts)
+          run_driver(case, cid, hosts, round)
         end
       end
     end
@@ -193,7 +310,7 @@ local function warm_up(hosts)
   log("warming up the server")
   sh(("timeout 120 %s %s pipelined depth=128 n=20000 warm=0"):format(BY_ID.raw.cmd, hosts))
   sh(("timeout 120 %s %s independent t=200 secs=2"):format(BY_ID.zkl.cmd, hosts))
-  sh(("timeout 120 %s %s contended t=16 secs=2"):format(BY_ID.cur.cmd, hosts))
+  sh(("timeout 120 %s %s contended t=16 secs=2"):format((SELECTED.cur and BY_ID.cur or BY_ID.zkl).cmd, hosts))
 end
 
 local server_info = {}
@@ -205,7 +322,7 @@ local function loadavg()
   return s:match("^(%S+ %S+ %S+)") or s
 end
 local load_start = loadavg()
-local function with_server(group, config, jvm_opts)
+local function with_server(group, config, jvm_opts, round)
   if not needs(group) then return end
   local zk = testing.server{ config = config, container_check_ms = 60000, jvm_opts = jvm_opts }
   local ok, err = pcall(function()
@@ -213,11 +330,13 @@ local function with_server(group, config, jvm_opts)
     server_info.version = m.zk_version
     log("server %s (%s) on %s", group, config and "forceSync=no" or "forceSync=yes", zk.hosts)
     if not group:match("^big") then warm_up(zk.hosts) end
-    run_group(group, zk)
+    run_group(group, zk, round)
     local st = io.open("/proc/" .. zk.pid .. "/status")
     local s = st and st:read("*a") or ""
     if st then st:close() end
-    server_info[group] = { alive = zk:running(), peak_rss_mib = (tonumber(s:match("VmHWM:%s*(%d+)")) or 0) / 1024 }
+    local peak, before = (tonumber(s:match("VmHWM:%s*(%d+)")) or 0) / 1024, server_info[group]
+    server_info[group] = { alive = zk:running() and (not before or before.alive),
+                           peak_rss_mib = math.max(peak, before and before.peak_rss_mib or 0) }
     log("server %s: %s, peak RSS %.0f MiB", group, server_info[group].alive and "still running" or "DIED",
       server_info[group].peak_rss_mib)
   end)
@@ -227,9 +346,17 @@ end
 
 with_server("sync", nil)
 if opt.nosync then with_server("nosync", { forceSync = "no" }) end
-if opt.tenk then
+if opt.tenk and not opt.baseline then
   with_server("big-zkl", nil, { "-Xmx1g" })
   with_server("big-jit", nil, { "-Xmx1g" })
+elseif opt.tenk then
+  -- --baseline: the 10,000 waiters every round, each run on a fresh server, new and base back to
+  -- back (which goes first alternating), so that they too have a spread to judge by
+  for round = 1, opt.rounds do
+    local order = round % 2 == 1 and { "big-zkl", "big-bzkl", "big-jit", "big-bjit" }
+      or { "big-bzkl", "big-zkl", "big-bjit", "big-jit" }
+    for _, g in ipairs(order) do with_server(g, nil, { "-Xmx1g" }, round) end
+  end
 end
 local elapsed = now() - t_start
 local load_end = loadavg()
@@ -340,32 +467,159 @@ local function ratio(a, b)
   return a.med / b.med
 end
 
+-- Columns: every selected contender, then zklock's ratios to each selected peer (and, with
+-- --baseline, to its baseline). Without --only and --baseline the table is the classic one.
+local COLS = {}
+do
+  local function col(head, f) COLS[#COLS + 1] = { head = head, f = f } end
+  local function value(cid, head)
+    if SELECTED[cid] then col(head, function(st, row) return cell(st[cid], row.digits) end) end
+  end
+  value("raw", "raw C")
+  value("zkl", "zklock 5.4")
+  value("bzkl", "zklock-base 5.4")
+  value("jit", "zklock LuaJIT")
+  value("bjit", "zklock-base LuaJIT")
+  value("cur", "Curator 5.4")
+  value("kaz", "Kazoo 2.8")
+  local function pair(head, peer_zkl, peer_jit)
+    col(head, function(st)
+      local a, b = ratio(st.zkl, st[peer_zkl]), ratio(st.jit, st[peer_jit])
+      if not a and not b then return "-" end
+      return ("%s / %s"):format(num(a, 2), num(b, 2))
+    end)
+  end
+  if SELECTED.zkl or SELECTED.jit then
+    if opt.baseline then pair("new÷base", "bzkl", "bjit") end
+    if SELECTED.raw then pair("zklock÷raw", "raw", "raw") end
+    if SELECTED.cur then pair("zklock÷Curator", "cur", "cur") end
+    if SELECTED.kaz then pair("zklock÷Kazoo", "kaz", "kaz") end
+  end
+end
+
 local lines = {}
 local function emit(s) lines[#lines + 1] = s end
-emit("| workload and metric | raw C | zklock 5.4 | zklock LuaJIT | Curator 5.4 | Kazoo 2.8 "
-  .. "| zklock÷raw | zklock÷Curator | zklock÷Kazoo |")
-emit("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+do
+  local head, rule = { "workload and metric" }, { "---" }
+  for _, c in ipairs(COLS) do head[#head + 1] = c.head; rule[#rule + 1] = "---:" end
+  emit("| " .. table.concat(head, " | ") .. " |")
+  emit("| " .. table.concat(rule, " | ") .. " |")
+end
 local S_ = {}
 for _, row in ipairs(ROWS) do
   local st = { raw = raw_stat(row) }
-  local any = st.raw ~= nil
-  for _, cid in ipairs(LOCKS) do
-    st[cid] = stat(row[1], cid, row[2], row.scale)
-    any = any or st[cid] ~= nil
+  local any = st.raw ~= nil and SELECTED.raw
+  for _, c in ipairs(CONTENDERS) do
+    if c.id ~= "raw" then
+      st[c.id] = stat(row[1], c.id, row[2], row.scale)
+      any = any or st[c.id] ~= nil
+    end
   end
   S_[row[1] .. "." .. row[2]] = st
   if any then
-    local function r(peer)
-      local a, b = ratio(st.zkl, st[peer]), ratio(st.jit, st[peer])
-      if not a and not b then return "-" end
-      return ("%s / %s"):format(num(a, 2), num(b, 2))
-    end
-    emit(("| %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(row[3], cell(st.raw, row.digits),
-      cell(st.zkl, row.digits), cell(st.jit, row.digits), cell(st.cur, row.digits), cell(st.kaz, row.digits),
-      r("raw"), r("cur"), r("kaz")))
+    local out = { row[3] }
+    for _, c in ipairs(COLS) do out[#out + 1] = c.f(st, row) end
+    emit("| " .. table.concat(out, " | ") .. " |")
   end
 end
 local table_md = table.concat(lines, "\n")
+
+---------------------------------------------------------------- baseline comparison
+
+-- For each row where both the current tree and the baseline have numbers, per flavour: the ratio
+-- of the medians new/base, the baseline's own spread on the same scale (its min and max over its
+-- median), and the verdict: "slower beyond spread" when the new median is below the baseline's
+-- minimum (rates: higher is better) or above its maximum (latencies, counts, memory, times: lower
+-- is better), else "within spread". A baseline with a single run has no spread to judge by.
+local HIGHER_BETTER = { rate = true, handoff_rate = true, acquired = true }
+local compare_md, verdicts_md
+if opt.baseline then
+  local cmp_lines, per_case, case_order = {}, {}, {}
+  local function add(s) cmp_lines[#cmp_lines + 1] = s end
+  add("| workload and metric | better | zklock 5.4 | zklock-base 5.4 | new÷base 5.4 (base spread) | paired 5.4 "
+    .. "| verdict 5.4 | zklock LuaJIT | zklock-base LuaJIT | new÷base LuaJIT (base spread) | paired LuaJIT "
+    .. "| verdict LuaJIT |")
+  add("| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |")
+  -- compared at the precision the table shows (3.97 is not "above" 3.97: counts such as requests
+  -- per acquisition wobble in the fourth digit with the contention, which is no slowdown)
+  local function judge(new, base, higher, digits)
+    if not new or not base then return nil end
+    if base.n < 2 then return "one run: no spread" end
+    local function shown(x) return tonumber(num(x, digits)) end
+    if higher then return shown(new.med) < shown(base.min) and "slower beyond spread" or "within spread" end
+    return shown(new.med) > shown(base.max) and "slower beyond spread" or "within spread"
+  end
+  -- the same round's new and base runs ran back to back: their ratios, min-max over the rounds
+  local function paired(row, new_id, base_id)
+    local by_round = {}
+    for _, r in ipairs(((results[row[1]] or {})[base_id]) or {}) do
+      if type(r[row[2]]) == "number" then by_round[r._round] = r[row[2]] end
+    end
+    local mn, mx, n = math.huge, -math.huge, 0
+    for _, r in ipairs(((results[row[1]] or {})[new_id]) or {}) do
+      local b = by_round[r._round]
+      if b and b ~= 0 and type(r[row[2]]) == "number" then
+        local q = r[row[2]] / b
+        mn, mx, n = math.min(mn, q), math.max(mx, q), n + 1
+      end
+    end
+    if n < 2 then return "-" end
+    return ("%s–%s"):format(num(mn, 2), num(mx, 2))
+  end
+  local function rcell(new, base)
+    if not new or not base or base.med == 0 then return "-" end
+    local r = num(new.med / base.med, 2)
+    if base.n < 2 then return r end
+    return ("%s (%s–%s)"):format(r, num(base.min / base.med, 2), num(base.max / base.med, 2))
+  end
+  for _, row in ipairs(ROWS) do
+    local st = S_[row[1] .. "." .. row[2]]
+    if st and ((st.zkl and st.bzkl) or (st.jit and st.bjit)) then
+      local higher = HIGHER_BETTER[row[2]] or false
+      local v54, vjit = judge(st.zkl, st.bzkl, higher, row.digits), judge(st.jit, st.bjit, higher, row.digits)
+      add(("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(row[3],
+        higher and "higher" or "lower",
+        cell(st.zkl, row.digits), cell(st.bzkl, row.digits), rcell(st.zkl, st.bzkl), paired(row, "zkl", "bzkl"),
+        v54 or "-", cell(st.jit, row.digits), cell(st.bjit, row.digits), rcell(st.jit, st.bjit),
+        paired(row, "jit", "bjit"), vjit or "-"))
+      local pc = per_case[row[1]]
+      if not pc then
+        pc = { ["5.4"] = {}, LuaJIT = {} }
+        per_case[row[1]] = pc
+        case_order[#case_order + 1] = row[1]
+      end
+      for fl, v in pairs({ ["5.4"] = v54, LuaJIT = vjit }) do
+        local new, base = fl == "5.4" and st.zkl or st.jit, fl == "5.4" and st.bzkl or st.bjit
+        pc[fl].seen = pc[fl].seen or v ~= nil
+        if v == "slower beyond spread" then
+          pc[fl].slower = pc[fl].slower or {}
+          local metric = row[3]:gsub("^%d+%.%s+", "")
+          table.insert(pc[fl].slower, ("%s %s× base"):format(metric, num(new.med / base.med, 2)))
+        elseif v == "one run: no spread" then
+          pc[fl].single = true
+        end
+      end
+    end
+  end
+  compare_md = table.concat(cmp_lines, "\n")
+  local titles = {}
+  for _, c in ipairs(CASES) do titles[c.id] = titles[c.id] or c.title:gsub(", Lua 5%.4$", "") end
+  local vl = {}
+  for _, id in ipairs(case_order) do
+    local parts = {}
+    for _, fl in ipairs({ "5.4", "LuaJIT" }) do
+      local pc = per_case[id][fl]
+      local w
+      if not pc.seen then w = "not run"
+      elseif pc.slower then w = "slower beyond spread (" .. table.concat(pc.slower, "; ") .. ")"
+      elseif pc.single then w = "one run: no spread"
+      else w = "within spread" end
+      parts[#parts + 1] = ("%s %s"):format(fl == "5.4" and "Lua 5.4" or "LuaJIT", w)
+    end
+    vl[#vl + 1] = ("- %s (`%s`): %s"):format(titles[id] or id, id, table.concat(parts, "; "))
+  end
+  verdicts_md = table.concat(vl, "\n")
+end
 
 ---------------------------------------------------------------- targets
 
@@ -476,7 +730,7 @@ local facts = {
     .. "the 10,000-waiter runs each on a fresh server with -Xmx1g)",
   ("- server peak RSS: %s"):format((function()
     local parts = {}
-    for _, g in ipairs({ "sync", "nosync", "big-zkl", "big-jit" }) do
+    for _, g in ipairs({ "sync", "nosync", "big-zkl", "big-bzkl", "big-jit", "big-bjit" }) do
       local i = server_info[g]
       if i then parts[#parts + 1] = ("%s %.0f MiB%s"):format(g, i.peak_rss_mib, i.alive and "" or " (DIED)") end
     end
@@ -495,6 +749,17 @@ local facts = {
   "- zklock " .. sh("git rev-parse --short HEAD")
     .. (sh("git status --porcelain -- csrc lua") ~= "" and " (with uncommitted changes in csrc/ or lua/)" or ""),
 }
+if opt.baseline then
+  local base_sha = sh("cat bench/out/base-build/.zkl-rev 2>/dev/null")
+  facts[#facts + 1] = ("- baseline `%s`: %s, \"%s\" (its core.so built by bench/run in bench/out/base-build{,-jit} "
+    .. "with the same options, its lua/ in bench/out/base-lua; the driver, bench/drivers/zklock_bench.lua, is "
+    .. "the current tree's for both)"):format(opt.baseline, sh("git rev-parse --short " .. base_sha),
+      sh("git log -1 --format=%s " .. base_sha))
+end
+if opt.cases then facts[#facts + 1] = "- cases: only " .. opt.cases end
+if opt.only then
+  facts[#facts + 1] = "- contenders: only " .. opt.only .. (opt.baseline and " (with the baseline's)" or "")
+end
 local header = {
   "# zklock benchmarks: results",
   "",
@@ -511,13 +776,31 @@ local header = {
     .. "Workloads with a duration run " .. secs .. " s each.",
   "",
 }
-local report = table.concat(header, "\n") .. "\n## Table\n\n" .. table_md .. "\n\n## Targets\n\n" .. targets_md .. "\n"
+local report = table.concat(header, "\n") .. "\n## Table\n\n" .. table_md .. "\n"
+if compare_md then
+  report = report .. "\n## Current tree vs baseline " .. opt.baseline .. "\n\n"
+    .. "Both run in the same rounds against the same server, each new run next to its baseline run (which goes "
+    .. "first alternates per round). new÷base: ratio of the medians; in parentheses the baseline's own "
+    .. "min and max over its median (its run-to-run spread on the same scale). Verdict: \"slower beyond spread\" "
+    .. "when the new median is below the baseline's min (rates, higher is better) or above its max (latencies, "
+    .. "requests, notifications, memory, times: lower is better), else \"within spread\". Paired: the "
+    .. "min–max over the rounds of new÷base within a round (the two ran back to back), for a second look at "
+    .. "noisy rows; the verdict does not use it.\n\n"
+    .. compare_md .. "\n\nPer workload:\n\n" .. verdicts_md .. "\n"
+end
+report = report .. "\n## Targets\n\n" .. targets_md .. "\n"
 if #failures > 0 then
   report = report .. "\n## Failed runs\n\n```\n" .. table.concat(failures, "\n") .. "\n```\n"
 end
 
 print(table_md)
 print()
+if compare_md then
+  print(compare_md)
+  print()
+  print(verdicts_md)
+  print()
+end
 print(targets_md)
 if opt.results then
   -- keep the hand-written analysis below the marker of an existing file

@@ -2,6 +2,8 @@
 --
 --   lua5.4 bench/drivers/zklock_bench.lua HOSTS WORKLOAD key=value ...
 --   ZKL_BUILD=bench/out/build-jit luajit bench/drivers/zklock_bench.lua HOSTS WORKLOAD ...
+--   ZKL_BUILD=bench/out/base-build ZKL_LUA_DIR=bench/out/base-lua lua5.4 bench/drivers/zklock_bench.lua ...
+--     (another revision's core.so and Lua sources under the same workloads: bench/run --baseline)
 --
 -- Workloads (the same in every driver; see bench/README.md):
 --   uncontended n= warm=        one holder, acquire+release in a loop: p50/p99 latency
@@ -14,7 +16,8 @@
 -- Output: one line "RESULT key=value ...". Requests are counted at the server (mntr
 -- zk_packets_received over the measured part, less what the mntr calls and polls add).
 local build = os.getenv("ZKL_BUILD") or "bench/out/build"
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+local luadir = os.getenv("ZKL_LUA_DIR") or "lua"
+package.path = luadir .. "/?.lua;" .. luadir .. "/?/init.lua;" .. package.path
 package.cpath = build .. "/?.so;" .. package.cpath
 
 local zklock = require("zklock")
