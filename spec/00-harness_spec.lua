@@ -12,6 +12,14 @@ local function proc_gone(pid)
   return not exists("/proc/" .. pid .. "/stat")
 end
 
+-- a stopped server's process is gone once its parent has reaped it: on a busy machine that can
+-- take longer than stop()'s own wait, so allow a bounded wait (a process still running fails)
+local function gone_soon(pid, seconds)
+  local t0 = testing.now()
+  while not proc_gone(pid) and testing.now() - t0 < (seconds or 10) do testing.sleep(0.05) end
+  return proc_gone(pid)
+end
+
 local shell = testing.sh
 
 -- processes whose command line mentions `needle` (our temp dirs are unique)
@@ -82,7 +90,7 @@ describe("zklock.testing single server", function()
     local old_pid, port = zk.pid, zk.port
     zk:kill()
     assert.is_false(zk:running())
-    assert.is_true(proc_gone(old_pid))
+    assert.is_true(gone_soon(old_pid))
     assert.is_true(exists(zk.dir .. "/zoo.cfg"))
     assert.is_nil(zk:four("ruok", 1))
     local t0 = testing.now()
@@ -112,7 +120,7 @@ describe("zklock.testing single server", function()
     local t0 = testing.now()
     zk:stop()
     print(("\n  [harness] stop in %.2f s"):format(testing.now() - t0))
-    assert.is_true(proc_gone(pid))
+    assert.is_true(gone_soon(pid))
     assert.is_false(exists(dir))
     assert.is_false(zk:running())
     zk:stop()
@@ -207,7 +215,7 @@ describe("zklock.testing ensemble", function()
     local t0 = testing.now()
     ens:stop()
     print(("\n  [harness] ensemble stop in %.2f s"):format(testing.now() - t0))
-    for _, pid in ipairs(pids) do assert.is_true(proc_gone(pid)) end
+    for _, pid in ipairs(pids) do assert.is_true(gone_soon(pid)) end
     assert.is_false(exists(dir))
     ens:stop()   -- idempotent
   end)
@@ -228,7 +236,7 @@ describe("zklock.testing cleanup", function()
     local pids = { a.pid, ens.nodes[1].pid }
     local dirs = { a.dir, b.dir, ens.dir }
     assert.is_true(testing.stop_all())
-    for _, pid in ipairs(pids) do assert.is_true(proc_gone(pid)) end
+    for _, pid in ipairs(pids) do assert.is_true(gone_soon(pid)) end
     for _, dir in ipairs(dirs) do
       assert.is_false(exists(dir))
       assert.are.equal("", procs_mentioning(dir))
