@@ -13,7 +13,7 @@
 local core = require("zklock.core")
 local check = require("zklock.check")
 local scheduler = require("zklock.scheduler")
-local metrics = require("zklock.metrics")
+local metrics = require("zklock.metrics")._internal
 
 local Client = {}
 Client.__index = Client

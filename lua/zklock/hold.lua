@@ -10,11 +10,12 @@
 local core = require("zklock.core")
 local check = require("zklock.check")
 local R = require("zklock.client").recipe
-local metrics = require("zklock.metrics")
+local metrics = require("zklock.metrics")._internal
 
 local M = {}
 
 local running = coroutine.running
+local now = core.now -- monotonic milliseconds
 
 local STATE = setmetatable({}, { __tostring = function() return "zklock.hold.state" end })
 
@@ -106,7 +107,7 @@ function M.await(obj, id)
   local st = obj[STATE]
   local client = st.client
   local rep = R.metrics(client)
-  local t0 = rep and metrics.now()
+  local t0 = rep and now()
   local w = R.waiter(client, id, true)
   st.pending[id] = w
   R.await(client, w)
@@ -115,7 +116,8 @@ function M.await(obj, id)
     local acquired = w.done and w.type == core.EV_ACQUIRED
     local token
     if acquired and rep.events ~= "none" then token = select(2, R.core(client):info(id)) end
-    metrics.acquire_done(rep, labels_of(st, obj, rep), what_of(obj), metrics.now() - t0, acquired,
+    local what = rep.events ~= "none" and what_of(obj) -- built only for an event line
+    metrics.acquire_done(rep, labels_of(st, obj, rep), what, (now() - t0) / 1000, acquired,
       w.done and w.status or core.errno.ECLOSED, token)
   end
   return w
@@ -163,7 +165,7 @@ function M.adopt(obj, id, owner, target, kind, path)
     st.owned[hold] = true
   end
   R.track(st.client, id, hold)
-  if R.metrics(st.client) then hold.granted_at = metrics.now() end
+  if R.metrics(st.client) then hold.granted_at = now() end
   return hold
 end
 
@@ -173,7 +175,8 @@ local function hold_done(hold, how)
   if not rep or not hold.granted_at or hold.reported then return end
   hold.reported = true
   local st = hold.obj[STATE]
-  metrics.hold_done(rep, labels_of(st, hold.obj, rep), hold:what(), metrics.now() - hold.granted_at, hold.token, how)
+  metrics.hold_done(rep, labels_of(st, hold.obj, rep), rep.events ~= "none" and hold:what(),
+    (now() - hold.granted_at) / 1000, hold.token, how)
 end
 
 -- "mutex /a" (built only for messages)
@@ -199,7 +202,7 @@ function Hold:on_state(state)
   local rep = R.metrics(self.client)
   if rep and self.granted_at then
     metrics.hold_state(rep, labels_of(self.obj[STATE], self.obj, rep), self:what(), state, self.token,
-      metrics.now() - self.granted_at)
+      (now() - self.granted_at) / 1000)
     if state == "LOST" then hold_done(self, "lost") end
   end
   local fn = self.obj[STATE].on_lost

@@ -3,9 +3,11 @@
 -- A sink is any table with two methods (both optional):
 --   sink:count(name, labels, n)        add n to a counter
 --   sink:observe(name, labels, value)  add one observation (seconds) to a histogram
--- `labels` is a table of strings. Label values stay bounded: the recipe, a name the user gives
--- (the object option `metric`, or the client option `metric_label`, a function of the path), an
--- outcome or a state from a fixed list; never a raw path unless the user maps paths to it.
+-- `labels` is a table of strings, reused from call to call for the same series (a sink may key
+-- its series by the table; never change one after it was passed). Label values stay bounded:
+-- the recipe, a name the user gives (the object option `metric`, or the client option
+-- `metric_label`, a function of the path), an outcome or a state from a fixed list; never a raw
+-- path unless the user maps paths to it.
 --
 -- Reported (see docs/api.md, "Metrics", for the full list and labels):
 --   zklock_acquire_total{recipe,name,outcome}   every acquire that waited for the server
@@ -22,6 +24,9 @@ local core = require("zklock.core")
 local check = require("zklock.check")
 
 local M = {}
+-- what zklock.client and zklock.hold call (not for applications)
+local I = {}
+M._internal = I
 
 local now = core.now
 
@@ -38,7 +43,7 @@ local RECIPE = {
   ["multi-lock"] = "multilock",
   ["lease of semaphore"] = "semaphore",
 }
-function M.recipe_label(kind) return RECIPE[kind] or (tostring(kind):gsub("%W+", "_")) end
+function I.recipe_label(kind) return RECIPE[kind] or (tostring(kind):gsub("%W+", "_")) end
 
 -- The outcome label of a finished acquire's status.
 local OUTCOME = {
@@ -47,7 +52,7 @@ local OUTCOME = {
   [core.errno.ECLOSED] = "closed",
   [core.errno.ESESSION] = "session",
 }
-function M.outcome_label(status, acquired)
+function I.outcome_label(status, acquired)
   if acquired then return "acquired" end
   return OUTCOME[status] or "error"
 end
@@ -59,14 +64,15 @@ local default_sink
 -- zklock.metrics(sink): the sink of every client connected after this call that has no
 -- `metrics` option of its own (nil: none). Returns the previous one.
 function M.set_default(sink)
-  if sink ~= nil then M.check_sink("metrics", 1, sink) end
+  if sink ~= nil then I.check_sink("metrics", 1, sink) end
   local old = default_sink
   default_sink = sink
   return old
 end
 function M.default() return default_sink end
+I.default = M.default
 
-function M.check_sink(fname, argn, sink, what)
+function I.check_sink(fname, argn, sink, what)
   local t = type(sink)
   local ok = (t == "table" or t == "userdata")
   if ok then
@@ -101,9 +107,9 @@ local function call(rep, method, name, labels, v)
   end
 end
 
--- A client's reporter: rep = M.reporter(client_opts, log) or nil when nothing is reported.
+-- A client's reporter: rep = I.reporter(client_opts, log) or nil when nothing is reported.
 --   log(level, msg): the client's _emit.
-function M.reporter(sink, label_fn, events_level, log)
+function I.reporter(sink, label_fn, events_level, log)
   if not sink and events_level == "none" then return nil end
   return {
     sink = sink,
@@ -116,30 +122,44 @@ function M.reporter(sink, label_fn, events_level, log)
 end
 
 -- The labels of an object that acquires (cached on the object by the caller).
-function M.labels(rep, kind, path, name)
+function I.labels(rep, kind, path, name)
   if name == nil then
     if rep.label_fn then
-      local ok, v = pcall(rep.label_fn, path, M.recipe_label(kind))
+      local ok, v = pcall(rep.label_fn, path, I.recipe_label(kind))
       name = ok and type(v) == "string" and v or "-"
       if not ok then rep.log("error", "metric_label function failed: " .. tostring(v)) end
     else
       name = "-"
     end
   end
-  return { recipe = M.recipe_label(kind), name = name }
+  return { recipe = I.recipe_label(kind), name = name }
 end
 
 local function event(rep, fmt, ...)
   if rep.events ~= "none" then rep.log(rep.events, fmt:format(...)) end
 end
 
+-- labels plus one more label, built once per (labels, key, value) and reused, so that a sink can
+-- key its series by the table itself (the Prometheus sink does)
+local derived = setmetatable({}, { __mode = "k" })
 local function with(labels, key, value)
-  return { recipe = labels.recipe, name = labels.name, [key] = value }
+  local by_key = derived[labels]
+  if not by_key then
+    by_key = {}
+    derived[labels] = by_key
+  end
+  local k = key .. "\0" .. value
+  local l = by_key[k]
+  if not l then
+    l = { recipe = labels.recipe, name = labels.name, [key] = value }
+    by_key[k] = l
+  end
+  return l
 end
 
 -- An acquire of `what` (e.g. "mutex /a") ended after `waited` seconds.
-function M.acquire_done(rep, labels, what, waited, acquired, status, token)
-  local outcome = M.outcome_label(status, acquired)
+function I.acquire_done(rep, labels, what, waited, acquired, status, token)
+  local outcome = I.outcome_label(status, acquired)
   if rep.sink then
     local l = with(labels, "outcome", outcome)
     call(rep, "count", "zklock_acquire_total", l, 1)
@@ -155,13 +175,13 @@ function M.acquire_done(rep, labels, what, waited, acquired, status, token)
 end
 
 -- A hold ended: released (or dropped in the background, or gone with a lost session).
-function M.hold_done(rep, labels, what, held, token, how)
+function I.hold_done(rep, labels, what, held, token, how)
   if rep.sink then call(rep, "observe", "zklock_hold_seconds", labels, held) end
   event(rep, "%s %s token=%s held=%.3fs", how, what, tostring(token), held)
 end
 
 -- A hold heard SUSPENDED, RECONNECTED or LOST.
-function M.hold_state(rep, labels, what, state, token, held)
+function I.hold_state(rep, labels, what, state, token, held)
   if state ~= "SUSPENDED" and state ~= "LOST" then
     event(rep, "reconnected %s token=%s", what, tostring(token))
     return
@@ -172,7 +192,7 @@ end
 
 -- A session state change of the client.
 local SESSION_EVENTS = { CONNECTED = "connected", SUSPENDED = "suspended", EXPIRED = "expired" }
-function M.session(rep, state, was)
+function I.session(rep, state, was)
   if not rep.sink then return end
   local ev = SESSION_EVENTS[state]
   if not ev then return end
@@ -185,7 +205,7 @@ end
 local REQUEST_KINDS = { creates = "create", deletes = "delete", lists = "list", gets = "get",
                         exists = "exists", ops = "plain" }
 local REQUEST_ORDER = { "creates", "deletes", "lists", "gets", "exists", "ops" }
-function M.requests(rep, stats)
+function I.requests(rep, stats)
   if not rep.sink then return end
   local last = rep.last_stats
   for _, k in ipairs(REQUEST_ORDER) do
@@ -198,7 +218,7 @@ function M.requests(rep, stats)
   end
 end
 
-M.now = function() return now() / 1000 end
+I.now = function() return now() / 1000 end
 
 ---------------------------------------------------------------- sinks
 
@@ -273,11 +293,15 @@ local function series_key(labels)
   return table.concat(parts, "\1")
 end
 
+-- index of the first bucket whose upper bound is >= v (#BUCKETS + 1: above them all)
 local function bucket_index(v)
-  for i, le in ipairs(M.BUCKETS) do
-    if v <= le then return i end
+  local b = M.BUCKETS
+  local lo, hi = 1, #b + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if v <= b[mid] then hi = mid else lo = mid + 1 end
   end
-  return #M.BUCKETS + 1
+  return lo
 end
 
 -- metrics.prometheus() -> a sink kept in this Lua state, with sink:render() -> the Prometheus
@@ -287,21 +311,32 @@ local Prom = {}
 Prom.__index = Prom
 
 function M.prometheus()
-  return setmetatable({ families = {} }, Prom)
+  return setmetatable({ _families = {} }, Prom)
+end
+
+-- the series key of a label table, cached by the table (the reporters reuse their label tables)
+local key_cache = setmetatable({}, { __mode = "k" })
+local function cached_key(labels)
+  local k = key_cache[labels]
+  if not k then
+    k = series_key(labels)
+    key_cache[labels] = k
+  end
+  return k
 end
 
 local function family(self, name, typ)
-  local fam = self.families[name]
+  local fam = self._families[name]
   if not fam then
     fam = { type = typ, series = {} }
-    self.families[name] = fam
+    self._families[name] = fam
   end
   return fam
 end
 
 function Prom:count(name, labels, n)
   local fam = family(self, name, "counter")
-  local k = series_key(labels)
+  local k = cached_key(labels)
   local s = fam.series[k]
   if not s then
     s = { labels = labels, value = 0 }
@@ -312,7 +347,7 @@ end
 
 function Prom:observe(name, labels, v)
   local fam = family(self, name, "histogram")
-  local k = series_key(labels)
+  local k = cached_key(labels)
   local s = fam.series[k]
   if not s then
     s = { labels = labels, buckets = {}, sum = 0, count = 0 }
@@ -325,7 +360,7 @@ function Prom:observe(name, labels, v)
 end
 
 function Prom:get(name, labels)
-  local fam = self.families[name]
+  local fam = self._families[name]
   local s = fam and fam.series[series_key(labels or {})]
   if not s then return nil end
   if fam.type == "counter" then return s.value end
@@ -333,7 +368,7 @@ function Prom:get(name, labels)
 end
 
 function Prom:render()
-  return render(self.families, HELP)
+  return render(self._families, HELP)
 end
 
 -- metrics.shared_dict(dict) -> a sink over an OpenResty lua_shared_dict, so every nginx worker
@@ -352,7 +387,7 @@ end
 local SEP = "\2"
 
 local function label_pack(labels)
-  return series_key(labels)
+  return cached_key(labels)
 end
 
 local function label_unpack(s)
