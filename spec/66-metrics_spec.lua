@@ -93,6 +93,30 @@ describe("metrics", function()
     assert.is_nil(text:find("/metrics/a", 1, true), "a raw path leaked into the labels:\n" .. text)
   end)
 
+  it("observes the contenders each acquisition saw at its first listing", function()
+    local sink = zklock.metrics.prometheus()
+    local c = connect({ metrics = sink })
+    local m = c:mutex("/metrics/contenders", { metric = "cont" })
+    assert(m:acquire(5)) -- alone: 0 ahead
+    local done = 0
+    for _ = 1, 3 do
+      c:spawn(function()
+        assert(m:acquire(20))
+        assert(m:release())
+        done = done + 1
+      end)
+    end
+    -- all three queue behind the holder (1, 2 and 3 nodes ahead) before it lets go
+    assert.is_true(util.wait_until(function() return #util.children(c, "/metrics/contenders") == 4 end, 10, { c }))
+    assert(m:release())
+    assert(c:run(20))
+    assert.are.equal(3, done)
+    local h = sink:get("zklock_contenders", { recipe = "mutex", name = "cont" })
+    assert.are.equal(4, h.count)
+    assert.are.equal(0 + 1 + 2 + 3, h.sum)
+    assert.matches('zklock_contenders_bucket{name="cont",recipe="mutex",le="2"} 3', sink:render(), 1, true)
+  end)
+
   it("labels by the client's metric_label function; default name label is '-'", function()
     local sink = zklock.metrics.prometheus()
     local c = connect({ metrics = sink, metric_label = function(path, recipe)

@@ -114,11 +114,14 @@ function M.await(obj, id)
   st.pending[id] = nil
   if rep then
     local acquired = w.done and w.type == core.EV_ACQUIRED
-    local token
-    if acquired and rep.events ~= "none" then token = select(2, R.core(client):info(id)) end
+    local token, ahead
+    if acquired then
+      local _, t, _, _, a = R.core(client):info(id) -- a multi-lock has none: nil
+      token, ahead = t, a
+    end
     local what = rep.events ~= "none" and what_of(obj) -- built only for an event line
     metrics.acquire_done(rep, labels_of(st, obj, rep), what, (now() - t0) / 1000, acquired,
-      w.done and w.status or core.errno.ECLOSED, token)
+      w.done and w.status or core.errno.ECLOSED, token, ahead)
   end
   return w
 end

@@ -13,6 +13,7 @@
 --   zklock_acquire_total{recipe,name,outcome}   every acquire that waited for the server
 --   zklock_wait_seconds{recipe,name,outcome}    its wait, whatever the outcome
 --   zklock_hold_seconds{recipe,name}            from grant to release (or loss, or drop)
+--   zklock_contenders{recipe,name}              nodes ahead at an acquisition's first listing
 --   zklock_loss_total{recipe,name,state}        SUSPENDED and LOST, per hold
 --   zklock_requests_total{kind}                 ZooKeeper requests by kind (the core's counters)
 --   zklock_session_total{event}                 connected, suspended, reconnected, expired
@@ -30,8 +31,13 @@ M._internal = I
 
 local now = core.now
 
--- Histogram buckets in seconds (upper bounds), shared by every sink built here.
+-- Histogram buckets (upper bounds), shared by every sink built here: seconds for the names
+-- ending in _seconds, counts for the others (zklock_contenders).
 M.BUCKETS = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300 }
+M.COUNT_BUCKETS = { 0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384 }
+local function buckets_of(name)
+  return name:sub(-8) == "_seconds" and M.BUCKETS or M.COUNT_BUCKETS
+end
 
 -- The recipe label of an object that acquires (its `kind`, without spaces).
 local RECIPE = {
@@ -157,13 +163,15 @@ local function with(labels, key, value)
   return l
 end
 
--- An acquire of `what` (e.g. "mutex /a") ended after `waited` seconds.
-function I.acquire_done(rep, labels, what, waited, acquired, status, token)
+-- An acquire of `what` (e.g. "mutex /a") ended after `waited` seconds; `ahead`: the contenders
+-- its node saw at its first listing (nil or < 0: unknown).
+function I.acquire_done(rep, labels, what, waited, acquired, status, token, ahead)
   local outcome = I.outcome_label(status, acquired)
   if rep.sink then
     local l = with(labels, "outcome", outcome)
     call(rep, "count", "zklock_acquire_total", l, 1)
     call(rep, "observe", "zklock_wait_seconds", l, waited)
+    if ahead and ahead >= 0 then call(rep, "observe", "zklock_contenders", labels, ahead) end
   end
   if acquired then
     event(rep, "granted %s token=%s waited=%.3fs", what, tostring(token), waited)
@@ -246,6 +254,7 @@ local HELP = {
   zklock_acquire_total = "Acquires that waited for the server, by outcome.",
   zklock_wait_seconds = "Time from the start of an acquire to its outcome.",
   zklock_hold_seconds = "Time from grant to release, drop or loss.",
+  zklock_contenders = "Nodes ahead of an acquisition at its first listing.",
   zklock_loss_total = "Holds told SUSPENDED or LOST.",
   zklock_requests_total = "ZooKeeper requests sent, by kind.",
   zklock_session_total = "Session state changes of the clients.",
@@ -270,11 +279,12 @@ local function render(families, prefix_help)
         out[#out + 1] = ("%s%s %s"):format(name, label_text(s.labels), fmt_num(s.value))
       else
         local cum = 0
-        for i, le in ipairs(M.BUCKETS) do
+        local bounds = buckets_of(name)
+        for i, le in ipairs(bounds) do
           cum = cum + (s.buckets[i] or 0)
           out[#out + 1] = ("%s_bucket%s %s"):format(name, label_text(s.labels, "le", fmt_num(le)), fmt_num(cum))
         end
-        cum = cum + (s.buckets[#M.BUCKETS + 1] or 0)
+        cum = cum + (s.buckets[#bounds + 1] or 0)
         out[#out + 1] = ("%s_bucket%s %s"):format(name, label_text(s.labels, "le", "+Inf"), fmt_num(cum))
         out[#out + 1] = ("%s_sum%s %s"):format(name, label_text(s.labels), fmt_num(s.sum))
         out[#out + 1] = ("%s_count%s %s"):format(name, label_text(s.labels), fmt_num(s.count))
@@ -294,8 +304,7 @@ local function series_key(labels)
 end
 
 -- index of the first bucket whose upper bound is >= v (#BUCKETS + 1: above them all)
-local function bucket_index(v)
-  local b = M.BUCKETS
+local function bucket_index(v, b)
   local lo, hi = 1, #b + 1
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
@@ -353,7 +362,7 @@ function Prom:observe(name, labels, v)
     s = { labels = labels, buckets = {}, sum = 0, count = 0 }
     fam.series[k] = s
   end
-  local i = bucket_index(v)
+  local i = bucket_index(v, buckets_of(name))
   s.buckets[i] = (s.buckets[i] or 0) + 1
   s.sum = s.sum + v
   s.count = s.count + 1
@@ -406,7 +415,7 @@ end
 function Shared:observe(name, labels, v)
   local base = table.concat({ "h", name, label_pack(labels) }, SEP) .. SEP
   local d = self.dict
-  d:incr(base .. bucket_index(v), 1, 0)
+  d:incr(base .. bucket_index(v, buckets_of(name)), 1, 0)
   d:incr(base .. "sum", v, 0)
   d:incr(base .. "count", 1, 0)
 end

@@ -14,6 +14,7 @@
 ---| `zklock_acquire_total` | counter | recipe, name, outcome (`acquired`, `timeout`, `canceled`, `closed`, `session`, `error`) |
 ---| `zklock_wait_seconds` | histogram | recipe, name, outcome |
 ---| `zklock_hold_seconds` | histogram | recipe, name (grant to release, drop, loss or close) |
+---| `zklock_contenders` | histogram | recipe, name: nodes ahead of an acquisition at its first listing (buckets `COUNT_BUCKETS`) |
 ---| `zklock_loss_total` | counter | recipe, name, state (`SUSPENDED`, `LOST`), per hold |
 ---| `zklock_requests_total` | counter | kind (`create`, `delete`, `list`, `get`, `exists`, `plain`) |
 ---| `zklock_session_total` | counter | event (`connected`, `suspended`, `reconnected`, `expired`) |
@@ -21,7 +22,8 @@
 ---Recipes: `mutex`, `read`, `write`, `semaphore` (also a semaphore mutex's leases), `multilock`.
 ---A sink that raises is logged once per method and otherwise ignored.
 ---@class zklock.metrics
----@field BUCKETS number[] Histogram bucket upper bounds in seconds, shared by the sinks built here.
+---@field BUCKETS number[] Histogram bucket upper bounds in seconds (names ending in `_seconds`), shared by the sinks built here.
+---@field COUNT_BUCKETS number[] Histogram bucket upper bounds of the other histograms (counts: `zklock_contenders`).
 local metrics = {}
 
 ---A sink: any table with one or both of these methods. `labels` tables are reused for the same
