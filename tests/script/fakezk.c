@@ -453,10 +453,15 @@ int fz_data_ok(fz_req *r, const char *data, int64_t czxid) {
     return answer(r, ZOK);
 }
 
-int fz_stat_ok(fz_req *r, int64_t czxid) {
+int fz_stat_owner(fz_req *r, int64_t czxid, int64_t owner) {
     if (!r || (r->kind != FZ_EXISTS && r->kind != FZ_SET) || r->status != FZ_PENDING) return -1;
     r->priv->stat.czxid = czxid;
+    r->priv->stat.ephemeralOwner = owner;
     return answer(r, ZOK);
+}
+
+int fz_stat_ok(fz_req *r, int64_t czxid) {
+    return fz_stat_owner(r, czxid, r ? r->session : 0);
 }
 
 /* Run r's completion with rc (its own answer if rc is the one recorded). */
