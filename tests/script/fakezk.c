@@ -726,6 +726,17 @@ static int t_acreate2(zhandle_t *zh, const char *path, const char *value, int le
     return ZOK;
 }
 
+static int t_awexists(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
+                      stat_completion_t done, const void *data) {
+    if (!usable(zh)) return ZINVALIDSTATE;
+    fz_req *r = record(zh, FZ_EXISTS, path, data);
+    r->watch = watcher != NULL;
+    r->priv->wfn = watcher;
+    r->priv->wctx = wctx;
+    r->priv->done.st = done;
+    return ZOK;
+}
+
 static int t_adelete(zhandle_t *zh, const char *path, int version, void_completion_t done,
                      const void *data) {
     if (!usable(zh)) return ZINVALIDSTATE;
@@ -826,7 +837,7 @@ const zkl_zk fz_table = {
     t_adelete,     t_aexists,       t_aget,
     t_awget,       t_aget_children, t_awget_children,
     t_aset,        t_amulti,        t_aremove_all_watches,
-    t_now_ms,
+    t_now_ms,      t_awexists,
 };
 
 /* ------------------------------------------------------------------ tree server */

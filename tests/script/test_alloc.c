@@ -144,7 +144,7 @@ static void sc_locks(void) {
         }
     }
     acquire_release(ZKL_READ, "/d/rw");
-    zkl_op_args args = {ZKL_OP_CHILDREN, "/m", NULL, 0, 0, -1, 0, 0};
+    zkl_op_args args = {ZKL_OP_CHILDREN, "/m", NULL, 0, 0, -1, 0, 0, 0};
     if (started(zkl_op_start(C, &args, &op))) {
         drive();
         int n = 0;
