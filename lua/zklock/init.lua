@@ -19,6 +19,7 @@ local lock_mod = require("zklock.lock")
 local sem_mod = require("zklock.semaphore")
 local multi_mod = require("zklock.multilock")
 local watch_mod = require("zklock.watch")
+require("zklock.revoke") -- client:revoke
 
 local M = {
   _NAME = "zklock",

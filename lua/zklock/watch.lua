@@ -65,7 +65,7 @@ function M.on_done(client, id, st)
     rec.unarmed = true
     if rec.key and ws.shared[rec.key] == rec then ws.shared[rec.key] = nil end
   end
-  if rec.on_done then rec.on_done(st) end
+  if rec.on_done then rec.on_done(st, st == 0 and client._c:result(id) or nil) end
 end
 
 local function finish(client, rec, status)
@@ -133,7 +133,7 @@ end
 -- Start a read of `kind` ("get", "exists", "children", core op type optype) on path with a
 -- watch. -> core op id, the Watch its answer arms | nil, msg, code. A watch of the same kind
 -- on the same path that is armed and shared is reused: the read then goes without a watch.
--- opts.private: never share this watch (a recipe's own); opts.on_done(status),
+-- opts.private: never share this watch (a recipe's own); opts.on_done(status, result),
 -- opts.on_fire(status): callbacks run from the dispatch (they must not wait).
 function M.start(client, kind, optype, path, ms, opts)
   local ws = state(client)
