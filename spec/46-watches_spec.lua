@@ -147,3 +147,60 @@ describe("watches on plain reads", function()
     util.assert_words(util.error_of(w.fired, {}), { "watch:fired" })
   end)
 end)
+
+describe("watches under the luv adapter #adapters", function()
+  local ok_uv, uv = pcall(require, "luv")
+  if not ok_uv then
+    pending("lua-luv is not installed (apt-get install lua-luv)")
+    return
+  end
+  local zluv = require("zklock.adapters.luv")
+  local zk
+  fixture.server({}, {}, function(s) zk = s end)
+
+  it("coroutines in a libuv loop suspend in wait: a timeout on time, a change wakes every waiter", function()
+    local a = assert(zklock.connect(zk.hosts, { identity = "uvw-a" }))
+    local b = assert(zklock.connect(zk.hosts, { identity = "uvw-b" }))
+    zluv.attach(a, uv)
+    zluv.attach(b, uv)
+    assert(b:create("/wl", "0"))
+    local results, timed = {}, nil
+    local N = 5
+    for i = 1, N do
+      zluv.spawn(a, function()
+        local _, _, w = assert(a:get("/wl", { watch = true }))
+        results[i] = pack(w:wait(20))
+      end)
+    end
+    zluv.spawn(a, function()
+      local _, _, w = assert(a:get("/wl", { watch = true }))
+      local t0 = util.now()
+      timed = { pack(w:wait(0.3)), util.now() - t0 }
+    end)
+    zluv.spawn(b, function()
+      while not timed do b:sleep(0.02) end -- the change comes after the timed wait ended
+      assert(b:set("/wl", "1"))
+    end)
+    local dog = uv.new_timer()
+    local expired = false
+    dog:start(30000, 0, function() expired = true; uv.stop() end)
+    dog:unref()
+    local closer = uv.new_timer()
+    closer:start(20, 20, function()
+      local n = 0
+      for i = 1, N do if results[i] then n = n + 1 end end
+      if n == N then
+        closer:close()
+        a:close()
+        b:close()
+      end
+    end)
+    uv.run()
+    if not dog:is_closing() then dog:close() end
+    uv.run("nowait")
+    assert.is_false(expired, "the loop did not finish within 30 s")
+    assert_code("ETIMEDOUT", timed[1])
+    assert.is_true(timed[2] >= 0.3 and timed[2] < 5, "timed wait took " .. timed[2] .. " s")
+    for i = 1, N do assert.are.equal("changed", results[i][1]) end
+  end)
+end)
