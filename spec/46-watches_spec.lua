@@ -164,7 +164,7 @@ describe("watches under the luv adapter #adapters", function()
     zluv.attach(a, uv)
     zluv.attach(b, uv)
     assert(b:create("/wl", "0"))
-    local results, timed = {}, nil
+    local results, timed, set_done = {}, nil, false
     local N = 5
     for i = 1, N do
       zluv.spawn(a, function()
@@ -180,6 +180,7 @@ describe("watches under the luv adapter #adapters", function()
     zluv.spawn(b, function()
       while not timed do b:sleep(0.02) end -- the change comes after the timed wait ended
       assert(b:set("/wl", "1"))
+      set_done = true
     end)
     local dog = uv.new_timer()
     local expired = false
@@ -189,7 +190,7 @@ describe("watches under the luv adapter #adapters", function()
     closer:start(20, 20, function()
       local n = 0
       for i = 1, N do if results[i] then n = n + 1 end end
-      if n == N then
+      if n == N and set_done then
         closer:close()
         a:close()
         b:close()
