@@ -217,6 +217,38 @@ describe("revocation", function()
     assert_code("ZNONODE", pack(b:revoke(node)))
   end)
 
+  it("give-up paths with a handler set leave no node and no watch: timeout, cancel, owner gone, close", function()
+    local a, b = connect("gu-a"), connect("gu-b")
+    local mb = b:mutex("/rv/gu")
+    assert(mb:acquire(5))
+    local ma = a:mutex("/rv/gu")
+    local calls = 0
+    ma:on_revoke(function() calls = calls + 1 end)
+    assert_code("ETIMEDOUT", pack(ma:acquire(0.2)))
+    assert.is_true(util.wait_until(function() return #util.children(b, "/rv/gu") == 1 end, 10, { a, b }))
+    local res
+    a:spawn(function() res = pack(ma:acquire(30)) end)
+    assert.is_true(util.wait_until(function() return #util.children(b, "/rv/gu") == 2 end, 10, { a, b }))
+    assert.are.equal(1, ma:cancel())
+    assert.is_true(util.wait_until(function() return res ~= nil end, 10, { a, b }))
+    assert_code("ECANCELED", res)
+    assert.is_true(util.wait_until(function() return #util.children(b, "/rv/gu") == 1 end, 10, { a, b }))
+    -- granted, then its owner coroutine ends without releasing: reaped, the watch forgotten
+    local node
+    a:spawn(function() assert(ma:acquire(30)); node = ma:node() end)
+    assert(mb:release())
+    assert.is_true(util.wait_until(function() return node ~= nil end, 10, { a, b }))
+    assert.is_true(util.wait_until(function() return #util.children(b, "/rv/gu") == 0 end, 10, { a, b }))
+    assert.are.equal(0, watches_on(zk, node))
+    -- held with a handler when the client closes: the node goes with the session
+    assert(ma:acquire(5))
+    node = ma:node()
+    a:close()
+    assert.are.same({}, util.children(b, "/rv/gu"))
+    assert.are.equal(0, watches_on(zk, node))
+    assert.are.equal(0, calls)
+  end)
+
   it("rejects bad input: revoke's node and options, on_revoke's handler; missing and non-lock nodes", function()
     local a = connect("bad")
     util.assert_words(util.error_of(a.revoke, a, nil), { "revoke", "node" })
