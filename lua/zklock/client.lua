@@ -368,6 +368,7 @@ function Client:abandon(w)
   if type(w) ~= "table" or type(w.id) ~= "number" then
     check.argerror("abandon", 1, "expected a waiter record, got " .. check.describe(w))
   end
+  if w.watch then return watch.drop_wait(self, w) end -- a wait on a watch (zklock.watch)
   if w.done then
     if w.type == core.EV_ACQUIRED and not w.consumed then
       w.consumed = true

@@ -122,6 +122,19 @@ function M.timeout_ms(client)
   return left < 0 and 0 or left
 end
 
+-- Wait record w is given up (its coroutine was closed or collected while waiting).
+function M.drop_wait(client, w)
+  if w.done then return end
+  local ws = state(client)
+  w.done = true
+  ws.timed[w] = nil
+  ws.waiting = ws.waiting - 1
+  local waits = w.watch.waits
+  for i, x in ipairs(waits) do
+    if x == w then table.remove(waits, i) break end
+  end
+end
+
 -- Waits not done (for client:pending()).
 function M.pending(client)
   local ws = client._watch
@@ -200,14 +213,7 @@ function Watch:wait(timeout)
     else
       while not w.done and client.state ~= "CLOSED" do client:_pump(-1) end
     end
-    if not w.done then -- woken otherwise (client closed, foreign resume): leave the list
-      w.done = true
-      ws.timed[w] = nil
-      ws.waiting = ws.waiting - 1
-      for i, x in ipairs(self.waits) do
-        if x == w then table.remove(self.waits, i) break end
-      end
-    end
+    if not w.done then M.drop_wait(client, w) end -- woken otherwise (client closed, foreign resume)
     w.consumed = true
   end
   local st = self._status
