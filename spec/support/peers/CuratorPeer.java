@@ -25,7 +25,7 @@
 //        threads acquire/hold/release in a loop; every hold interval goes to `log`;
 //        -> ok holds=<n> timeouts=<n> errors=<n> [error=<first error>]   when all threads ended
 //   quit                                   -> ok, then exit
-// Revocation (spec/73-curator-revoke_spec.lua):
+// Revocation (spec/74-curator-revoke_spec.lua):
 //   hold ... revocable=1                   mutex/read/write: makeRevocable before acquiring; each
 //                                          call of its listener counts (and with release_on_revoke=1
 //                                          the holder releases, as a cooperative holder would)

@@ -6,7 +6,7 @@
 --   * zklock's client:revoke against a Curator holder that called makeRevocable (mutex and a
 --     read-write lock side): its listener runs once per request; with release_on_revoke the
 --     Curator holder lets go and the zklock waiter gets the lock.
---   busted --lua=lua5.4 spec/73-curator-revoke_spec.lua
+--   busted --lua=lua5.4 spec/74-curator-revoke_spec.lua
 local testing = require("zklock.testing")
 local util = require("support.util")
 local peers = require("support.peers.peer")
