@@ -59,7 +59,7 @@ function zklock.run(clients, timeout) end
 
 ---What kind of zklock object `x` is.
 ---@param x any
----@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|nil kind `nil` for anything else.
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|nil kind `nil` for anything else.
 function zklock.type(x) end
 
 ---The text of an error code.
@@ -318,37 +318,63 @@ function client:run(timeout) end
 ---@param seconds number Seconds (fractions allowed).
 function client:sleep(seconds) end
 
----Read a znode.
+---Read a znode. With `{ watch = true }` the read also arms a one-shot ZooKeeper watch on the
+---node and returns a `zklock.Watch` as its third value (only when the read found the node: a
+---missing node returns the ZNONODE error and arms nothing).
 ---
 ---Errors: `nil, "ZNONODE: get /x: node does not exist", "ZNONODE"` and other ZooKeeper codes;
----`ECLOSED` if the client is closed while waiting. Raises on a closed client or a path that is
----not absolute.
+---`ECLOSED` if the client is closed while waiting. Raises on a closed client, a path that is
+---not absolute, or an unknown or invalid option.
 ---@param path string Absolute znode path.
----@param opts? zklock.CallOptions
+---@param opts? zklock.ReadOptions
 ---@return string? data The node's data (`""` if none).
 ---@return zklock.Stat|string stat The node's stat, or the error message.
----@return string? code
+---@return zklock.Watch|string|nil watch With `watch = true`: the watch; on error: the code.
 function client:get(path, opts) end
 
----List a znode's children.
+---List a znode's children. With `{ watch = true }` also returns a `zklock.Watch` that fires
+---`"child"` when a child is added or removed (`"deleted"` when the node itself goes).
 ---
 ---Errors: as `client:get`.
 ---@param path string
----@param opts? zklock.CallOptions
+---@param opts? zklock.ReadOptions
 ---@return string[]? names Child names, unsorted.
----@return string? msg
+---@return string|zklock.Watch|nil msg The error message, or with `watch = true` the watch.
 ---@return string? code
 function client:children(path, opts) end
 
----Whether a znode exists.
+---Whether a znode exists. With `{ watch = true }` also returns a `zklock.Watch`, also for a
+---missing node: then it fires `"created"` when the node is made.
 ---
 ---Errors: as `client:get`, except that a missing node returns `false`.
 ---@param path string
----@param opts? zklock.CallOptions
+---@param opts? zklock.ReadOptions
 ---@return zklock.Stat|false|nil stat The stat, `false` if there is no such node, nil on error.
----@return string? msg
+---@return string|zklock.Watch|nil msg The error message, or with `watch = true` the watch.
 ---@return string? code
 function client:exists(path, opts) end
+
+---Options of the reads `get`, `children` and `exists`.
+---@class zklock.ReadOptions
+---@field timeout? number Seconds before the call gives up with `ETIMEDOUT` (default: the client's `op_timeout`; `math.huge`: never).
+---@field watch? boolean Arm a one-shot watch and return it (a `zklock.Watch`). While a watch armed by an earlier read of the same kind on the same path of this client has not fired, the read goes without a watch of its own and returns that same watch: one ZooKeeper watch, however many coroutines wait on it.
+
+---Ask the holder of a lock or lease node to let it go (Curator's cooperative revocation, as
+---`Revoker.attemptRevoke`): writes `"__REVOKE__"` into the node's data. A holder that set
+---`on_revoke` (zklock) or called `makeRevocable` (Curator) is told and decides; any other holder
+---is unaffected. Works from any client, for mutexes, read-write lock sides, semaphore leases and
+---semaphore mutexes.
+---
+---Errors: `nil, "ZNONODE: revoke /x: no such node ...", "ZNONODE"` when the node is gone (its
+---holder released it); `nil, "EINVAL: ...", "EINVAL"` for a node that is not ephemeral (not a
+---lock or lease node: its data is left alone); other ZooKeeper codes as `nil, msg, code`. Raises
+---on a closed client, a node that is not an absolute path, or an unknown option.
+---@param node string Full path of the holder's node (`lock:node()`, `lease:node()`, `participants()`).
+---@param opts? zklock.CallOptions
+---@return true? ok
+---@return string? msg
+---@return string? code
+function client:revoke(node, opts) end
 
 ---Create a znode.
 ---
@@ -386,7 +412,7 @@ function client:transaction() end
 ---@field acl? zklock.ACL ACL of the node (and of the parents made), default `"open"`.
 ---@field timeout? number Seconds before the call gives up with `ETIMEDOUT` (default: the client's `op_timeout`; `math.huge`: never). A create that timed out may still be applied.
 
----Options of the plain znode calls `get`, `children`, `exists`, `set` and `delete`.
+---Options of the znode calls `set`, `delete` and `revoke`.
 ---@class zklock.CallOptions
 ---@field timeout? number Seconds before the call gives up with `ETIMEDOUT` (default: the client's `op_timeout`; `math.huge`: never). A set or delete that timed out may still be applied.
 
@@ -644,6 +670,17 @@ function lock:cancel() end
 ---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.Lock) nil removes it.
 function lock:on_lost(fn) end
 
+---Listen for revocation requests (`client:revoke`, Curator's `Revoker.attemptRevoke`) on every
+---hold of this object, current and future: while held, the hold watches its own node and
+---`fn(lock, node)` runs once per request. A request made while the holder still waited in the
+---queue, or while no handler was set, is reported when the hold (or the handler) starts. `fn`
+---runs from the client's event dispatch, like `on_lost` handlers: it must not wait (set a flag
+---or wake the owner, which decides whether to release). Errors it raises are logged.
+---
+---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
+---@param fn? fun(lock: zklock.Lock, node: string) nil stops listening.
+function lock:on_revoke(fn) end
+
 ---The queue in order, holder(s) first.
 ---
 ---Errors: `nil, msg, code` from the listing. Raises on a closed client.
@@ -707,6 +744,13 @@ function semaphore:cancel() end
 ---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease)
 function semaphore:on_lost(fn) end
 
+---Listen for revocation requests on every lease of this semaphore, current and future: as
+---`lock:on_revoke`, with `fn(lease, node)`. (Curator's semaphores cannot be revoked.)
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(lease: zklock.Lease, node: string) nil stops listening.
+function semaphore:on_revoke(fn) end
+
 ---The lease holders (and leases being counted), by sequence.
 ---
 ---Errors: `nil, msg, code` from the listing. Raises on a closed client.
@@ -753,6 +797,13 @@ function lease:node() end
 ---Errors: raises after the lease was released.
 ---@return zklock.Transaction txn
 function lease:transaction() end
+
+---Listen for revocation requests on this lease alone (it takes precedence over the semaphore's
+---handler): as `lock:on_revoke`, with `fn(lease, node)`.
+---
+---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
+---@param fn? fun(lease: zklock.Lease, node: string) nil stops listening (unless the semaphore has a handler).
+function lease:on_revoke(fn) end
 
 ---A semaphore mutex (`client:semaphore_mutex`): one lease, not reentrant, releasable from any
 ---coroutine. Lua 5.4: `<close>` releases it.
@@ -817,6 +868,41 @@ function semaphore_mutex:participants() end
 ---Errors: raises if `fn` is neither a function nor nil.
 ---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", mutex: zklock.SemaphoreMutex)
 function semaphore_mutex:on_lost(fn) end
+
+---Listen for revocation requests on the held lease: as `lock:on_revoke`, with
+---`fn(semaphore_mutex, node)`.
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(mutex: zklock.SemaphoreMutex, node: string) nil stops listening.
+function semaphore_mutex:on_revoke(fn) end
+
+---A one-shot ZooKeeper watch armed by `client:get`, `children` or `exists` with
+---`{ watch = true }`. It fires once; every wait after that returns the same outcome at once.
+---A connection loss does not end it (the ZooKeeper client sets it again on reconnect); a session
+---expiry or `client:close()` does. `zklock.type(w)` is `"watch"`.
+---@class zklock.Watch
+---@field client zklock.Client
+---@field kind "get"|"exists"|"children" The read that armed it.
+---@field path string The watched path.
+local watch = {}
+
+---Wait until the watch fires: suspends a coroutine the client's scheduler or adapter owns,
+---otherwise blocks while pumping the client. Many coroutines may wait on one watch.
+---
+---Errors: `nil, "ETIMEDOUT: ...", "ETIMEDOUT"` when `timeout` passes first (the watch stays
+---armed: wait again); `"ESESSION"` when the session expired (the server dropped the watch:
+---read again to arm a new one); `"ECLOSED"` when the client is closed. Raises on an invalid
+---timeout or a call without a colon.
+---@param timeout? number Seconds (0: just look; nil: no limit).
+---@return "created"|"deleted"|"changed"|"child"|nil event What happened to the path.
+---@return string? msg
+---@return string? code
+function watch:wait(timeout) end
+
+---What the watch fired with, without waiting: `"created"`, `"deleted"`, `"changed"`, `"child"`,
+---`"ESESSION"` or `"ECLOSED"` when it ended without firing, nil while armed.
+---@return string?
+function watch:fired() end
 
 ---A multi-lock (`client:multilock`): all components or none. Components the calling coroutine
 ---already holds (reentrant locks) are counted, not queued for again.

@@ -211,7 +211,9 @@ enum {
     ZKL_EV_LOCK_STATE = 4, /* id = held acquisition; status = ZKL_LOCK_* */
     ZKL_EV_SESSION = 5,    /* id = 0; status = ZKL_STATE_* */
     ZKL_EV_OP_DONE = 6,    /* id = znode operation; status = ZooKeeper result */
-    ZKL_EV_WARNING = 7     /* id = acquisition or 0; status = error code (e.g. ESEQWRAP) */
+    ZKL_EV_WARNING = 7,    /* id = acquisition or 0; status = error code (e.g. ESEQWRAP) */
+    ZKL_EV_WATCH = 8       /* id = plain operation started with watch = 1; status = ZKL_WATCH_* or
+                              an error code: see "Watches" at zkl_op_args */
 };
 /* Event statuses in full:
  *   ACQUIRED    ZKL_OK.
@@ -232,6 +234,8 @@ enum {
  *               ZCONNECTIONLOSS or ZOPERATIONTIMEOUT for a create, set or delete whose outcome is
  *               unknown (reads are retried once connected instead); ZKL_ESESSION (the session
  *               ended while it was in flight); ZKL_ECLOSED; ZKL_ENOMEM (copying the result).
+ *   WATCH       ZKL_WATCH_CREATED, _DELETED, _CHANGED, _CHILD (the watch fired), ZKL_ESESSION
+ *               (the session ended with the watch armed: it is gone) or ZKL_ECLOSED.
  *   WARNING     ZKL_ESEQWRAP with the acquisition's id (the lock dir's sequence counter wrapped:
  *               names no longer sort in queue order), or, with id 0, the server's refusal (e.g.
  *               ZNOAUTH) to delete the node of an acquisition given up in the background. */
@@ -475,8 +479,8 @@ ZKL_EXTERN int zkl_lock_cancel(zkl_client *c, uint64_t id);
 
 /* Release without waiting (for garbage collection paths): the node is deleted in the background
  * and no further event follows for this id. Works on pending, held and lost acquisitions and on
- * multi-locks (every component). Errors: ZKL_ENOTFOUND (unknown id, or its final event was
- * already queued). */
+ * multi-locks (every component). Also forgets a plain operation's armed watch (no WATCH event
+ * follows). Errors: ZKL_ENOTFOUND (unknown id, or its final event was already queued). */
 ZKL_EXTERN int zkl_lock_abandon(zkl_client *c, uint64_t id);
 
 #define ZKL_NODE_MAX 1200 /* longest node path: a 1024-byte lock path plus a protected name */
@@ -529,10 +533,29 @@ typedef struct zkl_op_args {
     int version;    /* set/delete; -1 any */
     int acl;        /* create: an ACL id from zkl_client_acl; 0 = open to everyone */
     int timeout_ms; /* > 0: end with ZKL_ETIMEDOUT after this long; 0: no limit */
+    int watch;      /* GET, EXISTS, CHILDREN: 1 arms a one-shot ZooKeeper watch (see below) */
 } zkl_op_args;
 
+/* Watches. A GET, EXISTS or CHILDREN started with watch = 1 arms a one-shot watch on its path
+ * when its result says the server set one: GET and CHILDREN with ZKL_OK, EXISTS with ZKL_OK or
+ * ZNONODE (then it watches for the creation). Exactly one ZKL_EV_WATCH event with the same id
+ * follows such an OP_DONE (and none follows any other result), queued by process() like every
+ * event: status ZKL_WATCH_CREATED, _DELETED or _CHANGED (GET, EXISTS) or _CHILD (CHILDREN; also
+ * _DELETED when the node itself goes) when the watch fires; ZKL_ESESSION when the session ends
+ * first (the server drops a session's watches with it); ZKL_ECLOSED at zkl_client_close(). A
+ * watch lives across connection loss (the ZooKeeper client sets it again on reconnect). The
+ * path is the operation's own. zkl_lock_abandon(c, id) forgets an armed watch: no event follows
+ * (the server's one-shot watch stays until it fires and is then ignored). */
+enum {
+    ZKL_WATCH_CREATED = 1, /* the values of ZooKeeper's ZOO_*_EVENT */
+    ZKL_WATCH_DELETED = 2,
+    ZKL_WATCH_CHANGED = 3,
+    ZKL_WATCH_CHILD = 4
+};
+
 /* Errors: ZKL_ECLOSED, ZAUTHFAILED (the client is in ZKL_STATE_AUTH_FAILED), ZKL_EINVAL (path
- * NULL or not starting with '/', unknown type or flags, ACL id unknown, negative timeout; other
+ * NULL or not starting with '/', unknown type or flags, ACL id unknown, negative timeout, watch
+ * not 0 or 1, or 1 on a write; other
  * path problems come back as OP_DONE with ZBADARGUMENTS), ZKL_ENOMEM. */
 ZKL_EXTERN int zkl_op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id);
 

@@ -10,6 +10,7 @@
 local core = require("zklock.core")
 local check = require("zklock.check")
 local R = require("zklock.client").recipe
+local watch = require("zklock.watch")
 local metrics = require("zklock.metrics")._internal
 
 local M = {}
@@ -18,6 +19,8 @@ local running = coroutine.running
 local now = core.now -- monotonic milliseconds
 
 local STATE = setmetatable({}, { __tostring = function() return "zklock.hold.state" end })
+
+local arm_revoke, disarm_revoke -- revocation (below)
 
 -- Report msg at `level` ("error", "warn", ...) through the client's log function.
 local function log(client, level, msg) return R.log(client, level, msg) end
@@ -61,6 +64,8 @@ function M.init(obj, client, acl)
     owned = {},    -- hold -> true: keeps the owned holds alive while their owner may be gone
     pending = {},  -- op id -> waiter, while acquiring
     on_lost = nil,
+    on_revoke = nil,
+    live = setmetatable({}, { __mode = "k" }), -- every hold of obj not yet released (leases too)
   }
   return obj
 end
@@ -168,6 +173,8 @@ function M.adopt(obj, id, owner, target, kind, path)
     st.owned[hold] = true
   end
   R.track(st.client, id, hold)
+  st.live[hold] = true
+  if st.on_revoke then arm_revoke(hold) end
   if R.metrics(st.client) then hold.granted_at = now() end
   return hold
 end
@@ -225,9 +232,101 @@ function Hold:guard()
   return { node = h.node, what = h:what(), live = function() return h:live() end }
 end
 
+---------------------------------------------------------------- revocation
+--
+-- Curator's cooperative revocation: another process asks a holder to let go by setting the data
+-- of the holder's node to "__REVOKE__" (client:revoke, Curator's Revoker.attemptRevoke). A hold
+-- whose object (or lease) has an on_revoke handler keeps a getData watch on its own node from
+-- the grant on, re-armed after every data change; when the data reads "__REVOKE__" the handler
+-- runs, once per request (a request is told apart by the node's mzxid). The first read happens
+-- at the grant, so a request made while the holder still waited in the queue is reported then.
+
+local REVOKE = "__REVOKE__"
+M.REVOKE = REVOKE
+
+local function revoke_fn(hold)
+  return hold.on_revoke or hold.obj[STATE].on_revoke
+end
+
+function disarm_revoke(hold)
+  local rec = hold.revoke_watch
+  if rec then
+    hold.revoke_watch = nil
+    watch.forget(hold.client, rec)
+  end
+end
+
+local function revoke_read(hold, st, res)
+  if st ~= 0 then
+    hold.revoke_watch = nil
+    if st ~= core.errno.ZNONODE and st ~= core.errno.ESESSION and st ~= core.errno.ECLOSED then
+      log(hold.client, "warn", ("%s: cannot watch its node for revocation requests: %s")
+        :format(hold:what(), core.strerror(st)))
+    end
+    return
+  end
+  local fn = revoke_fn(hold)
+  if not fn or hold.released or not res or res.data ~= REVOKE or res.mzxid == hold.revoke_seen then return end
+  hold.revoke_seen = res.mzxid
+  local ok, err = pcall(fn, hold.target, hold.node)
+  if not ok then
+    log(hold.client, "error", ("on_revoke handler of %s failed: %s"):format(hold:what(), tostring(err)))
+  end
+end
+
+function arm_revoke(hold)
+  if hold.revoke_watch or hold.released or hold.lost or hold.closed or not hold.node then return end
+  if not revoke_fn(hold) or hold.client.state == "CLOSED" then return end
+  local rec
+  local id, r = watch.start(hold.client, "get", core.OP_GET, hold.node, 0, {
+    private = true,
+    on_done = function(st, res)
+      if hold.revoke_watch == rec then revoke_read(hold, st, res) end
+    end,
+    on_fire = function(st)
+      if hold.revoke_watch ~= rec then return end
+      hold.revoke_watch = nil
+      if st == core.WATCH_CHANGED then arm_revoke(hold) end -- read again, watch again
+    end,
+  })
+  if not id then return end -- the client cannot start anything (closed): nothing to watch
+  rec = r
+  hold.revoke_watch = rec
+end
+
+-- Set (fn) or clear (nil) the revocation handler of hold `h` alone (a lease), or of every hold
+-- of obj (current and future) with on_revoke(obj, fn). fn(target, node) runs from the client's
+-- event dispatch, like on_lost handlers: it must not wait (set a flag, wake the owner).
+local function set_revoke(h)
+  if revoke_fn(h) then arm_revoke(h) else disarm_revoke(h) end
+end
+
+function M.on_revoke(obj, fn)
+  if type(obj) ~= "table" or rawget(obj, STATE) == nil then
+    check.raise("zklock: use obj:on_revoke(fn) (with a colon) on a lock, semaphore or lease, got "
+      .. check.describe(obj))
+  end
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_revoke", 1, "expected a function or nil, got " .. check.describe(fn))
+  end
+  local st = obj[STATE]
+  st.on_revoke = fn
+  for h in pairs(st.live) do set_revoke(h) end
+end
+
+function M.on_revoke_hold(h, fn)
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_revoke", 1, "expected a function or nil, got " .. check.describe(fn))
+  end
+  h.on_revoke = fn
+  set_revoke(h)
+end
+
 -- Unlist the hold from its object and its client (it is being released or dropped).
 local function unlist(hold)
+  disarm_revoke(hold)
   local st = hold.obj[STATE]
+  st.live[hold] = nil
   local owner = hold:owner()
   if owner ~= nil and st.holds[owner] == hold then st.holds[owner] = nil end
   st.owned[hold] = nil

@@ -19,6 +19,8 @@ local lock_mod = require("zklock.lock")
 local sem_mod = require("zklock.semaphore")
 local multi_mod = require("zklock.multilock")
 local txn_mod = require("zklock.txn")
+local watch_mod = require("zklock.watch")
+require("zklock.revoke") -- client:revoke
 
 local M = {
   _NAME = "zklock",
@@ -55,7 +57,7 @@ function M.run(clients, timeout)
 end
 
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
---                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | nil
+--                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
@@ -63,6 +65,7 @@ function M.type(x)
   if mt == sem_mod.Lease then return "lease" end
   if mt == multi_mod.MultiLock then return "multi-lock" end
   if mt == txn_mod.Txn then return "transaction" end
+  if mt == watch_mod.Watch then return "watch" end
   return nil
 end
 

@@ -152,6 +152,10 @@ Lock.cancel = hold.cancel
 -- fn(state, lock) with state "SUSPENDED" | "RECONNECTED" | "LOST" for every hold of this object.
 Lock.on_lost = hold.on_lost
 
+-- fn(lock, node) when another process asks the holder to let go (Curator's revocation:
+-- client:revoke(node) or Revoker.attemptRevoke); nil stops listening. See hold.on_revoke.
+Lock.on_revoke = hold.on_revoke
+
 -- Ordered queue: { { path=, node=, sequence=, data= }, ... }, holder(s) first.
 function Lock:participants()
   local client = self.client

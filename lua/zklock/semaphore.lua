@@ -48,6 +48,11 @@ end
 -- Held (not released, not lost)? Like a lock's, these drive the client first, so a thread
 -- that was busy past the session timeout does not see a lost lease as held.
 function Lease:is_held() return self._hold:live() end
+-- fn(lease, node) when another process asks this lease's holder to give it back (nil: stop).
+function Lease:on_revoke(fn)
+  check.object(self, Lease, "lease", "on_revoke")
+  hold.on_revoke_hold(self._hold, fn)
+end
 function Lease:token() if self._hold:live() then return self.token_value end return nil end
 function Lease:node() if self._hold:live() then return self.node_path end return nil end
 
@@ -137,6 +142,8 @@ Semaphore.cancel = hold.cancel
 
 -- fn(state, lease) with state "SUSPENDED" | "RECONNECTED" | "LOST" for every lease.
 Semaphore.on_lost = hold.on_lost
+-- fn(lease, node) for a revocation request on any lease of this semaphore (current and future).
+Semaphore.on_revoke = hold.on_revoke
 
 -- Lease holders (and leases being counted): { { path, node, sequence, data }, ... } by sequence.
 function Semaphore:participants()
@@ -209,6 +216,14 @@ function SemaphoreMutex:on_lost(fn)
   end
   local this = self
   hold.on_lost(self.semaphore, fn and function(state) return fn(state, this) end or nil)
+end
+-- fn(semaphore_mutex, node) when another process asks the holder to let go (nil: stop).
+function SemaphoreMutex:on_revoke(fn)
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_revoke", 1, "expected a function or nil, got " .. check.describe(fn))
+  end
+  local this = self
+  hold.on_revoke(self.semaphore, fn and function(_, node) return fn(this, node) end or nil)
 end
 function SemaphoreMutex:__tostring() return ("zklock.semaphore_mutex(%s)"):format(self.path) end
 

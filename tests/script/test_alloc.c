@@ -129,8 +129,12 @@ static void settle(const uint64_t *ids, const int *ok, int n, int lease) {
 /* ------------------------------------------------------------------ scenarios */
 
 static void sc_locks(void) {
-    uint64_t ab[2] = {0, 0}, w = 0, r = 0, op = 0;
+    uint64_t ab[2] = {0, 0}, w = 0, r = 0, op = 0, wop = 0;
     int ok[2];
+    /* an exists watch on the (missing) mutex dir: the locks below create it */
+    zkl_op_args wargs = {ZKL_OP_EXISTS, "/m", NULL, 0, 0, -1, 0, 0, 1};
+    int wok = started(zkl_op_start(C, &wargs, &wop));
+    drive();
     ok[0] = started(zkl_lock_acquire(C, ZKL_MUTEX, "/m", -1, 0, &ab[0]));
     ok[1] = started(zkl_lock_acquire(C, ZKL_MUTEX, "/m", -1, 0, &ab[1])); /* one waits */
     settle(ab, ok, 2, 0);
@@ -144,13 +148,27 @@ static void sc_locks(void) {
         }
     }
     acquire_release(ZKL_READ, "/d/rw");
-    zkl_op_args args = {ZKL_OP_CHILDREN, "/m", NULL, 0, 0, -1, 0, 0};
+    zkl_op_args args = {ZKL_OP_CHILDREN, "/m", NULL, 0, 0, -1, 0, 0, 0};
     if (started(zkl_op_start(C, &args, &op))) {
         drive();
         int n = 0;
         for (int i = 0; i < nlog; i++)
             n += evlog[i].id == op && evlog[i].type == ZKL_EV_OP_DONE;
         CHECK_INT(n, 1);
+    }
+    if (wok) {
+        int done = 0, armed = 0, fired = 0;
+        for (int i = 0; i < nlog; i++) {
+            if (evlog[i].id != wop) continue;
+            done += evlog[i].type == ZKL_EV_OP_DONE;
+            armed += evlog[i].type == ZKL_EV_OP_DONE &&
+                     (evlog[i].status == ZOK || evlog[i].status == ZNONODE);
+            fired += evlog[i].type == ZKL_EV_WATCH;
+        }
+        CHECK_INT(done, 1);
+        CHECK(fired <= 1);
+        CHECK(fired <= armed);
+        if (counting) CHECK_INT(fired, 1);
     }
 }
 

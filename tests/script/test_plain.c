@@ -6,7 +6,7 @@
 #include "harness.h"
 
 static zkl_op_args create_args(const char *path, int flags, int timeout_ms) {
-    zkl_op_args a = {ZKL_OP_CREATE, path, "v", 1, flags, -1, 0, timeout_ms};
+    zkl_op_args a = {ZKL_OP_CREATE, path, "v", 1, flags, -1, 0, timeout_ms, 0};
     return a;
 }
 
@@ -91,7 +91,7 @@ static void create_parent_refused(void) {
  * request is in flight or waiting for the link; a late reply changes nothing */
 static void timeouts(void) {
     zkl_client *c = h_client();
-    zkl_op_args g = {ZKL_OP_GET, "/t", NULL, 0, 0, -1, 0, 500};
+    zkl_op_args g = {ZKL_OP_GET, "/t", NULL, 0, 0, -1, 0, 500, 0};
     uint64_t id;
     CHECK_INT(zkl_op_start(c, &g, &id), ZKL_OK);
     fz_req *r = EXPECT_REQ(FZ_GET, "/t");
