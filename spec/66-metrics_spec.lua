@@ -161,6 +161,23 @@ describe("metrics", function()
     end, 20, { c }), "no expired session counted")
   end)
 
+  it("counts revocation requests delivered to a handler, with an event line", function()
+    local sink = zklock.metrics.prometheus()
+    local lines = {}
+    local c = connect({ metrics = sink, log_level = "info", lock_events = "info",
+                        log = function(line) lines[#lines + 1] = line end })
+    local other = connect()
+    local m = c:mutex("/metrics/revoke", { metric = "rv" })
+    local asked = 0
+    m:on_revoke(function() asked = asked + 1 end)
+    assert(m:acquire(5))
+    assert(other:revoke(m:node()))
+    assert.is_true(util.wait_until(function() return asked == 1 end, 10, { c }), "the handler was not called")
+    assert.are.equal(1, sink:get("zklock_revoke_total", { recipe = "mutex", name = "rv" }))
+    assert.matches("zklock info: revoked mutex /metrics/revoke token=%d+", table.concat(lines, "\n"))
+    assert(m:release())
+  end)
+
   it("writes one log line per lock event at the lock_events level", function()
     local lines = {}
     local c = connect({ log_level = "info", lock_events = "info",

@@ -268,6 +268,10 @@ local function revoke_read(hold, st, res)
   local fn = revoke_fn(hold)
   if not fn or hold.released or not res or res.data ~= REVOKE or res.mzxid == hold.revoke_seen then return end
   hold.revoke_seen = res.mzxid
+  local rep = R.metrics(hold.client)
+  if rep then
+    metrics.revoked(rep, labels_of(hold.obj[STATE], hold.obj, rep), rep.events ~= "none" and hold:what(), hold.token)
+  end
   local ok, err = pcall(fn, hold.target, hold.node)
   if not ok then
     log(hold.client, "error", ("on_revoke handler of %s failed: %s"):format(hold:what(), tostring(err)))

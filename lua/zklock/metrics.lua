@@ -14,11 +14,12 @@
 --   zklock_wait_seconds{recipe,name,outcome}    its wait, whatever the outcome
 --   zklock_hold_seconds{recipe,name}            from grant to release (or loss, or drop)
 --   zklock_contenders{recipe,name}              nodes ahead at an acquisition's first listing
+--   zklock_revoke_total{recipe,name}            revocation requests delivered to a handler
 --   zklock_loss_total{recipe,name,state}        SUSPENDED and LOST, per hold
 --   zklock_requests_total{kind}                 ZooKeeper requests by kind (the core's counters)
 --   zklock_session_total{event}                 connected, suspended, reconnected, expired
 --
--- Lock events (granted, released, lost, timed out, failed) also go to the client's log function,
+-- Lock events (granted, released, lost, revoked, timed out, failed) also go to the client's log function,
 -- one line each with path, token and wait or hold time, at the client option `lock_events`
 -- level (default "debug", so they are off under the default log_level "warn").
 local core = require("zklock.core")
@@ -188,6 +189,12 @@ function I.hold_done(rep, labels, what, held, token, how)
   event(rep, "%s %s token=%s held=%.3fs", how, what, tostring(token), held)
 end
 
+-- A hold was asked to let go (a revocation request reached its on_revoke handler).
+function I.revoked(rep, labels, what, token)
+  if rep.sink then call(rep, "count", "zklock_revoke_total", labels, 1) end
+  event(rep, "revoked %s token=%s", what, tostring(token))
+end
+
 -- A hold heard SUSPENDED, RECONNECTED or LOST.
 function I.hold_state(rep, labels, what, state, token, held)
   if state ~= "SUSPENDED" and state ~= "LOST" then
@@ -255,6 +262,7 @@ local HELP = {
   zklock_wait_seconds = "Time from the start of an acquire to its outcome.",
   zklock_hold_seconds = "Time from grant to release, drop or loss.",
   zklock_contenders = "Nodes ahead of an acquisition at its first listing.",
+  zklock_revoke_total = "Revocation requests delivered to on_revoke handlers.",
   zklock_loss_total = "Holds told SUSPENDED or LOST.",
   zklock_requests_total = "ZooKeeper requests sent, by kind.",
   zklock_session_total = "Session state changes of the clients.",

@@ -16,6 +16,7 @@
 ---| `zklock_hold_seconds` | histogram | recipe, name (grant to release, drop, loss or close) |
 ---| `zklock_contenders` | histogram | recipe, name: nodes ahead of an acquisition at its first listing (buckets `COUNT_BUCKETS`) |
 ---| `zklock_loss_total` | counter | recipe, name, state (`SUSPENDED`, `LOST`), per hold |
+---| `zklock_revoke_total` | counter | recipe, name: revocation requests delivered to an `on_revoke` handler |
 ---| `zklock_requests_total` | counter | kind (`create`, `delete`, `list`, `get`, `exists`, `plain`) |
 ---| `zklock_session_total` | counter | event (`connected`, `suspended`, `reconnected`, `expired`) |
 ---
