@@ -1,0 +1,266 @@
+-- One worker across the fleet (zklock.adapters.openresty.one_worker) in real nginx: two
+-- instances (Debian's nginx-core + libnginx-mod-http-lua + lua-resty-core) with 4 workers each
+-- on one path, a real ZooKeeper. The job (spec/support/nginx/fleet_app.lua) appends start, beat
+-- and stop lines with its fencing token and pid to one O_APPEND log; the checker below reads
+-- that log in write order (no clocks) and finds any overlap. Like spec/61, the nginx side does
+-- not depend on busted's interpreter: run once, in the Lua 5.4 run (#lua54).
+--   busted --lua=lua5.4 spec/64-openresty-fleet_spec.lua
+-- Skipped (pending) when nginx, the Lua module, lua-resty-core, curl or build-jit are missing.
+local zklock = require("zklock")
+local testing = require("zklock.testing")
+local harness = require("support.nginx.harness")
+
+local function repo_root()
+  local src = debug.getinfo(1, "S").source:gsub("^@", "")
+  local dir = src:match("^(.*)/spec/[^/]*$") or "."
+  if dir:sub(1, 1) ~= "/" then
+    local p = io.popen("pwd")
+    local cwd = p:read("*l")
+    p:close()
+    dir = (dir == "." and cwd) or (cwd .. "/" .. dir)
+  end
+  return dir
+end
+
+local ROOT = repo_root()
+local JOB_PATH = "/fleet/job"
+local WORKERS = 4
+local SESSION = 3 -- s: the fleet's session timeout (the server allows 1..60 s)
+local BEAT = 0.05 -- s: the job writes a beat line this often
+
+local read_file, execute, now = testing.read_file, testing.execute, harness.now
+
+---------------------------------------------------------------- the checker
+
+-- Reads the job log in write order. A term is one run of the job: `start T` .. `stop T` (or
+-- `dead PID`, written by the test once it saw a killed worker gone). Violations:
+--   * a start while the previous term has not ended (two jobs at once);
+--   * any line of an older term after a newer term started (it was still running);
+--   * tokens that do not rise from term to term.
+-- opts.unended_ok: a term may end without a stop line (a job the supervisor had to kill writes
+-- nothing more); the interleaving check still catches it running on.
+local function check_log(text, opts)
+  opts = opts or {}
+  local terms, problems = {}, {}
+  local cur
+  local n = 0
+  for line in (text or ""):gmatch("[^\n]+") do
+    n = n + 1
+    local kind, a, b, c, d = line:match("^(%a+) (%S+) ?(%S*) ?(%S*) ?(%S*)$")
+    if kind == "start" then
+      local token = tonumber(a)
+      if cur and not cur.ended and not opts.unended_ok then
+        problems[#problems + 1] = ("line %d: token %s (pid %s) started while token %s (pid %s) still ran")
+          :format(n, a, b, cur.token, cur.pid)
+      end
+      if cur and token <= cur.token then
+        problems[#problems + 1] = ("line %d: token %s after token %s: tokens must rise"):format(n, a, cur.token)
+      end
+      cur = { token = token, pid = tonumber(b), instance = c, t_start = tonumber(d), line = n, beats = 0 }
+      terms[#terms + 1] = cur
+    elseif kind == "beat" or kind == "stop" then
+      local token = tonumber(a)
+      if not cur or token ~= cur.token then
+        problems[#problems + 1] = ("line %d: %s of token %s while token %s runs (pid %s)")
+          :format(n, kind, a, cur and cur.token or "none", cur and cur.pid or "-")
+      elseif cur.ended then
+        problems[#problems + 1] = ("line %d: %s of token %s after it ended"):format(n, kind, a)
+      elseif kind == "beat" then
+        cur.beats = cur.beats + 1
+      else
+        cur.ended, cur.reason, cur.t_stop = "stop", c, tonumber(d)
+      end
+    elseif kind == "dead" then
+      if cur and cur.pid == tonumber(a) and not cur.ended then cur.ended, cur.reason = "dead", "killed" end
+    else
+      problems[#problems + 1] = ("line %d: cannot parse %q"):format(n, line)
+    end
+  end
+  return { terms = terms, problems = problems, current = cur and not cur.ended and cur or nil }
+end
+
+describe("one worker across the fleet #openresty #lua54 #nosan", function()
+  local why = harness.unavailable(ROOT)
+  if why then
+    pending("skipped: " .. why)
+    return
+  end
+
+  local zk, client, tmp, job_log
+  local inst = {} -- name -> nginx server
+  local moves = {} -- what happened, for the report
+  local all_problems = {}
+
+  local function log_text() return read_file(job_log) or "" end
+
+  local function checked(opts)
+    local r = check_log(log_text(), opts)
+    for _, p in ipairs(r.problems) do all_problems[#all_problems + 1] = p end
+    assert(#r.problems == 0, "the job ran twice at once:\n" .. table.concat(r.problems, "\n") .. "\nlog:\n"
+      .. log_text():sub(-3000))
+    return r
+  end
+
+  local function tails()
+    local out = {}
+    for name, s in pairs(inst) do out[#out + 1] = "nginx " .. name .. ":\n" .. s:log_tail(25) end
+    return table.concat(out, "\n")
+  end
+
+  local function wait_for(pred, timeout, what)
+    local deadline = now() + timeout
+    while now() < deadline do
+      local v = pred()
+      if v then return v end
+      client:sleep(0.02)
+    end
+    error("timed out after " .. timeout .. " s waiting for " .. what .. "\njob log tail:\n"
+      .. log_text():sub(-1500) .. "\n" .. tails(), 2)
+  end
+
+  -- the term running now (started, not ended, beating), once one is
+  local function running_term(timeout, not_token)
+    return wait_for(function()
+      local r = check_log(log_text())
+      local cur = r.current
+      if cur and cur.token ~= not_token and cur.beats >= 2 then return cur end
+    end, timeout, "a running job" .. (not_token and (" other than token " .. not_token) or ""))
+  end
+
+  local function queued()
+    local names, _, code = client:children(JOB_PATH)
+    if not names then assert(code == "ZNONODE", code) return 0 end
+    return #names
+  end
+
+  local function instance_of(pid)
+    for name, s in pairs(inst) do
+      for _, w in ipairs(s:workers()) do if w.pid == pid then return name, s end end
+    end
+  end
+
+  local function start_instance(name, extra)
+    local vars = { ZK_HOSTS = zk.hosts, JOB_PATH = JOB_PATH, JOB_LOG = job_log, INSTANCE = name,
+                   SESSION_TIMEOUT = SESSION, BEAT = BEAT, STUBBORN = "no" }
+    for k, v in pairs(extra or {}) do vars[k] = v end
+    inst[name] = harness.start{ root = ROOT, workers = WORKERS, vars = vars,
+                                template = ROOT .. "/spec/support/nginx/fleet.conf.in" }
+    return inst[name]
+  end
+
+  setup(function()
+    tmp = assert(io.popen("mktemp -d /tmp/zklock-fleet-spec.XXXXXX")):read("*l")
+    assert(execute("chmod 0777 '" .. tmp .. "'")) -- workers run as nobody when nginx runs as root
+    job_log = tmp .. "/job.log"
+    zk = testing.server{}
+    client = assert(zklock.connect(zk.hosts, { identity = "spec-64" }))
+    start_instance("A")
+    start_instance("B")
+  end)
+
+  teardown(function()
+    local logs = {}
+    for name, s in pairs(inst) do
+      logs[#logs + 1] = s:error_log()
+      s:stop()
+      inst[name] = nil
+    end
+    if client then client:close() end
+    if zk then zk:stop() end
+    local r = check_log(job_log and read_file(job_log) or "", { unended_ok = true })
+    if tmp then execute("rm -rf '" .. tmp .. "'") end
+    print(("\n  [fleet] %d terms of the job in all, %d overlaps; moves: %s")
+      :format(#r.terms, #all_problems, table.concat(moves, "; ")))
+    for _, log in ipairs(logs) do
+      for line in log:gmatch("[^\n]+") do
+        if line:find("[error]", 1, true) and line:find("zklock", 1, true) then
+          error("zklock error in the nginx log: " .. line)
+        end
+      end
+    end
+  end)
+
+  it("exactly one of 8 workers in 2 instances runs the job; all 8 queue", function()
+    wait_for(function() return queued() == 2 * WORKERS end, 20, "8 queued workers")
+    local cur = running_term(20)
+    client:sleep(2)
+    local r = checked()
+    assert.are.equal(1, #r.terms, "the job changed hands without a reason")
+    assert.are.equal(cur.token, r.current.token)
+    assert.is_true(r.current.beats >= 10)
+    -- the worker running it says so (by asking every worker: /job answers for the one it hits)
+    local name = instance_of(cur.pid)
+    assert.is_truthy(name, "the running pid is no worker of either instance")
+    -- the holder's node carries the id "<instance>/<pid>"
+    local names = assert(client:children(JOB_PATH))
+    local found = false
+    for _, n in ipairs(names) do
+      local data = client:get(JOB_PATH .. "/" .. n)
+      if data == name .. "/" .. cur.pid then found = true end
+    end
+    assert.is_true(found, "no queue node with the id of the running worker")
+  end)
+
+  it("kill -9 of the worker running it: another worker takes over within the session timeout", function()
+    local cur = running_term(20)
+    local t0 = now()
+    assert(execute("kill -KILL " .. cur.pid))
+    wait_for(function() return not testing.pid_alive(cur.pid) end, 10, "the killed worker to vanish")
+    testing.write_file(job_log, "dead " .. cur.pid .. "\n", "a")
+    local nxt = running_term(SESSION + 15, cur.token)
+    local moved = now() - t0
+    local r = checked()
+    assert.are_not.equal(cur.pid, nxt.pid)
+    assert.is_true(nxt.token > cur.token)
+    moves[#moves + 1] = ("kill -9: %.2f s (pid %d -> %d)"):format(moved, cur.pid, nxt.pid)
+    -- not before the dead worker's session expired
+    assert.is_true(moved >= SESSION * 0.5, ("the job moved %.2f s after kill -9: before the session expired?")
+      :format(moved))
+    -- nginx's master replaced the worker; the new one queues too
+    wait_for(function() return queued() == 2 * WORKERS end, 20, "8 queued workers again")
+    assert.are.equal(#r.terms, 2)
+  end)
+
+  it("HUP of the instance running it: the job stays or moves, never twice at once", function()
+    local cur = running_term(20)
+    local name, srv = instance_of(cur.pid)
+    assert(srv, "the running worker belongs to no instance")
+    local t0 = now()
+    assert.is_true(srv:reload())
+    local nxt = running_term(20, cur.token)
+    local moved = now() - t0
+    local r = checked()
+    local prev = r.terms[#r.terms - 1]
+    assert.are.equal(cur.token, prev.token)
+    assert.are.equal("EXITING", prev.reason)
+    moves[#moves + 1] = ("HUP of %s: %.2f s (pid %d -> %d of %s)"):format(name, moved, cur.pid, nxt.pid,
+      tostring(instance_of(nxt.pid) or nxt.instance))
+    assert.is_true(moved < SESSION, ("the job took %.2f s to move after HUP: the old worker did not release it")
+      :format(moved))
+    -- the old workers are gone, their sessions closed: 8 in the queue again
+    wait_for(function() return queued() == 2 * WORKERS end, 20, "8 queued workers after the reload")
+    checked()
+  end)
+
+  it("QUIT of the instance running it: the job moves to the other instance", function()
+    local cur = running_term(20)
+    local name, srv = instance_of(cur.pid)
+    assert(srv, "the running worker belongs to no instance")
+    local other = name == "A" and "B" or "A"
+    local t0 = now()
+    assert(execute("kill -QUIT " .. srv.pid))
+    local nxt = running_term(20, cur.token)
+    local moved = now() - t0
+    local r = checked()
+    assert.are.equal("EXITING", r.terms[#r.terms - 1].reason)
+    assert.are.equal(other, nxt.instance)
+    moves[#moves + 1] = ("QUIT of %s: %.2f s (pid %d -> %d of %s)"):format(name, moved, cur.pid, nxt.pid, other)
+    assert.is_true(moved < SESSION, ("the job took %.2f s to move after QUIT"):format(moved))
+    wait_for(function() return not testing.pid_alive(srv.pid) end, 20, "the quit instance to exit")
+    wait_for(function() return queued() == WORKERS end, 20, "the other instance's 4 workers queued")
+    srv:stop()
+    inst[name] = nil
+    client:sleep(1)
+    checked()
+  end)
+end)
