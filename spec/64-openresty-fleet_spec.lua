@@ -30,6 +30,11 @@ local BEAT = 0.05 -- s: the job writes a beat line this often
 
 local read_file, execute, now = testing.read_file, testing.execute, harness.now
 
+-- wall-clock seconds (the job's lines carry nginx's ngx.now())
+local function wall()
+  return tonumber((testing.sh("date +%s.%N") or ""):match("[%d%.]+"))
+end
+
 ---------------------------------------------------------------- the checker
 
 -- Reads the job log in write order. A term is one run of the job: `start T` .. `stop T` (or
@@ -58,7 +63,7 @@ local function check_log(text, opts)
       end
       cur = { token = token, pid = tonumber(b), instance = c, t_start = tonumber(d), line = n, beats = 0 }
       terms[#terms + 1] = cur
-    elseif kind == "beat" or kind == "stop" then
+    elseif kind == "beat" or kind == "stop" or kind == "stubborn" then
       local token = tonumber(a)
       if not cur or token ~= cur.token then
         problems[#problems + 1] = ("line %d: %s of token %s while token %s runs (pid %s)")
@@ -67,6 +72,8 @@ local function check_log(text, opts)
         problems[#problems + 1] = ("line %d: %s of token %s after it ended"):format(n, kind, a)
       elseif kind == "beat" then
         cur.beats = cur.beats + 1
+      elseif kind == "stubborn" then
+        cur.stubborn = true
       else
         cur.ended, cur.reason, cur.t_stop = "stop", c, tonumber(d)
       end
@@ -203,7 +210,7 @@ describe("one worker across the fleet #openresty #lua54 #nosan", function()
 
   it("kill -9 of the worker running it: another worker takes over within the session timeout", function()
     local cur = running_term(20)
-    local t0 = now()
+    local t0, w0 = now(), wall()
     assert(execute("kill -KILL " .. cur.pid))
     wait_for(function() return not testing.pid_alive(cur.pid) end, 10, "the killed worker to vanish")
     testing.write_file(job_log, "dead " .. cur.pid .. "\n", "a")
@@ -212,7 +219,8 @@ describe("one worker across the fleet #openresty #lua54 #nosan", function()
     local r = checked()
     assert.are_not.equal(cur.pid, nxt.pid)
     assert.is_true(nxt.token > cur.token)
-    moves[#moves + 1] = ("kill -9: %.2f s (pid %d -> %d)"):format(moved, cur.pid, nxt.pid)
+    moves[#moves + 1] = ("kill -9: next start %.2f s after the kill (pid %d -> %d)")
+      :format(nxt.t_start - w0, cur.pid, nxt.pid)
     -- not before the dead worker's session expired
     assert.is_true(moved >= SESSION * 0.5, ("the job moved %.2f s after kill -9: before the session expired?")
       :format(moved))
@@ -233,8 +241,8 @@ describe("one worker across the fleet #openresty #lua54 #nosan", function()
     local prev = r.terms[#r.terms - 1]
     assert.are.equal(cur.token, prev.token)
     assert.are.equal("EXITING", prev.reason)
-    moves[#moves + 1] = ("HUP of %s: %.2f s (pid %d -> %d of %s)"):format(name, moved, cur.pid, nxt.pid,
-      tostring(instance_of(nxt.pid) or nxt.instance))
+    moves[#moves + 1] = ("HUP of %s: stop -> next start %.3f s (pid %d -> %d of %s)"):format(name,
+      nxt.t_start - prev.t_stop, cur.pid, nxt.pid, nxt.instance)
     assert.is_true(moved < SESSION, ("the job took %.2f s to move after HUP: the old worker did not release it")
       :format(moved))
     -- the old workers are gone, their sessions closed: 8 in the queue again
@@ -254,7 +262,8 @@ describe("one worker across the fleet #openresty #lua54 #nosan", function()
     local r = checked()
     assert.are.equal("EXITING", r.terms[#r.terms - 1].reason)
     assert.are.equal(other, nxt.instance)
-    moves[#moves + 1] = ("QUIT of %s: %.2f s (pid %d -> %d of %s)"):format(name, moved, cur.pid, nxt.pid, other)
+    moves[#moves + 1] = ("QUIT of %s: stop -> next start %.3f s (pid %d -> %d of %s)"):format(name,
+      nxt.t_start - r.terms[#r.terms - 1].t_stop, cur.pid, nxt.pid, other)
     assert.is_true(moved < SESSION, ("the job took %.2f s to move after QUIT"):format(moved))
     wait_for(function() return not testing.pid_alive(srv.pid) end, 20, "the quit instance to exit")
     wait_for(function() return queued() == WORKERS end, 20, "the other instance's 4 workers queued")
@@ -262,5 +271,107 @@ describe("one worker across the fleet #openresty #lua54 #nosan", function()
     inst[name] = nil
     client:sleep(1)
     checked()
+    -- back to two instances for what follows
+    start_instance(name)
+    wait_for(function() return queued() == 2 * WORKERS end, 20, "8 queued workers with the instance back")
+  end)
+
+  it("bad input to one_worker raises a clear error naming the argument, and connects nothing", function()
+    local function sessions()
+      local n = 0
+      for _ in (zk:four("cons") or ""):gmatch("sid=0x") do n = n + 1 end
+      return n
+    end
+    local before = sessions()
+    assert.are.equal(2 * WORKERS + 1, before) -- one per worker, and ours
+    local st, body = inst.A:get("/bad", 10)
+    assert.are.equal(200, st, body)
+    local lines = {}
+    for line in body:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    local expect = {
+      "bad argument #1 to 'one_worker' (lock path: expected a string",
+      "bad argument #1 to 'one_worker' (lock path",
+      "bad argument #1 to 'one_worker' (lock path",
+      "bad argument #2 to 'one_worker' (job: expected a function, got \"job\"",
+      "bad argument #3 to 'one_worker' (option 'hosts' is required",
+      "bad argument #3 to 'one_worker' (options: expected a table, got \"opts\"",
+      "bad argument #3 to 'one_worker' (hosts: expected \"host:port[,host:port...]\", got \"nohost\")",
+      "bad argument #3 to 'one_worker' (option 'session_timeout': expected a number > 0, got -1",
+      "bad argument #3 to 'one_worker' (option 'stop_grace': expected a number >= 0, got \"1\"",
+      "bad argument #3 to 'one_worker' (option 'stop_grace': expected a number of seconds >= 0 (finite), got inf",
+      "bad argument #3 to 'one_worker' (option 'id': expected a string, got 5",
+      "bad argument #3 to 'one_worker' (option 'acl': expected \"open\", \"creator\"",
+      "bad argument #3 to 'one_worker' (unknown option 'requeue' (known: acl, hosts, id, session_timeout, stop_grace))",
+      "zklock: use handle:running() (with a colon)",
+      "zklock: use handle:close() (with a colon)",
+    }
+    assert.are.equal(#expect, #lines, body)
+    for i, e in ipairs(expect) do
+      assert.is_truthy(lines[i]:find(e, 1, true), ("call %d: expected %q in %q"):format(i, e, lines[i]))
+      -- raised at the caller (fleet_app.lua), not inside zklock
+      assert.is_truthy(lines[i]:find("fleet_app.lua:", 1, true), lines[i])
+    end
+    -- no session was opened by the bad calls, no node queued
+    client:sleep(0.5)
+    assert.are.equal(before, sessions())
+    assert.are.equal(2 * WORKERS, queued())
+    checked()
+  end)
+
+  it("the server goes silent (SUSPENDED): the job is told to stop and the next worker runs it", function()
+    local cur = running_term(20)
+    local t0 = now()
+    zk:pause()
+    -- silence for 2/3 of the session timeout makes the connection SUSPENDED; resume before the
+    -- session could expire
+    local ok, err = pcall(wait_for, function()
+      local r = check_log(log_text())
+      local last = r.terms[#r.terms]
+      return last.token == cur.token and last.ended and last
+    end, SESSION * 0.9, "the job to stop while the server is silent")
+    zk:resume()
+    assert(ok, err)
+    local r = checked()
+    local term = r.terms[#r.terms]
+    assert.are.equal("SUSPENDED", term.reason)
+    local told = now() - t0
+    local nxt = running_term(SESSION + 15, cur.token)
+    moves[#moves + 1] = ("server paused: job told SUSPENDED %.2f s into the silence, next start %.2f s after"
+      .. " the resume (pid %d -> %d)"):format(told, now() - t0 - told, cur.pid, nxt.pid)
+    checked()
+    wait_for(function() return queued() == 2 * WORKERS end, 20, "8 queued workers after the pause")
+  end)
+
+  it("a job that ignores stopping() is killed before another worker starts it", function()
+    local flag = job_log .. ".stubborn"
+    testing.write_file(flag, "")
+    local cur = running_term(20)
+    -- the current (cooperative) job moves on a reload; the next term starts stubborn
+    local _, srv = instance_of(cur.pid)
+    assert(srv:reload())
+    local stub = wait_for(function()
+      local t = check_log(log_text()).current
+      return t and t.token ~= cur.token and t.stubborn and t.beats >= 2 and t
+    end, 20, "a stubborn term")
+    os.remove(flag)
+    -- it ignores SUSPENDED; the supervisor kills it stop_grace (2 s) later, before the session
+    -- could expire; the server stays silent past the session timeout: every session expires
+    local t0 = now()
+    zk:pause()
+    client:sleep(SESSION + 1)
+    zk:resume()
+    local nxt = running_term(SESSION + 20, stub.token)
+    local r = checked({ unended_ok = true })
+    local prev = r.terms[#r.terms - 1]
+    assert.are.equal(stub.token, prev.token)
+    assert.is_nil(prev.ended) -- killed: no stop line; no line of it after the next start either
+    local log = ""
+    for _, s in pairs(inst) do log = log .. s:error_log() end
+    assert.is_truthy(log:find("ended the job (token " .. stub.token .. "): killed", 1, true),
+      "no kill of the stubborn job in the nginx logs")
+    moves[#moves + 1] = ("stubborn job killed after SUSPENDED; next start %.2f s after the pause began (pid %d -> %d)")
+      :format(now() - t0, stub.pid, nxt.pid)
+    wait_for(function() return queued() == 2 * WORKERS end, 30, "8 queued workers after the expiry")
+    checked({ unended_ok = true })
   end)
 end)

@@ -5,7 +5,8 @@
 --   start <token> <pid> <instance> <ngx.now()>
 --   beat <token> <pid>
 --   stop <token> <pid> <reason> <ngx.now()>
--- A stubborn job (STUBBORN=yes) ignores stopping() and only sleeps: the supervisor must kill it.
+-- A stubborn job (STUBBORN=yes, or the file <log>.stubborn exists when it starts) ignores
+-- stopping() and only sleeps and beats: the supervisor must kill it.
 local zngx = require("zklock.adapters.openresty")
 
 local M = {}
@@ -30,7 +31,10 @@ end
 local function job(ctx)
   ngx.update_time()
   append(("start %s %d %s %.3f"):format(tostring(ctx.token), ctx.pid, cfg.instance, ngx.now()))
-  if cfg.stubborn then
+  local f = io.open(cfg.log .. ".stubborn", "r")
+  if f then f:close() end
+  if cfg.stubborn or f then
+    append(("stubborn %s %d"):format(tostring(ctx.token), ctx.pid))
     while true do
       ngx.sleep(cfg.beat)
       append(("beat %s %d"):format(tostring(ctx.token), ctx.pid))
@@ -54,6 +58,34 @@ function M.init_worker()
     id = cfg.instance .. "/" .. ngx.worker.pid(),
   })
   if not handle then ngx.log(ngx.ERR, "fleet_app: one_worker failed: ", err) end
+end
+
+-- Bad input to one_worker: every call must raise (before connecting anything); one line per
+-- call, "ok" or the error message.
+function M.bad()
+  local noop = function() end
+  local hosts = cfg.hosts
+  local calls = {
+    function() return zngx.one_worker(nil, noop, { hosts = hosts }) end,
+    function() return zngx.one_worker("no-slash", noop, { hosts = hosts }) end,
+    function() return zngx.one_worker("/a/", noop, { hosts = hosts }) end,
+    function() return zngx.one_worker("/a", "job", { hosts = hosts }) end,
+    function() return zngx.one_worker("/a", job) end,
+    function() return zngx.one_worker("/a", noop, "opts") end,
+    function() return zngx.one_worker("/a", noop, { hosts = "nohost" }) end,
+    function() return zngx.one_worker("/a", noop, { hosts = hosts, session_timeout = -1 }) end,
+    function() return zngx.one_worker("/a", noop, { hosts = hosts, stop_grace = "1" }) end,
+    function() return zngx.one_worker("/a", noop, { hosts = hosts, stop_grace = math.huge }) end,
+    function() return zngx.one_worker("/a", noop, { hosts = hosts, id = 5 }) end,
+    function() return zngx.one_worker("/a", noop, { hosts = hosts, acl = "closed" }) end,
+    function() return zngx.one_worker("/a", noop, { hosts = hosts, requeue = true }) end,
+    function() return handle.running() end,
+    function() return handle.close() end,
+  }
+  for _, call in ipairs(calls) do
+    local ok, err = pcall(call)
+    ngx.say(ok and "ok" or tostring(err))
+  end
 end
 
 function M.state()
