@@ -529,4 +529,7 @@ function Fleet:close()
   if st.kick:count() < 1 then st.kick:post(1) end
 end
 
+-- the classes, for scripts/apidoc.lua (not an API)
+M._Job, M._OneWorker = Job, Fleet
+
 return M
