@@ -337,10 +337,14 @@ function Job:sleep(s)
   end
 end
 
--- Tell the job to stop (first reason wins) and wake it and its supervisor.
+-- Tell the job to stop (first reason wins) and wake it and its supervisor, once per term: a
+-- semaphore with a resource left makes wait() return without yielding, so posting again from
+-- the supervisor's own loop would spin it.
 local function tell(st, job, why)
   if not job._why then job._why = why end
-  local n = -job._wake:count()
+  if job._told then return end
+  job._told = true
+  local n = -job._wake:count() -- the job's threads waiting in job:sleep
   job._wake:post(n > 0 and n or 1)
   if st.kick:count() < 1 then st.kick:post(1) end
 end
@@ -372,8 +376,11 @@ local function run_term(st, m)
   }, Job)
   m:on_lost(function(state)
     if state == "SUSPENDED" or state == "LOST" then
-      if state == "LOST" then job._lost = true end
       tell(st, job, state)
+      if state == "LOST" and not job._lost then
+        job._lost = true -- the supervisor kills the job at once
+        if st.kick:count() < 1 then st.kick:post(1) end
+      end
     end
   end)
   local why = ending(st)

@@ -3,6 +3,7 @@
 -- every `beat` seconds and its stop to one shared log (O_APPEND: the file's order is the order
 -- of the writes across all processes), each line with its fencing token and pid:
 --   start <token> <pid> <instance> <ngx.now()>
+--   style <token> <pid> poll|sleep     how this term waits (they alternate)
 --   beat <token> <pid>
 --   stop <token> <pid> <reason> <ngx.now()>
 -- A stubborn job (STUBBORN=yes, or the file <log>.stubborn exists when it starts) ignores
@@ -28,6 +29,14 @@ local function append(line)
   f:close()
 end
 
+local function read_log()
+  local f = io.open(cfg.log, "r")
+  if not f then return nil end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
 local function job(ctx)
   ngx.update_time()
   append(("start %s %d %s %.3f"):format(tostring(ctx.token), ctx.pid, cfg.instance, ngx.now()))
@@ -40,8 +49,21 @@ local function job(ctx)
       append(("beat %s %d"):format(tostring(ctx.token), ctx.pid))
     end
   end
+  -- the terms alternate between the two ways of waiting: ctx:sleep (woken when told to stop)
+  -- and ngx.sleep with ctx:stopping() polled between (the supervisor notices first and tells)
+  local starts = 0
+  for _ in (read_log() or ""):gmatch("start ") do starts = starts + 1 end
+  local poll = starts % 2 == 0
+  append(("style %s %d %s"):format(tostring(ctx.token), ctx.pid, poll and "poll" or "sleep"))
   while true do
-    local ok, why = ctx:sleep(cfg.beat)
+    local ok, why
+    if poll then
+      ngx.sleep(cfg.beat)
+      why = ctx:stopping()
+      ok = not why
+    else
+      ok, why = ctx:sleep(cfg.beat)
+    end
     if not ok then
       ngx.update_time()
       append(("stop %s %d %s %.3f"):format(tostring(ctx.token), ctx.pid, why, ngx.now()))
