@@ -295,6 +295,34 @@ describe("one worker across the fleet #openresty #lua54 #nosan", function()
     wait_for(function() return queued() == 2 * WORKERS end, 20, "8 queued workers with the instance back")
   end)
 
+  it("handle:close() in the worker running it: the job moves, that worker leaves the queue", function()
+    local cur = running_term(20)
+    local name, srv = instance_of(cur.pid)
+    local t0 = now()
+    local st = srv:get("/close?pid=" .. cur.pid, 5)
+    assert.are.equal(200, st)
+    local nxt = running_term(20, cur.token)
+    local moved = now() - t0
+    local r = checked()
+    local prev = r.terms[#r.terms - 1]
+    assert.are.equal(cur.token, prev.token)
+    assert.are.equal("CLOSED", prev.reason)
+    assert.are_not.equal(cur.pid, nxt.pid)
+    moves[#moves + 1] = ("close(): stop -> next start %.3f s (pid %d -> %d)"):format(nxt.t_start - prev.t_stop,
+      cur.pid, nxt.pid)
+    assert.is_true(moved < SESSION, ("the job took %.2f s to move after close()"):format(moved))
+    -- its session is closed: 7 queued, and the worker itself lives on
+    wait_for(function() return queued() == 2 * WORKERS - 1 end, 10, "7 queued workers")
+    assert.is_true(testing.pid_alive(cur.pid))
+    client:sleep(1)
+    assert.are.equal(2 * WORKERS - 1, queued())
+    -- a reload gives that instance fresh workers, all queued
+    srv:get("/close?pid=0", 5)
+    assert(srv:reload())
+    wait_for(function() return queued() == 2 * WORKERS end, 20, "8 queued workers after reloading " .. name)
+    checked()
+  end)
+
   it("bad input to one_worker raises a clear error naming the argument, and connects nothing", function()
     local function sessions()
       local n = 0

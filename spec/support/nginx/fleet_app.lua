@@ -79,7 +79,17 @@ function M.init_worker()
     hosts = cfg.hosts, session_timeout = cfg.session_timeout, stop_grace = 2,
     id = cfg.instance .. "/" .. ngx.worker.pid(),
   })
-  if not handle then ngx.log(ngx.ERR, "fleet_app: one_worker failed: ", err) end
+  if not handle then ngx.log(ngx.ERR, "fleet_app: one_worker failed: ", err) return end
+  -- /close?pid=N: that worker leaves the election (handle:close())
+  local function poll(premature)
+    if premature then return end
+    if ngx.shared.fleet:get("close") == ngx.worker.pid() then
+      handle:close()
+      return
+    end
+    ngx.timer.at(0.05, poll)
+  end
+  ngx.timer.at(0.05, poll)
 end
 
 -- Bad input to one_worker: every call must raise (before connecting anything); one line per
