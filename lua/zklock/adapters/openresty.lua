@@ -353,16 +353,18 @@ end
 -- While waiting, a light thread cancels the acquire when the worker exits or close() is called.
 local function elect(st)
   local m = st.client:mutex(st.path, { acl = st.acl })
-  st.term = st.term + 1
-  local term, waiting = st.term, true
+  local waiting, done = true, assert(semaphore.new(0))
+  st.watch = done -- close() posts it too
   ngx.thread.spawn(function()
-    while waiting and st.term == term do
+    while waiting do
       if ending(st) then m:cancel() return end
-      st.kick:wait(POLL)
+      done:wait(POLL)
     end
   end)
   local ok, msg, code = m:acquire()
   waiting = false
+  st.watch = nil
+  done:post(1) -- the watcher ends now, not at its next poll
   if not ok then return nil, msg, code end
   return m
 end
@@ -446,7 +448,14 @@ local function supervise(premature, st)
           flog(st, ngx.WARN, "acquire failed, queueing again in ", RETRY_DELAY, " s: ", tostring(msg))
           pause = true
         end
-        if pause and not ending(st) then st.kick:wait(RETRY_DELAY) end
+        if pause then
+          ngx.update_time()
+          local until_t = ngx.now() + RETRY_DELAY
+          while not ending(st) and ngx.now() < until_t do
+            st.kick:wait(POLL)
+            ngx.update_time()
+          end
+        end
       end
     end)
     if not ok then flog(st, ngx.ERR, "supervisor failed: ", tostring(err)) end
@@ -502,7 +511,7 @@ function M.one_worker(path, fn, opts)
   M.attach(client, { exit_grace = stop_grace + 5 })
   local st = {
     path = path, fn = fn, id = id, acl = opts.acl, client = client, stop_grace = stop_grace,
-    kick = assert(semaphore.new(0)), term = 0, job = nil, closed = false, stopped = false,
+    kick = assert(semaphore.new(0)), watch = nil, job = nil, closed = false, stopped = false,
   }
   local ok, err = ngx.timer.at(0, supervise, st)
   if not ok then
@@ -534,6 +543,7 @@ function Fleet:close()
   st.closed = true
   if st.job then tell(st, st.job, "CLOSED") end
   if st.kick:count() < 1 then st.kick:post(1) end
+  if st.watch and st.watch:count() < 1 then st.watch:post(1) end
 end
 
 -- the classes, for scripts/apidoc.lua (not an API)
