@@ -433,4 +433,45 @@ describe("one worker across the fleet #openresty #lua54 #nosan", function()
     wait_for(function() return queued() == 2 * WORKERS end, 30, "8 queued workers after the expiry")
     checked({ unended_ok = true })
   end)
+
+  it("on LOST a job that ignores stopping() is killed at once, before the server expires the session", function()
+    -- workers started now take a stop_grace of 30 s: only the loss can end the stubborn job
+    local function reload(s)
+      local old = {}
+      for _, w in ipairs(s:workers()) do old[w.pid] = true end
+      assert(s:reload())
+      wait_for(function()
+        for _, w in ipairs(s:workers()) do if old[w.pid] then return false end end
+        return true
+      end, 30, "the old workers to exit")
+    end
+    testing.write_file(job_log .. ".grace", "30\n")
+    for _, s in pairs(inst) do reload(s) end
+    -- every worker has the long grace now; the next term (after the cooperative one moves) is stubborn
+    testing.write_file(job_log .. ".stubborn", "")
+    local before = running_term(20)
+    reload(select(2, instance_of(before.pid)))
+    local stub = wait_for(function()
+      local t = check_log(log_text(), { unended_ok = true }).current
+      return t and t.token ~= before.token and t.stubborn and t.beats >= 2 and t
+    end, 30, "a stubborn term")
+    os.remove(job_log .. ".stubborn")
+    os.remove(job_log .. ".grace")
+    killed_ok[stub.token] = true
+    wait_for(function() return queued() == 2 * WORKERS end, 30, "8 queued workers after the reloads")
+    local t0 = now()
+    zk:pause()
+    client:sleep(SESSION + 1)
+    zk:resume()
+    local nxt = running_term(SESSION + 20, stub.token)
+    local r = checked({ unended_ok = true })
+    assert.are.equal(stub.token, r.terms[#r.terms - 1].token)
+    assert.is_nil(r.terms[#r.terms - 1].ended)
+    local log = ""
+    for _, s in pairs(inst) do log = log .. s:error_log() end
+    local killed = "ended the job (token " .. stub.token .. "): killed at once: the session was lost"
+    assert.is_truthy(log:find(killed, 1, true), "the stubborn job was not killed on LOST")
+    moves[#moves + 1] = ("stubborn job killed on LOST; next start %.2f s after the pause began (pid %d -> %d)")
+      :format(now() - t0, stub.pid, nxt.pid)
+  end)
 end)

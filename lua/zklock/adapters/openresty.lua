@@ -415,8 +415,8 @@ local function run_term(st, m)
       -- LOST: the server may hand the job to another worker any moment now: no grace left
       if job._lost or t >= kill_at then
         ngx.thread.kill(thread)
-        outcome = ("killed: it did not return within %g s of being told to stop (%s)")
-          :format(job._lost and 0 or st.stop_grace, job._why)
+        outcome = job._lost and ("killed at once: the session was lost (told to stop: %s)"):format(job._why)
+          or ("killed: it did not return within %g s of being told to stop (%s)"):format(st.stop_grace, job._why)
         break
       end
     end

@@ -74,9 +74,13 @@ local function job(ctx)
 end
 
 function M.init_worker()
+  -- stop_grace: 2 s, or what the file <log>.grace says when the worker starts
+  local f = io.open(cfg.log .. ".grace", "r")
+  local grace = f and tonumber(f:read("*l")) or 2
+  if f then f:close() end
   local err
   handle, err = zngx.one_worker(cfg.path, job, {
-    hosts = cfg.hosts, session_timeout = cfg.session_timeout, stop_grace = 2,
+    hosts = cfg.hosts, session_timeout = cfg.session_timeout, stop_grace = grace,
     id = cfg.instance .. "/" .. ngx.worker.pid(),
   })
   if not handle then ngx.log(ngx.ERR, "fleet_app: one_worker failed: ", err) return end
