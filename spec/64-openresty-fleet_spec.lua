@@ -361,6 +361,7 @@ describe("one worker across the fleet #openresty #lua54 #nosan", function()
       "bad argument #3 to 'one_worker' (unknown option 'requeue' (known: acl, hosts, id, session_timeout, stop_grace))",
       "zklock: use handle:running() (with a colon)",
       "zklock: use handle:close() (with a colon)",
+      "zklock: one_worker must be called in init_worker_by_lua* (or later), not in init_by_lua*",
     }
     assert.are.equal(#expect, #lines, body)
     for i, e in ipairs(expect) do

@@ -14,8 +14,12 @@ local M = {}
 local cfg = {}
 local handle
 
+local init_error -- what one_worker raised when called in init_by_lua (the master)
+
 function M.config(t)
   cfg = t
+  local ok, err = pcall(zngx.one_worker, cfg.path, function() end, { hosts = cfg.hosts })
+  init_error = ok and "ok" or tostring(err)
 end
 
 local function append(line)
@@ -122,6 +126,7 @@ function M.bad()
     local ok, err = pcall(call)
     ngx.say(ok and "ok" or tostring(err))
   end
+  ngx.say(init_error)
 end
 
 function M.state()
