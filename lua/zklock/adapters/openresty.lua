@@ -349,10 +349,24 @@ local function tell(st, job, why)
   if st.kick:count() < 1 then st.kick:post(1) end
 end
 
--- Queue for the job; -> the mutex, held by the calling coroutine, or nil, msg, code.
--- While waiting, a light thread cancels the acquire when the worker exits or close() is called.
+-- Queue for the job; -> the mutex, held by the calling coroutine, and the term's loss record
+-- ({ why = "SUSPENDED" | "LOST", lost = bool, job = ctx once it runs }), or nil, msg, code.
+-- The loss handler is set before the acquire: a SUSPENDED that arrives between the grant and the
+-- start of the job is kept. While waiting, a light thread cancels the acquire when the worker
+-- exits or close() is called.
 local function elect(st)
   local m = st.client:mutex(st.path, { acl = st.acl })
+  local term = {}
+  m:on_lost(function(state)
+    if state ~= "SUSPENDED" and state ~= "LOST" then return end
+    term.why = term.why or state
+    local job = term.job
+    if job then tell(st, job, state) end
+    if state == "LOST" and not term.lost then
+      term.lost = true -- the supervisor kills the job at once
+      if st.kick:count() < 1 then st.kick:post(1) end
+    end
+  end)
   local waiting, done = true, assert(semaphore.new(0))
   st.watch = done -- close() posts it too
   ngx.thread.spawn(function()
@@ -365,33 +379,29 @@ local function elect(st)
   waiting = false
   st.watch = nil
   done:post(1) -- the watcher ends now, not at its next poll
-  if not ok then return nil, msg, code end
-  return m
+  if not ok then
+    m:on_lost(nil)
+    return nil, msg, code
+  end
+  return m, term
 end
 
 -- Run one term of the job on the held mutex m; returns once the job ended and m is released.
-local function run_term(st, m)
+local function run_term(st, m, term)
   local job = setmetatable({
     token = m:token(), node = m:node(), id = st.id, path = st.path, client = st.client,
     pid = ngx.worker.pid(), worker = ngx.worker.id(),
     _st = st, _wake = assert(semaphore.new(0)),
   }, Job)
-  m:on_lost(function(state)
-    if state == "SUSPENDED" or state == "LOST" then
-      tell(st, job, state)
-      if state == "LOST" and not job._lost then
-        job._lost = true -- the supervisor kills the job at once
-        if st.kick:count() < 1 then st.kick:post(1) end
-      end
-    end
-  end)
   local why = ending(st)
-  if why or not m:is_held() then
-    -- granted just as this worker began to exit (or lost at once): hand it on without running
+  if why or term.why or st.client.state ~= "CONNECTED" or not m:is_held() then
+    -- granted just as this worker began to exit, or while the connection is down (or lost at
+    -- once): hand it on without running
     m:on_lost(nil)
     if m:is_held() then m:release() end
     return
   end
+  term.job = job
   st.job = job
   flog(st, ngx.NOTICE, "worker ", job.pid, " runs the job (token ", tostring(job.token), ", id ", st.id, ")")
   local done, failed = false, nil
@@ -413,9 +423,9 @@ local function run_term(st, m)
       local t = ngx.now()
       kill_at = kill_at or (t + st.stop_grace)
       -- LOST: the server may hand the job to another worker any moment now: no grace left
-      if job._lost or t >= kill_at then
+      if term.lost or t >= kill_at then
         ngx.thread.kill(thread)
-        outcome = job._lost and ("killed at once: the session was lost (told to stop: %s)"):format(job._why)
+        outcome = term.lost and ("killed at once: the session was lost (told to stop: %s)"):format(job._why)
           or ("killed: it did not return within %g s of being told to stop (%s)"):format(st.stop_grace, job._why)
         break
       end
@@ -440,12 +450,12 @@ local function supervise(premature, st)
   if not premature then
     local ok, err = pcall(function()
       while not ending(st) do
-        local m, msg, code = elect(st)
+        local m, term, code = elect(st)
         local pause = false
         if m then
-          pause = run_term(st, m)
+          pause = run_term(st, m, term)
         elseif code ~= "ECANCELED" and code ~= "ECLOSED" then
-          flog(st, ngx.WARN, "acquire failed, queueing again in ", RETRY_DELAY, " s: ", tostring(msg))
+          flog(st, ngx.WARN, "acquire failed, queueing again in ", RETRY_DELAY, " s: ", tostring(term))
           pause = true
         end
         if pause then
