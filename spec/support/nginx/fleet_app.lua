@@ -6,6 +6,7 @@
 --   style <token> <pid> poll|sleep     how this term waits (they alternate)
 --   beat <token> <pid>
 --   stop <token> <pid> <reason> <ngx.now()>
+-- While the file <log>.raise exists, a job writes its stop line (reason RAISED) and raises.
 -- A stubborn job (STUBBORN=yes, or the file <log>.stubborn exists when it starts) ignores
 -- stopping() and only sleeps and beats: the supervisor must kill it.
 local zngx = require("zklock.adapters.openresty")
@@ -44,6 +45,12 @@ end
 local function job(ctx)
   ngx.update_time()
   append(("start %s %d %s %.3f"):format(tostring(ctx.token), ctx.pid, cfg.instance, ngx.now()))
+  local r = io.open(cfg.log .. ".raise", "r")
+  if r then
+    r:close()
+    append(("stop %s %d RAISED %.3f"):format(tostring(ctx.token), ctx.pid, ngx.now()))
+    error("fleet_app: the job fails on purpose")
+  end
   local f = io.open(cfg.log .. ".stubborn", "r")
   if f then f:close() end
   if cfg.stubborn or f then
