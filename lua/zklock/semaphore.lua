@@ -51,6 +51,16 @@ function Lease:is_held() return self._hold:live() end
 function Lease:token() if self._hold:live() then return self.token_value end return nil end
 function Lease:node() if self._hold:live() then return self.node_path end return nil end
 
+-- A fenced transaction: it commits only while this lease is held (its first op checks the
+-- lease's node). Raises after release.
+function Lease:transaction()
+  check.object(self, Lease, "lease", "transaction")
+  if self._hold.released then
+    check.raise(("zklock: transaction of lease %s, which was released"):format(tostring(self.node_path)))
+  end
+  return require("zklock.txn").fenced(self.client, self._hold:guard())
+end
+
 function Lease:__gc() hold.collected_hold(self._hold) end
 
 function Lease:__tostring()
@@ -69,8 +79,9 @@ local function new(client, path, max_leases, opts, fname)
   if not max_int(max_leases) then
     check.argerror(fname, 2, "max_leases: expected an integer >= 1, got " .. check.describe(max_leases))
   end
-  opts = check.options(fname, 3, opts, { acl = check.acl_option })
-  local self = setmetatable({ client = client, path = path, max_leases = max_leases, kind = "semaphore" }, Semaphore)
+  opts = check.options(fname, 3, opts, { acl = check.acl_option, metric = check.is.string })
+  local self = setmetatable({ client = client, path = path, max_leases = max_leases, kind = "semaphore",
+                              metric = opts.metric }, Semaphore)
   return hold.init(self, client, opts.acl)
 end
 
@@ -185,6 +196,12 @@ function SemaphoreMutex:is_held() return self._lease ~= nil and self._lease:is_h
 function SemaphoreMutex:token() return self._lease and self._lease:token() or nil end
 function SemaphoreMutex:node() return self._lease and self._lease:node() or nil end
 function SemaphoreMutex:cancel() return self.semaphore:cancel() end
+function SemaphoreMutex:transaction()
+  if not self._lease then
+    check.raise(("zklock: transaction of semaphore mutex %s, which is not held"):format(self.path))
+  end
+  return self._lease:transaction()
+end
 function SemaphoreMutex:participants() return self.semaphore:participants() end
 function SemaphoreMutex:on_lost(fn)
   if fn ~= nil and type(fn) ~= "function" then
@@ -197,7 +214,7 @@ function SemaphoreMutex:__tostring() return ("zklock.semaphore_mutex(%s)"):forma
 
 local function new_mutex(client, path, opts)
   check.path("semaphore_mutex", 1, path)
-  check.options("semaphore_mutex", 2, opts, { acl = check.acl_option })
+  check.options("semaphore_mutex", 2, opts, { acl = check.acl_option, metric = check.is.string })
   local sem = new(client, path, 1, opts, "semaphore_mutex")
   return setmetatable({ client = client, path = path, semaphore = sem, kind = "semaphore mutex" }, SemaphoreMutex)
 end
