@@ -493,6 +493,10 @@ for _, f in ipairs(lines_of("cd " .. shq(ROOT .. "/lua/zklock/adapters") .. " &&
   local name = f:gsub("%.lua$", "")
   local m = load_adapter(name)
   if m then TARGETS[#TARGETS + 1] = { class = "zklock.adapters." .. name, value = m } end
+  if m and name == "openresty" then -- one_worker's handle and job context (need nginx to make)
+    TARGETS[#TARGETS + 1] = { class = "zklock.adapters.openresty.OneWorker", value = m._OneWorker, methods = true }
+    TARGETS[#TARGETS + 1] = { class = "zklock.adapters.openresty.Job", value = m._Job, methods = true }
+  end
 end
 
 -- Every non-underscore string key of v and of its metatables' __index chain: name -> type.
@@ -611,6 +615,7 @@ local SCANS = {
   ["zklock.adapters.cqueues.attach"] = { { "lua/zklock/adapters/cqueues.lua", "M.attach", { "opts" } } },
   ["zklock.adapters.luv.attach"] = { { "lua/zklock/adapters/luv.lua", "M.attach", { "opts" } } },
   ["zklock.adapters.openresty.attach"] = { { "lua/zklock/adapters/openresty.lua", "M.attach", { "opts" } } },
+  ["zklock.adapters.openresty.one_worker"] = { { "lua/zklock/adapters/openresty.lua", "M.one_worker", { "opts" } } },
   ["zklock.testing.server"] = {
     { "lua/zklock/testing/servers.lua", "defaults", { "o" } },
     { "lua/zklock/testing/servers.lua", "Server:_spawn", { "self.opts" } },
