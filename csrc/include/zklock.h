@@ -541,6 +541,8 @@ typedef struct zkl_op_result {
     const char *const *children;
     int64_t czxid, mzxid, pzxid, ephemeral_owner;
     int32_t version, num_children;
+    int64_t ctime, mtime; /* ms since the epoch, server clock (create, last set) */
+    int32_t cversion;     /* changes to the children: 0 for a node that never had a child */
 } zkl_op_result;
 
 /* Errors: ZKL_ENOTFOUND (id is not the operation whose OP_DONE event next_event() just returned).

@@ -373,7 +373,8 @@ static int l_op(lua_State *L) {
     return 1;
 }
 
-/* c:result(id) -> { rc, data, children, czxid, mzxid, version, ephemeral_owner, num_children } */
+/* c:result(id) -> { rc, data, children, czxid, mzxid, pzxid, version, ephemeral_owner, num_children,
+ *                   ctime, mtime, cversion } */
 static int l_result(lua_State *L) {
     lclient *u = check(L);
     zkl_op_result r;
@@ -404,6 +405,12 @@ static int l_result(lua_State *L) {
     lua_setfield(L, -2, "version");
     lua_pushinteger(L, r.num_children);
     lua_setfield(L, -2, "num_children");
+    lua_pushinteger(L, (lua_Integer)r.ctime);
+    lua_setfield(L, -2, "ctime");
+    lua_pushinteger(L, (lua_Integer)r.mtime);
+    lua_setfield(L, -2, "mtime");
+    lua_pushinteger(L, r.cversion);
+    lua_setfield(L, -2, "cversion");
     char hex[32];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r.ephemeral_owner);
     lua_pushstring(L, hex);

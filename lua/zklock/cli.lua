@@ -1,0 +1,687 @@
+-- zklock.cli: the `zklock` command (bin/zklock), written on the library.
+--
+--   zklock run PATH [options] -- CMD ARGS...   run CMD while holding the lock at PATH
+--   zklock run PATH [options] -c 'shell command'
+--   zklock ls PATH                              holders and waiters of the lock(s) at PATH
+--   zklock reap PATH [--yes]                    nodes no recipe will ever delete (dry run by default)
+--
+-- Exit status (docs in README, "The zklock command"): the child's (128+N when signal N killed it);
+-- the conflict code (-E, default 1) when the lock was not taken; 64 usage; 69 no connection or the
+-- session ended while waiting; 70 internal error; 75 the lock was lost while the child ran; 77 no
+-- permission (ACL, auth); 126/127 the command could not be executed / was not found; 128+N when
+-- signal N interrupted the wait for the lock.
+--
+-- M.main(args) -> exit status; never calls os.exit itself (bin/zklock does).
+local zklock = require("zklock")
+local core = require("zklock.core")
+
+local proc = core.proc
+local M = {}
+
+M.EXIT = {
+  OK = 0, CONFLICT = 1, USAGE = 64, UNAVAILABLE = 69, SOFTWARE = 70, LOST = 75, NOPERM = 77,
+  NOEXEC = 126, NOTFOUND = 127,
+}
+local EXIT = M.EXIT
+local FORWARDED = { "INT", "TERM", "HUP", "QUIT", "USR1", "USR2" }
+
+local function now_s() return core.now() / 1000 end
+
+local function errf(fmt, ...)
+  io.stderr:write("zklock: ", fmt:format(...), "\n")
+  io.stderr:flush()
+end
+
+---------------------------------------------------------------- options
+
+local function number_in(lo, hi, what, integer, opt)
+  return function(s)
+    local n = tonumber(s)
+    if not n or n ~= n or n < lo or n > hi or (integer and math.floor(n) ~= n) then
+      return nil, ("%s: expected %s, got '%s'"):format(opt, what, s)
+    end
+    return integer and math.floor(n) or n
+  end
+end
+
+local function common(cmd)
+  cmd:option("--hosts", "ZooKeeper hosts, host:port[,host:port...][/chroot] (default $ZKLOCK_HOSTS, "
+    .. "else 127.0.0.1:2181)")
+  cmd:option("--session-timeout", "session timeout in seconds (default 10)")
+    :convert(number_in(0.001, 1e6, "a number of seconds > 0", false, "--session-timeout"))
+  cmd:option("--connect-timeout", "seconds to wait for the first connection (default: the session timeout)")
+    :convert(number_in(0.001, 1e6, "a number of seconds > 0", false, "--connect-timeout"))
+  cmd:option("--auth-file", "digest credentials user:password from this file (first line)")
+  cmd:option("--auth-env", "digest credentials user:password from this environment variable (default: "
+    .. "ZKLOCK_AUTH if set)")
+  cmd:flag("-v --verbose", "log the library's and the ZooKeeper client's info lines to stderr")
+end
+
+local function build_parser()
+  local argparse = require("argparse")
+  local p = argparse("zklock", "Run commands under ZooKeeper locks (Curator and Kazoo compatible), "
+    .. "and inspect or repair lock state.")
+  p:command_target("subcommand")
+  p:help_max_width(100)
+  p:epilog("Exit status: see `zklock run --help`. Docs: README.md, \"The zklock command\".")
+
+  local run = p:command("run", "Run a command while holding a lock (mutex, read lock or semaphore lease).")
+  run:argument("path", "lock path, e.g. /locks/nightly-backup")
+  run:argument("cmd", "command and arguments (after --)"):args("*")
+  run:option("-c --command", "run this shell command with /bin/sh -c instead of CMD")
+  run:option("-w --timeout", "give up after this many seconds (fractions allowed; default: wait forever)")
+    :convert(number_in(0, 1e9, "a number of seconds >= 0", false, "--timeout"))
+  run:flag("-n --nonblock", "try once; fail at once if the lock is held")
+  run:option("-E --conflict-exit-code", "exit status when the lock was not taken (default 1)")
+    :convert(number_in(0, 255, "an integer 0..255", true, "--conflict-exit-code")):default("1")
+  run:flag("-s --shared", "take the read side of a read-write lock (Curator InterProcessReadWriteLock)")
+  run:option("--semaphore", "take one of N leases (Curator InterProcessSemaphoreV2); all holders must agree on N")
+    :convert(number_in(1, 2147483647, "an integer >= 1", true, "--semaphore"))
+  run:option("--identity", "data stored in the lock node (default HOST:PID)")
+  run:option("--kill-grace", "seconds between SIGTERM and SIGKILL when the lock is lost (default 5)")
+    :convert(number_in(0, 1e6, "a number of seconds >= 0", false, "--kill-grace")):default("5")
+  run:flag("--keep-running", "on lock loss, warn but leave the child running (etcdctl's behaviour)")
+  run:flag("-q --quiet", "no warnings about the lock's state on stderr")
+  common(run)
+  run:epilog([[
+Exit status: the child's (128+N when signal N killed it); the conflict code (-E, default 1) when
+the lock was not taken (-n, -w); 64 bad usage; 69 no connection, or the session ended while
+waiting; 70 internal error; 75 the lock was lost while the child ran (it was sent SIGTERM, then
+SIGKILL after --kill-grace); 77 no permission; 126 the command cannot be executed; 127 not found;
+128+N when signal N (INT, TERM, HUP, QUIT, USR1, USR2) cancelled the wait.
+The child gets ZKLOCK_PATH, ZKLOCK_NODE (the lock node) and ZKLOCK_TOKEN (the fencing token).]])
+
+  local ls = p:command("ls", "List holders and waiters of the mutex, read-write lock, semaphore or latch at PATH.")
+  ls:argument("path", "lock path")
+  common(ls)
+
+  local reap = p:command("reap", "Find (and with --yes delete) nodes under PATH that no recipe will ever delete.")
+  reap:argument("path", "lock path or a parent of many")
+  reap:flag("--dry-run", "only list what would be deleted (the default)")
+  reap:flag("--yes", "delete them")
+  reap:option("--min-age", "leave empty parents younger than this many seconds alone (default 60)")
+    :convert(number_in(0, 1e9, "a number of seconds >= 0", false, "--min-age")):default("60")
+  reap:option("--session", "also delete the nodes under PATH owned by this live session (hex, from `zklock ls`)"
+    .. ": for leases its process lost track of")
+  common(reap)
+  p._zklock_commands = { run = run, ls = ls, reap = reap }
+  return p
+end
+
+---------------------------------------------------------------- connecting
+
+local function read_auth(o, env)
+  if o.auth_file then
+    local f, err = io.open(o.auth_file, "r")
+    if not f then return nil, "cannot read --auth-file: " .. tostring(err) end
+    local line = f:read("*l") or ""
+    f:close()
+    line = line:gsub("%s+$", "")
+    if not line:find(":", 1, true) then return nil, "--auth-file: expected user:password on the first line" end
+    return line
+  end
+  local name = o.auth_env or "ZKLOCK_AUTH"
+  local v = env(name)
+  if v == nil or v == "" then
+    if o.auth_env then return nil, "--auth-env: the environment variable " .. name .. " is not set" end
+    return false
+  end
+  if not v:find(":", 1, true) then return nil, name .. ": expected user:password" end
+  return v
+end
+
+-- -> client | nil, exit status (the message was printed)
+local function connect(o, env, identity, on_signal)
+  local hosts = o.hosts or env("ZKLOCK_HOSTS") or "127.0.0.1:2181"
+  local auth, aerr = read_auth(o, env)
+  if auth == nil then
+    errf("%s", aerr)
+    return nil, EXIT.USAGE
+  end
+  local ok, client, msg = pcall(zklock.connect, hosts, {
+    session_timeout = o.session_timeout or 10, identity = identity, wait = false,
+    log_level = o.verbose and "info" or nil, -- without it only the library's own warnings (stderr)
+  })
+  if not ok then -- bad hosts string and such: the library raised
+    errf("%s", tostring(client):gsub("^.-bad argument", "bad argument"))
+    return nil, EXIT.USAGE
+  end
+  if not client then
+    errf("%s", msg)
+    return nil, EXIT.UNAVAILABLE
+  end
+  if auth then client:add_auth("digest", auth) end
+  local limit = o.connect_timeout or o.session_timeout or 10
+  local deadline = now_s() + limit
+  local fds = { client:fd(), on_signal and on_signal.fd or nil }
+  while client.state ~= "CONNECTED" do
+    if client.state == "AUTH_FAILED" then
+      errf("authentication failed at %s", hosts)
+      client:close()
+      return nil, EXIT.NOPERM
+    end
+    local left = deadline - now_s()
+    if left <= 0 then
+      errf("could not connect to %s within %g s", hosts, limit)
+      client:close()
+      return nil, EXIT.UNAVAILABLE
+    end
+    local t = client:next_timeout_ms()
+    local wait = math.ceil(math.min(left * 1000, t >= 0 and t or 1000, 1000))
+    core.poll(fds, wait)
+    client:process()
+    if on_signal then
+      local sig = on_signal.check()
+      if sig then
+        client:close()
+        return nil, 128 + sig
+      end
+    end
+  end
+  return client
+end
+
+local function exit_of_code(code)
+  if code == "ETIMEDOUT" then return nil end -- the caller's conflict code
+  if code == "ZNOAUTH" or code == "ZAUTHFAILED" then return EXIT.NOPERM end
+  if code == "ESESSION" or code == "ECLOSED" or code == "ELOST" or code == "ZCONNECTIONLOSS"
+     or code == "ZSESSIONEXPIRED" or code == "ZOPERATIONTIMEOUT" then
+    return EXIT.UNAVAILABLE
+  end
+  return EXIT.SOFTWARE
+end
+
+---------------------------------------------------------------- run
+
+local function hostname()
+  local f = io.open("/proc/sys/kernel/hostname", "r")
+  local h = f and f:read("*l")
+  if f then f:close() end
+  return h or "localhost"
+end
+
+local function run(o, env)
+  local argv
+  if o.command then
+    if #o.cmd > 0 then
+      errf("run: give either -c 'shell command' or -- CMD ARGS..., not both")
+      return EXIT.USAGE
+    end
+    argv = { "/bin/sh", "-c", o.command }
+  else
+    if #o.cmd == 0 then
+      errf("run: no command: give -- CMD ARGS... or -c 'shell command'")
+      return EXIT.USAGE
+    end
+    argv = o.cmd
+  end
+  if o.shared and o.semaphore then
+    errf("run: --shared and --semaphore cannot be combined (a read lock is not a semaphore)")
+    return EXIT.USAGE
+  end
+  local path = o.path
+  local why = core.path_error(path)
+  if why then
+    errf("run: PATH: %s", why)
+    return EXIT.USAGE
+  end
+  local quiet = o.quiet
+  local function warn(fmt, ...) if not quiet then errf(fmt, ...) end end
+
+  proc.keep_fds() -- what the child inherits: the fds open now, nothing zklock opens later
+  local sigfd = assert(proc.signals(FORWARDED))
+  local pending_sigs = {}
+  local function read_sigs()
+    for _, s in ipairs(proc.read_signals()) do
+      if s.name ~= "CHLD" then pending_sigs[#pending_sigs + 1] = s end
+    end
+  end
+  local identity = o.identity or (hostname() .. ":" .. proc.getpid())
+  local client, status = connect(o, env, identity, {
+    fd = sigfd,
+    check = function()
+      read_sigs()
+      local s = table.remove(pending_sigs, 1)
+      return s and s.sig
+    end,
+  })
+  if not client then
+    proc.restore()
+    return status
+  end
+
+  local lockobj, kind
+  if o.semaphore then
+    lockobj, kind = client:semaphore(path, o.semaphore), "semaphore"
+  elseif o.shared then
+    lockobj, kind = client:rwlock(path).read, "read lock"
+  else
+    lockobj, kind = client:mutex(path), "mutex"
+  end
+  local lost, lost_state = false, nil
+  lockobj:on_lost(function(state)
+    if state == "SUSPENDED" then
+      warn("warning: connection to ZooKeeper lost; the %s %s may no longer be held", kind, path)
+    elseif state == "RECONNECTED" then
+      warn("reconnected; the %s %s is still held", kind, path)
+    elseif state == "LOST" then
+      lost, lost_state = true, state
+    end
+  end)
+
+  local timeout = o.nonblock and 0 or o.timeout
+  local held_node, held_token
+  local result, holder -- result: { ok, msg, code }; holder: the lease or the lock object
+  local want_release = false
+  local released = false
+  client:spawn(function()
+    local ok, msg, code = lockobj:acquire(timeout)
+    result = { ok = ok, msg = msg, code = code }
+    if not ok then return end
+    holder = ok
+    held_node, held_token = ok:node(), ok:token() -- per coroutine: ask from the owner
+    while not want_release do client:sleep(0.2) end
+    if holder:is_held() then holder:release() end
+    released = true
+  end)
+
+  local fds = { client:fd(), sigfd }
+  local function pump(max_ms)
+    local t = client:next_timeout_ms()
+    local wait = max_ms
+    if t >= 0 and t < wait then wait = t end
+    if wait > 0 then core.poll(fds, math.ceil(wait)) end
+    client:process()
+    read_sigs()
+  end
+
+  local function finish(code)
+    want_release = true
+    if client.state ~= "CLOSED" then
+      pcall(client.run, client, 5) -- release (a deleted node, not a session timeout, frees the lock)
+      client:close()
+    end
+    proc.restore()
+    return code
+  end
+
+  -- waiting for the lock: a signal cancels the wait (the queue node goes with the session)
+  while not result do
+    pump(1000)
+    local s = table.remove(pending_sigs, 1)
+    if s then
+      lockobj:cancel()
+      warn("%s: SIG%s while waiting for %s; gave up", kind, s.name, path)
+      return finish(128 + s.sig)
+    end
+  end
+  if not result.ok then
+    local code = exit_of_code(result.code)
+    if not code then
+      if not quiet then
+        errf("%s %s is held by another process (%s)", kind, path,
+             timeout == 0 and "tried once" or ("waited %g s"):format(timeout))
+      end
+      return finish(o.conflict_exit_code)
+    end
+    errf("%s", tostring(result.msg))
+    return finish(code)
+  end
+
+  -- holding: run the child
+  local node, token = held_node or "", held_token
+  local pid, perr, perrno = proc.spawn(argv, {
+    ZKLOCK_PATH = path, ZKLOCK_NODE = node, ZKLOCK_TOKEN = token and ("%d"):format(token) or "",
+  })
+  if not pid then
+    errf("%s", perr)
+    return finish(perrno == 2 and EXIT.NOTFOUND or EXIT.NOEXEC)
+  end
+  local how, value
+  local kill_at, killed
+  local lost_seen = false
+  while true do
+    how, value = proc.wait(pid)
+    if how then break end
+    for _, s in ipairs(pending_sigs) do
+      -- a signal the kernel sent (the terminal's ^C, a hangup) reached the child's process group
+      -- already; a kill() aimed at zklock alone is passed on
+      if s.user then proc.kill(pid, s.sig) end
+    end
+    pending_sigs = {}
+    if lost and not lost_seen then
+      lost_seen = true
+      if o.keep_running then
+        warn("warning: the %s %s was lost (session %s); the command keeps running (--keep-running)",
+             kind, path, lost_state == "LOST" and "expired" or "ended")
+      else
+        errf("the %s %s was lost (session expired); sending SIGTERM to %d", kind, path, pid)
+        proc.kill(pid, "TERM")
+        kill_at = now_s() + o.kill_grace
+      end
+    end
+    if kill_at and not killed and now_s() >= kill_at then
+      errf("%d still running %g s after SIGTERM; sending SIGKILL", pid, o.kill_grace)
+      proc.kill(pid, "KILL")
+      killed = true
+    end
+    local max_ms = 250 -- a lost SIGCHLD record (full pipe) costs at most this long
+    if kill_at and not killed then
+      max_ms = math.max(0, math.min(max_ms, (kill_at - now_s()) * 1000))
+    end
+    pump(max_ms)
+  end
+  local code = how == "exited" and value or 128 + value
+  if lost_seen and not o.keep_running then return finish(EXIT.LOST) end
+  local rc = finish(code)
+  if not released and not lost and result.ok and client.state ~= "CLOSED" then
+    warn("warning: the %s %s was not released cleanly", kind, path)
+  end
+  return rc
+end
+
+---------------------------------------------------------------- ls
+
+-- The contender kinds, by node name: pattern (sequence captured), kind, flavour.
+local NAMES = {
+  { "__READ__(%d+)$", "read", "curator" },
+  { "__WRIT__(%d+)$", "write", "curator" },
+  { "%-latch%-(%d+)$", "latch", "curator" },
+  { "%-lease%-(%d+)$", "lease", "curator" },
+  { "lock%-(%d+)$", "mutex", "curator" },
+  { "__lock__(%-?%d+)$", "lock", "kazoo" },
+  { "__rlock__(%-?%d+)$", "rlock", "kazoo" },
+}
+M.NAMES = NAMES
+
+local function classify(name)
+  for _, n in ipairs(NAMES) do
+    local seq = name:match(n[1])
+    if seq then return n[2], n[3], tonumber(seq) end
+  end
+  return nil
+end
+M.classify = classify
+
+local function node_info(client, full)
+  local data, st = client:get(full)
+  if not data then return nil end
+  return { path = full, name = full:match("[^/]+$"), data = data, stat = st }
+end
+
+local function age(st)
+  if not st or not st.ctime or st.ctime == 0 then return "?" end
+  local s = os.time() - st.ctime / 1000
+  if s < 0 then s = 0 end
+  if s < 120 then return ("%.0fs"):format(s) end
+  if s < 7200 then return ("%.0fm"):format(s / 60) end
+  if s < 172800 then return ("%.1fh"):format(s / 3600) end
+  return ("%.1fd"):format(s / 86400)
+end
+
+local function printable(s)
+  s = (s or ""):gsub("[%c\128-\255]", "?")
+  if #s > 60 then s = s:sub(1, 57) .. "..." end
+  return s == "" and "-" or s
+end
+
+-- Contenders of one queue directory, sorted by sequence, with the role each has.
+local function queue(client, dir)
+  local names, msg, code = client:children(dir)
+  if not names then return nil, msg, code end
+  local items = {}
+  for _, name in ipairs(names) do
+    local kind, flavour, seq = classify(name)
+    local info = node_info(client, dir .. "/" .. name)
+    if info then
+      info.kind, info.flavour, info.seq = kind or "other", flavour or "-", seq
+      items[#items + 1] = info
+    end
+  end
+  table.sort(items, function(a, b)
+    if a.seq and b.seq and a.seq ~= b.seq then return a.seq < b.seq end
+    if (a.seq ~= nil) ~= (b.seq ~= nil) then return a.seq ~= nil end
+    return a.name < b.name
+  end)
+  -- roles: Curator's rules for mutex/rwlock/latch, Kazoo's for its lock and read lock
+  local writer_before, kwriter_before, first_any = false, false, nil
+  for _, it in ipairs(items) do
+    local k = it.kind
+    if k == "write" or k == "mutex" then
+      it.role = (first_any == nil) and "holder" or "waiter"
+      writer_before = true
+    elseif k == "read" then
+      it.role = writer_before and "waiter" or "holder"
+    elseif k == "latch" then
+      it.role = (first_any == nil) and "leader" or "waiter"
+    elseif k == "lock" then
+      it.role = (first_any == nil) and "holder" or "waiter"
+      kwriter_before = true
+    elseif k == "rlock" then
+      it.role = kwriter_before and "waiter" or "holder"
+    elseif k == "lease" then
+      it.role = "holder"
+    else
+      it.role = "-"
+    end
+    if it.seq and first_any == nil then first_any = it end
+  end
+  return items
+end
+
+local function print_rows(out, rows)
+  local header = { "ROLE", "KIND", "SEQ", "TOKEN", "SESSION", "AGE", "IDENTITY", "NODE" }
+  local lines = { header }
+  for _, it in ipairs(rows) do
+    local st = it.stat or {}
+    lines[#lines + 1] = {
+      it.role or "-", (it.flavour and it.flavour ~= "-" and (it.flavour .. " ") or "") .. (it.kind or "-"),
+      it.seq and tostring(it.seq) or "-", st.czxid and ("%d"):format(st.czxid) or "-",
+      (st.ephemeral_owner and st.ephemeral_owner ~= "0000000000000000") and ("0x" .. st.ephemeral_owner:gsub("^0+", ""))
+        or "persistent",
+      age(st), printable(it.data), it.path,
+    }
+  end
+  local widths = {}
+  for _, l in ipairs(lines) do
+    for i, v in ipairs(l) do widths[i] = math.max(widths[i] or 0, #v) end
+  end
+  for _, l in ipairs(lines) do
+    local parts = {}
+    for i, v in ipairs(l) do
+      parts[i] = i < #l and (v .. string.rep(" ", widths[i] - #v)) or v
+    end
+    out:write(table.concat(parts, "  "), "\n")
+  end
+end
+
+local function ls(o, env, out)
+  local path = o.path
+  local why = core.path_error(path)
+  if why then
+    errf("ls: PATH: %s", why)
+    return EXIT.USAGE
+  end
+  local client, status = connect(o, env, nil, nil)
+  if not client then return status end
+  local function done(code) client:close(); return code end
+  local st, msg, code = client:exists(path)
+  if st == false then
+    errf("ls: %s: no such node", path)
+    return done(1)
+  elseif not st then
+    errf("ls: %s", msg)
+    return done(exit_of_code(code) or EXIT.UNAVAILABLE)
+  end
+  local names = client:children(path) or {}
+  local has = {}
+  for _, n in ipairs(names) do has[n] = true end
+  local rows, layout = {}, nil
+  if has.leases or has.locks then
+    -- Curator InterProcessSemaphoreV2 / zklock semaphore: leases are held, the internal mutex's
+    -- queue under locks/ are the waiters (its head is the one waiting for a free lease)
+    layout = "semaphore (Curator InterProcessSemaphoreV2 layout: locks/ + leases/)"
+    if has.leases then
+      local leases = queue(client, path .. "/leases") or {}
+      for _, it in ipairs(leases) do it.role = "holder"; it.kind = "lease"; rows[#rows + 1] = it end
+    end
+    if has.locks then
+      local q = queue(client, path .. "/locks") or {}
+      for i, it in ipairs(q) do
+        it.role = i == 1 and "next" or "waiter"
+        it.kind = "lease wait"
+        rows[#rows + 1] = it
+      end
+    end
+  else
+    local data = client:get(path)
+    local kazoo_sem = tonumber(data or "") ~= nil and #names > 0
+    for _, n in ipairs(names) do
+      if classify(n) or not n:match("^%x+$") or #n ~= 32 then kazoo_sem = false end
+    end
+    if kazoo_sem then
+      layout = ("semaphore (Kazoo layout: leases as children, max %s, lock at %s-__lock__)"):format(data, path)
+      for _, n in ipairs(names) do
+        local it = node_info(client, path .. "/" .. n)
+        if it then it.role, it.kind, it.flavour = "holder", "lease", "kazoo"; rows[#rows + 1] = it end
+      end
+      local q = queue(client, path .. "-__lock__") or {}
+      for i, it in ipairs(q) do
+        it.role = i == 1 and "next" or "waiter"
+        it.kind = "lease wait"
+        rows[#rows + 1] = it
+      end
+    else
+      rows = queue(client, path) or {}
+      local kinds = {}
+      for _, it in ipairs(rows) do kinds[it.kind] = true end
+      if kinds.read or kinds.write then layout = "read-write lock (Curator InterProcessReadWriteLock)"
+      elseif kinds.latch then layout = "leader latch (Curator LeaderLatch)"
+      elseif kinds.lock or kinds.rlock then layout = "lock (Kazoo Lock / ReadLock / WriteLock)"
+      elseif kinds.mutex then layout = "mutex (Curator InterProcessMutex)"
+      else layout = "no lock nodes" end
+    end
+  end
+  out:write(path, ": ", layout, "\n")
+  if #rows > 0 then print_rows(out, rows) end
+  return done(0)
+end
+
+---------------------------------------------------------------- reap
+
+local INTERNAL = { locks = true, leases = true }
+
+-- Walk `root` (bounded) and collect { path, version, reason } for nodes no recipe will delete.
+local function find_orphans(client, root, o)
+  local found, seen = {}, 0
+  local min_age_ms = (o.min_age or 60) * 1000
+  local session = o.session and o.session:lower():gsub("^0x", "")
+  local function walk(path, depth)
+    seen = seen + 1
+    if seen > 100000 or depth > 32 then return end
+    local data, st = client:get(path)
+    if not data then return end
+    local names = client:children(path) or {}
+    for _, n in ipairs(names) do
+      walk((path == "/" and "" or path) .. "/" .. n, depth + 1)
+    end
+    local name = path:match("[^/]+$") or ""
+    local owner = st.ephemeral_owner or "0000000000000000"
+    local persistent = owner == "0000000000000000"
+    local old = st.ctime and st.ctime > 0 and (os.time() * 1000 - st.ctime) >= min_age_ms
+    local kind = classify(name)
+    if session and not persistent and owner:gsub("^0+", "") == session:gsub("^0+", "") then
+      found[#found + 1] = { path = path, version = st.version,
+        reason = "owned by session 0x" .. session .. " (named with --session)" }
+    elseif kind and persistent and #names == 0 then
+      found[#found + 1] = { path = path, version = st.version,
+        reason = ("persistent %s node: no session owns it, so nothing ever deletes it and every later "
+          .. "contender queues behind it"):format(kind) }
+    elseif #names == 0 and st.num_children == 0 and old and path ~= root and persistent then
+      if st.cversion == 0 and not kind and (INTERNAL[name] or name:match("%-__lock__$")) then
+        found[#found + 1] = { path = path, version = st.version,
+          reason = "empty recipe parent that never had a child (a container the server never reaps)" }
+      elseif INTERNAL[name] and not kind then
+        found[#found + 1] = { path = path, version = st.version,
+          reason = "empty semaphore internal parent (" .. name .. "/) left behind" }
+      elseif name:match("%-__lock__$") then
+        found[#found + 1] = { path = path, version = st.version,
+          reason = "empty Kazoo semaphore lock parent left behind" }
+      end
+    end
+  end
+  walk(root, 0)
+  return found
+end
+M.find_orphans = find_orphans
+
+local function reap(o, env, out)
+  local path = o.path
+  local why = core.path_error(path)
+  if why then
+    errf("reap: PATH: %s", why)
+    return EXIT.USAGE
+  end
+  if o.yes and o.dry_run then
+    errf("reap: --yes and --dry-run contradict each other")
+    return EXIT.USAGE
+  end
+  if o.session and not o.session:lower():match("^0?x?%x+$") then
+    errf("reap: --session: expected a session id in hex (as `zklock ls` shows it), got '%s'", o.session)
+    return EXIT.USAGE
+  end
+  local client, status = connect(o, env, nil, nil)
+  if not client then return status end
+  local st = client:exists(path)
+  if not st then
+    errf("reap: %s: no such node", path)
+    client:close()
+    return 1
+  end
+  local found = find_orphans(client, path, o)
+  local failed = 0
+  for _, f in ipairs(found) do
+    if o.yes then
+      local ok, msg = client:delete(f.path, f.version)
+      if ok then
+        out:write("deleted ", f.path, "  (", f.reason, ")\n")
+      else
+        failed = failed + 1
+        out:write("kept ", f.path, ": ", tostring(msg), "\n")
+      end
+    else
+      out:write("would delete ", f.path, "  (", f.reason, ")\n")
+    end
+  end
+  if #found == 0 then out:write("nothing to reap under ", path, "\n")
+  elseif not o.yes then out:write(#found, " node(s); run again with --yes to delete them\n") end
+  client:close()
+  return failed == 0 and 0 or 1
+end
+
+---------------------------------------------------------------- main
+
+-- M.main(args [, env [, out]]) -> exit status. env(name) -> value (default os.getenv).
+function M.main(args, env, out)
+  env = env or os.getenv
+  out = out or io.stdout
+  local parser = build_parser()
+  local ok, o = parser:pparse(args)
+  if not ok then
+    local sub = parser._zklock_commands[args[1]]
+    io.stderr:write((sub or parser):get_usage(), "\n\nzklock: error: ", tostring(o), "\n")
+    return EXIT.USAGE
+  end
+  local cmds = { run = run, ls = ls, reap = reap }
+  local fn = cmds[o.subcommand]
+  local okc, res = xpcall(fn, debug.traceback, o, env, out)
+  if not okc then
+    errf("internal error: %s", tostring(res))
+    pcall(proc.restore)
+    return EXIT.SOFTWARE
+  end
+  out:flush()
+  return res
+end
+
+return M
