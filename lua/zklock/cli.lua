@@ -75,6 +75,8 @@ local function build_parser()
   run:option("-E --conflict-exit-code", "exit status when the lock was not taken (default 1)")
     :convert(number_in(0, 255, "an integer 0..255", true, "--conflict-exit-code")):default("1")
   run:flag("-s --shared", "take the read side of a read-write lock (Curator InterProcessReadWriteLock)")
+  run:flag("-x --exclusive", "take the write side of that read-write lock (excludes -s and -x holders; "
+    .. "the default, a mutex, is a recipe of its own)")
   run:option("--semaphore", "take one of N leases (Curator InterProcessSemaphoreV2); all holders must agree on N")
     :convert(number_in(1, 2147483647, "an integer >= 1", true, "--semaphore"))
   run:option("--identity", "data stored in the lock node (default HOST:PID)")
@@ -215,8 +217,13 @@ local function run(o, env)
     end
     argv = o.cmd
   end
-  if o.shared and o.semaphore then
-    errf("run: --shared and --semaphore cannot be combined (a read lock is not a semaphore)")
+  if (o.shared or o.exclusive) and o.semaphore then
+    errf("run: --%s and --semaphore cannot be combined (a read-write lock is not a semaphore)",
+         o.shared and "shared" or "exclusive")
+    return EXIT.USAGE
+  end
+  if o.shared and o.exclusive then
+    errf("run: --shared and --exclusive cannot be combined")
     return EXIT.USAGE
   end
   local path = o.path
@@ -250,11 +257,26 @@ local function run(o, env)
     return status
   end
 
+  -- testing aid (spec/65-cli_spec.lua, zklock.testing's session expiry): the session id and
+  -- password, hex, in the file ZKLOCK_SESSION_FILE names (created 0600 by umask 077 callers)
+  local sfile = env("ZKLOCK_SESSION_FILE")
+  if sfile and sfile ~= "" then
+    local sid, pw = client:session()
+    local f = sid and io.open(sfile .. ".tmp", "w")
+    if f then
+      f:write(sid, " ", (pw:gsub(".", function(ch) return ("%02x"):format(ch:byte()) end)), "\n")
+      f:close()
+      os.rename(sfile .. ".tmp", sfile)
+    end
+  end
+
   local lockobj, kind
   if o.semaphore then
     lockobj, kind = client:semaphore(path, o.semaphore), "semaphore"
   elseif o.shared then
     lockobj, kind = client:rwlock(path).read, "read lock"
+  elseif o.exclusive then
+    lockobj, kind = client:rwlock(path).write, "write lock"
   else
     lockobj, kind = client:mutex(path), "mutex"
   end
@@ -281,8 +303,7 @@ local function run(o, env)
     holder = ok
     held_node, held_token = ok:node(), ok:token() -- per coroutine: ask from the owner
     while not want_release do client:sleep(0.2) end
-    if holder:is_held() then holder:release() end
-    released = true
+    released = pcall(holder.release, holder) -- after a loss: ELOST, and the hold is forgotten
   end)
 
   local fds = { client:fd(), sigfd }
@@ -469,6 +490,12 @@ local function queue(client, dir)
   return items
 end
 
+local function session_of(st)
+  local o = st.ephemeral_owner
+  if not o or o == "0000000000000000" then return "persistent" end
+  return "0x" .. o:gsub("^0+", "")
+end
+
 local function print_rows(out, rows)
   local header = { "ROLE", "KIND", "SEQ", "TOKEN", "SESSION", "AGE", "IDENTITY", "NODE" }
   local lines = { header }
@@ -477,8 +504,7 @@ local function print_rows(out, rows)
     lines[#lines + 1] = {
       it.role or "-", (it.flavour and it.flavour ~= "-" and (it.flavour .. " ") or "") .. (it.kind or "-"),
       it.seq and tostring(it.seq) or "-", st.czxid and ("%d"):format(st.czxid) or "-",
-      (st.ephemeral_owner and st.ephemeral_owner ~= "0000000000000000") and ("0x" .. st.ephemeral_owner:gsub("^0+", ""))
-        or "persistent",
+      session_of(st),
       age(st), printable(it.data), it.path,
     }
   end
@@ -570,6 +596,7 @@ end
 ---------------------------------------------------------------- reap
 
 local INTERNAL = { locks = true, leases = true }
+local PERSISTENT = "0000000000000000" -- the ephemeralOwner of persistent nodes and containers
 
 -- Walk `root` (bounded) and collect { path, version, reason } for nodes no recipe will delete.
 local function find_orphans(client, root, o)
@@ -586,27 +613,24 @@ local function find_orphans(client, root, o)
       walk((path == "/" and "" or path) .. "/" .. n, depth + 1)
     end
     local name = path:match("[^/]+$") or ""
-    local owner = st.ephemeral_owner or "0000000000000000"
-    local persistent = owner == "0000000000000000"
-    local old = st.ctime and st.ctime > 0 and (os.time() * 1000 - st.ctime) >= min_age_ms
+    local owner = st.ephemeral_owner or PERSISTENT
+    local persistent = owner == PERSISTENT -- a container's stat says 0 too
+    local old = min_age_ms <= 0 or (st.ctime and st.ctime > 0 and (os.time() * 1000 - st.ctime) >= min_age_ms)
     local kind = classify(name)
+    local empty = #names == 0 and st.num_children == 0
+    local function add(reason) found[#found + 1] = { path = path, version = st.version, reason = reason } end
     if session and not persistent and owner:gsub("^0+", "") == session:gsub("^0+", "") then
-      found[#found + 1] = { path = path, version = st.version,
-        reason = "owned by session 0x" .. session .. " (named with --session)" }
-    elseif kind and persistent and #names == 0 then
-      found[#found + 1] = { path = path, version = st.version,
-        reason = ("persistent %s node: no session owns it, so nothing ever deletes it and every later "
-          .. "contender queues behind it"):format(kind) }
-    elseif #names == 0 and st.num_children == 0 and old and path ~= root and persistent then
-      if st.cversion == 0 and not kind and (INTERNAL[name] or name:match("%-__lock__$")) then
-        found[#found + 1] = { path = path, version = st.version,
-          reason = "empty recipe parent that never had a child (a container the server never reaps)" }
-      elseif INTERNAL[name] and not kind then
-        found[#found + 1] = { path = path, version = st.version,
-          reason = "empty semaphore internal parent (" .. name .. "/) left behind" }
-      elseif name:match("%-__lock__$") then
-        found[#found + 1] = { path = path, version = st.version,
-          reason = "empty Kazoo semaphore lock parent left behind" }
+      add("owned by session 0x" .. session:gsub("^0+", "") .. " (named with --session)")
+    elseif kind and persistent and empty then
+      add(("persistent %s node: no session owns it, so nothing ever deletes it and every later "
+        .. "contender queues behind it"):format(kind))
+    elseif persistent and empty and not kind and data == "" and old and path ~= root then
+      if st.cversion == 0 then
+        add("empty lock parent that never had a child (not even a container is reaped then)")
+      else
+        add(("empty %s left behind (no recipe deletes its parents)"):format(
+          INTERNAL[name] and ("semaphore parent " .. name .. "/")
+          or name:match("%-__lock__$") and "Kazoo semaphore lock parent" or "lock parent"))
       end
     end
   end
@@ -642,8 +666,8 @@ local function reap(o, env, out)
   local failed = 0
   for _, f in ipairs(found) do
     if o.yes then
-      local ok, msg = client:delete(f.path, f.version)
-      if ok then
+      local ok, msg, code = client:delete(f.path, f.version)
+      if ok or code == "ZNONODE" then -- gone already: the server reaped the container meanwhile
         out:write("deleted ", f.path, "  (", f.reason, ")\n")
       else
         failed = failed + 1
