@@ -110,6 +110,11 @@ local function wait_for(pred, timeout, what)
   end
 end
 
+-- a shell loop that waits until the file `stop` exists (bounded: 30 s)
+local function until_file(stop)
+  return ("i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"):format(shq(stop))
+end
+
 -- children of a lock path; {} once the server reaped its container
 local function kids(path)
   local names, msg, code = c:children(path)
@@ -165,8 +170,8 @@ local function kill_started()
   for i = #started, 1, -1 do
     local pid = started[i]
     -- the zklock process's children first (by id), then the process itself
-    local kids = sh(("cat /proc/%d/task/*/children 2>/dev/null"):format(pid))
-    for kid in kids:gmatch("%d+") do os.execute("kill -KILL " .. kid .. " 2>/dev/null") end
+    local children = sh(("cat /proc/%d/task/*/children 2>/dev/null"):format(pid))
+    for kid in children:gmatch("%d+") do os.execute("kill -KILL " .. kid .. " 2>/dev/null") end
     os.execute(("kill -KILL %d 2>/dev/null"):format(pid))
     started[i] = nil
   end
@@ -189,7 +194,8 @@ describe("the zklock command", function()
 
   describe("run", function()
     it("gives the child ZKLOCK_PATH, ZKLOCK_NODE, ZKLOCK_TOKEN and its stdin, and returns its status", function()
-      local rc, out = run("run /cli/env -- " .. SH .. " " .. shq("echo \"P=$ZKLOCK_PATH N=$ZKLOCK_NODE T=$ZKLOCK_TOKEN\"; exit 3"))
+      local rc, out = run("run /cli/env -- " .. SH .. " "
+        .. shq("echo \"P=$ZKLOCK_PATH N=$ZKLOCK_NODE T=$ZKLOCK_TOKEN\"; exit 3"))
       assert.equal(3, rc, out)
       local p, n, t = out:match("P=(%S+) N=(%S+) T=(%d+)")
       assert.equal("/cli/env", p, out)
@@ -263,11 +269,10 @@ describe("the zklock command", function()
     it("two shells racing on one path never overlap (and the checker catches an overlap without the lock)", function()
       local dir = scope.tmpdir("race")
       local log = dir .. "/holds.log"
-      local shells = {}
       for i = 1, 2 do
         local loop = ("i=0; while [ $i -lt 5 ]; do %s || echo FAIL >>%s; i=$((i+1)); done; echo done >%s"):format(
           zklock("run /cli/race -- " .. holder_child(log, "0.15")), shq(log), shq(dir .. "/done" .. i))
-        shells[i] = bg(nil, { script = loop })
+        bg(nil, { script = loop })
       end
       wait_for(function()
         return read_file(dir .. "/done1") ~= nil and read_file(dir .. "/done2") ~= nil
@@ -306,7 +311,8 @@ describe("the zklock command", function()
     it("-n and -w against a held lock give the conflict code; the command does not run", function()
       local dir = scope.tmpdir("held")
       local stop = dir .. "/stop"
-      local holder = bg("run /cli/held -- " .. SH .. " " .. shq(("touch %s/held; i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"):format(shq(dir), shq(stop))))
+      local holder = bg("run /cli/held -- " .. SH .. " "
+        .. shq(("touch %s/held; "):format(shq(dir)) .. until_file(stop)))
       wait_for(function() return read_file(dir .. "/held") ~= nil end, 20, "the holder")
       local rc, out, took = run("run -n /cli/held -- echo RAN")
       assert.equal(1, rc, out)
@@ -325,7 +331,8 @@ describe("the zklock command", function()
       assert.same({}, kids("/cli/held"))
       -- -s holders share; -x (the write side) excludes them and they it
       local rstop = dir .. "/rstop"
-      local reader = bg("run -s /cli/held-rw -- " .. SH .. " " .. shq(("touch %s/rheld; i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"):format(shq(dir), shq(rstop))))
+      local reader = bg("run -s /cli/held-rw -- " .. SH .. " "
+        .. shq(("touch %s/rheld; "):format(shq(dir)) .. until_file(rstop)))
       wait_for(function() return read_file(dir .. "/rheld") ~= nil end, 20, "the reader")
       rc, out = run("run -s -n /cli/held-rw -- echo SHARED")
       assert.equal(0, rc, out)
@@ -349,7 +356,7 @@ describe("the zklock command", function()
         traps[#traps + 1] = ("trap 'echo %s >>%s' %s"):format(s, shq(log), s)
       end
       traps[#traps + 1] = ("trap 'echo TERM >>%s; exit 7' TERM"):format(shq(log))
-      local script = table.concat(traps, "; ") .. ("; echo ready >>%s; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"):format(shq(log))
+      local script = table.concat(traps, "; ") .. ("; echo ready >>%s; "):format(shq(log)) .. until_file(dir .. "/x")
       local z = bg("run /cli/sig -- " .. SH .. " " .. shq(script))
       wait_for(function() return (read_file(log) or ""):match("ready") end, 20, "the child")
       for n, s in ipairs({ "HUP", "INT", "QUIT", "USR1", "USR2" }) do
@@ -366,7 +373,7 @@ describe("the zklock command", function()
     it("a signal while waiting cancels the wait: exit 128+N and the queue node is gone", function()
       local dir = scope.tmpdir("cancel")
       local stop = dir .. "/stop"
-      local holder = bg("run /cli/cancel -- " .. SH .. " " .. shq(("i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"):format(shq(stop))))
+      local holder = bg("run /cli/cancel -- " .. SH .. " " .. shq(until_file(stop)))
       assert.is_true(util.wait_children(c, "/cli/cancel", 1, 20))
       for _, s in ipairs({ { "TERM", 143 }, { "INT", 130 }, { "USR1", 138 } }) do
         local waiter = bg("run /cli/cancel -- echo RAN")
@@ -395,7 +402,8 @@ describe("the zklock command", function()
     it("a child that ignores SIGTERM gets SIGKILL after --kill-grace; zklock exits 75", function()
       local dir = scope.tmpdir("expire")
       local log = dir .. "/child.log"
-      local script = ("trap 'echo TERM >>%s' TERM; echo $$ >>%s; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; echo survived >>%s"):format(shq(log), shq(log), shq(log))
+      local script = ("trap 'echo TERM >>%s' TERM; echo $$ >>%s; "):format(shq(log), shq(log))
+        .. until_file(dir .. "/x") .. "; echo survived >>" .. shq(log)
       local z = bg(("run --session-timeout %d --kill-grace 1 /cli/expire -- %s %s"):format(SESSION, SH, shq(script)),
                    { env = { ZKLOCK_SESSION_FILE = dir .. "/session" } })
       wait_for(function() return #lines(log) >= 1 end, 20, "the child")
@@ -419,7 +427,8 @@ describe("the zklock command", function()
       local dir = scope.tmpdir("keep")
       local log = dir .. "/child.log"
       local stop = dir .. "/stop"
-      local script = ("echo started >>%s; i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; echo finished >>%s; exit 4"):format(shq(log), shq(stop), shq(log))
+      local script = ("echo started >>%s; "):format(shq(log)) .. until_file(stop)
+        .. ("; echo finished >>%s; exit 4"):format(shq(log))
       local z = bg(("run --keep-running --session-timeout %d /cli/keep -- %s %s"):format(SESSION, SH, shq(script)),
                    { env = { ZKLOCK_SESSION_FILE = dir .. "/session" } })
       wait_for(function() return #lines(log) >= 1 end, 20, "the child")
@@ -459,7 +468,8 @@ describe("the zklock command", function()
       assert.equal("ok", cur:wait(wseq, 20, pump).status)
       assert.equal("ok", cur:call("release", { id = "m2" }, 10, pump).status)
 
-      assert.equal("ok", cur:call("hold", { id = "r1", recipe = "read", path = "/cli/ls/rw", timeout_ms = 10000 }, 20, pump).status)
+      assert.equal("ok", cur:call("hold", { id = "r1", recipe = "read", path = "/cli/ls/rw", timeout_ms = 10000 }, 20,
+                                  pump).status)
       local w = cur:send("hold", { id = "w1", recipe = "write", path = "/cli/ls/rw", timeout_ms = 20000 })
       assert.is_true(util.wait_children(c, "/cli/ls/rw", 2, 10))
       rc, out = run("ls /cli/ls/rw")
@@ -471,8 +481,11 @@ describe("the zklock command", function()
       assert.equal("ok", cur:wait(w, 20, pump).status)
       assert.equal("ok", cur:call("release", { id = "w1" }, 10, pump).status)
 
-      assert.equal("ok", cur:call("hold", { id = "s1", recipe = "semaphore", max = 1, path = "/cli/ls/sem", timeout_ms = 10000 }, 20, pump).status)
-      local s2 = cur:send("hold", { id = "s2", recipe = "semaphore", max = 1, path = "/cli/ls/sem", timeout_ms = 20000 })
+      local sem = { recipe = "semaphore", max = 1, path = "/cli/ls/sem" }
+      assert.equal("ok", cur:call("hold", { id = "s1", recipe = sem.recipe, max = sem.max, path = sem.path,
+                                            timeout_ms = 10000 }, 20, pump).status)
+      local s2 = cur:send("hold", { id = "s2", recipe = sem.recipe, max = sem.max, path = sem.path,
+                                    timeout_ms = 20000 })
       assert.is_true(util.wait_children(c, "/cli/ls/sem/locks", 1, 10))
       rc, out = run("ls /cli/ls/sem")
       assert.equal(0, rc, out)
@@ -505,7 +518,8 @@ describe("the zklock command", function()
   describe("reap", function()
     it("finds persistent contenders, empty never-used containers and left-over parents; --yes deletes them", function()
       assert(c:create("/cli/reap/m", "", { parents = true }))
-      local stale = assert(c:create("/cli/reap/m/_c_00000000-0000-4000-8000-000000000000-lock-", "old", { sequential = true }))
+      local stale = assert(c:create("/cli/reap/m/_c_00000000-0000-4000-8000-000000000000-lock-", "old",
+                                    { sequential = true }))
       local blocked = run("run -n /cli/reap/m -- true") -- it can never be granted
       assert.equal(1, blocked)
       local live = c:mutex("/cli/reap/live")
@@ -526,8 +540,8 @@ describe("the zklock command", function()
       assert.is_nil(out:find("/cli/reap/data ", 1, true), out)
       assert.truthy(c:exists(stale), "a dry run deletes nothing")
       -- --min-age keeps young empty parents
-      rc, out = run("reap /cli/reap")
-      assert.is_nil(out:find("/cli/reap/empty ", 1, true), out)
+      local _, young = run("reap /cli/reap")
+      assert.is_nil(young:find("/cli/reap/empty ", 1, true), young)
       rc, out = run("reap /cli/reap --min-age 0 --yes")
       assert.equal(0, rc, out)
       assert.truthy(out:find("deleted " .. stale, 1, true), out)

@@ -542,7 +542,7 @@ local function ls(o, env, out)
   local names = client:children(path) or {}
   local has = {}
   for _, n in ipairs(names) do has[n] = true end
-  local rows, layout = {}, nil
+  local rows, layout = {}, "no lock nodes"
   if has.leases or has.locks then
     -- Curator InterProcessSemaphoreV2 / zklock semaphore: leases are held, the internal mutex's
     -- queue under locks/ are the waiters (its head is the one waiting for a free lease)
@@ -585,7 +585,7 @@ local function ls(o, env, out)
       elseif kinds.latch then layout = "leader latch (Curator LeaderLatch)"
       elseif kinds.lock or kinds.rlock then layout = "lock (Kazoo Lock / ReadLock / WriteLock)"
       elseif kinds.mutex then layout = "mutex (Curator InterProcessMutex)"
-      else layout = "no lock nodes" end
+      end
     end
   end
   out:write(path, ": ", layout, "\n")
