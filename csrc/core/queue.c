@@ -9,6 +9,7 @@
  *           lives. The user is told at once; the cleanup finishes in the background.
  */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,21 @@ void zkl__queue_free_fields(zkl_client *c, zkl_op *op) {
     zkl__strfree(c, q->node);
     zkl__strfree(c, q->watch_path);
     zkl__strfree(c, q->fixed_name);
+    if (q->data) zkl__free(c, q->data, q->data_len + 1);
+}
+
+int zkl__queue_set_data(zkl_client *c, zkl_op *op, const char *data, size_t len) {
+    zkl_qop *q = QOP(op);
+    if (q->data) zkl__free(c, q->data, q->data_len + 1);
+    q->data = NULL;
+    q->data_len = 0;
+    if (!data) return ZKL_OK;
+    q->data = zkl__alloc(c, len + 1);
+    if (!q->data) return ZKL_ENOMEM;
+    memcpy(q->data, data, len);
+    q->data[len] = '\0';
+    q->data_len = len;
+    return ZKL_OK;
 }
 
 static void ignore_reply(int rc, const void *data) {
@@ -249,10 +265,11 @@ static void issue_create_and_list(zkl_client *c, zkl_op *op) {
     QOP(op)->step = S_CREATE;
     QOP(op)->create_inflight = 1;
     c->stats.creates++;
-    int rc =
-        c->zk->acreate2(c->zh, path, c->identity, (int)c->identity_len, zkl__acl(c, QOP(op)->acl),
-                        QOP(op)->fixed_name ? ZOO_EPHEMERAL : ZOO_EPHEMERAL_SEQUENTIAL,
-                        create_reply, ZKL_TOKEN(op));
+    const char *data = QOP(op)->data ? QOP(op)->data : c->identity;
+    size_t dlen = QOP(op)->data ? QOP(op)->data_len : c->identity_len;
+    int rc = c->zk->acreate2(c->zh, path, data, (int)dlen, zkl__acl(c, QOP(op)->acl),
+                             QOP(op)->fixed_name ? ZOO_EPHEMERAL : ZOO_EPHEMERAL_SEQUENTIAL,
+                             create_reply, ZKL_TOKEN(op));
     zkl__strfree(c, path);
     if (rc != ZOK) {
         QOP(op)->create_inflight = 0;
@@ -688,11 +705,27 @@ int zkl__lock_new(zkl_client *c, zkl_recipe recipe, const char *path, int timeou
     return rc;
 }
 
+int zkl__lock_acquire_ex(zkl_client *c, const zkl_lock_args *a, uint64_t *id) {
+    zkl_op *op;
+    if (!a || !id) return c->closed ? ZKL_ECLOSED : ZKL_EINVAL;
+    if ((!a->data && a->len != 0) || a->len > (size_t)INT_MAX) {
+        int why = zkl__startable(c);
+        return why ? why : ZKL_EINVAL;
+    }
+    int rc = zkl__lock_new(c, a->recipe, a->path, a->timeout_ms, a->acl, &op);
+    if (rc != ZKL_OK) return rc;
+    if (a->data && zkl__queue_set_data(c, op, a->data, a->len) != ZKL_OK) {
+        op->phase = P_DONE;
+        zkl__op_maybe_free(c, op);
+        return ZKL_ENOMEM;
+    }
+    return zkl__queue_start(c, op, id);
+}
+
 int zkl__lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
                       uint64_t *id) {
-    zkl_op *op;
-    int rc = zkl__lock_new(c, recipe, path, timeout_ms, acl, &op);
-    return rc != ZKL_OK ? rc : zkl__queue_start(c, op, id);
+    zkl_lock_args a = {recipe, path, timeout_ms, acl, NULL, 0};
+    return zkl__lock_acquire_ex(c, &a, id);
 }
 
 int zkl__lock_downgrade(zkl_client *c, uint64_t write_id, uint64_t *id) {

@@ -416,6 +416,7 @@ int fz_create_ok(fz_req *r, int seq, int64_t czxid) {
         snprintf(buf, sizeof buf, "%s", r->path);
     r->created = xstrdup(buf);
     r->priv->stat.czxid = r->priv->stat.mzxid = czxid;
+    r->priv->stat.ephemeralOwner = (r->mode & ZOO_EPHEMERAL) ? r->session : 0;
     if (r->mode & ZOO_EPHEMERAL) live_add(buf);
     return answer(r, ZOK);
 }
