@@ -53,7 +53,7 @@ typedef struct zkl_qop {
     /* node data of this acquisition (zkl_lock_args.data); NULL: the client's identity */
     char *data;
     size_t data_len;
-    int latch_checked; /* latch: the node's ephemeralOwner was checked against our session */
+    int64_t owner; /* ephemeralOwner of own node (create or adopt reply), 0 unknown */
 } zkl_qop;
 
 #define QOP(o) ((zkl_qop *)(o))

@@ -246,7 +246,11 @@ typedef struct zkl_event {
 typedef enum {
     ZKL_MUTEX = 1, /* Curator InterProcessMutex: _c_<uuid>-lock-<seq> */
     ZKL_READ = 2,  /* Curator InterProcessReadWriteLock, read side: _c_<uuid>-__READ__<seq> */
-    ZKL_WRITE = 3  /* write side: _c_<uuid>-__WRIT__<seq> */
+    ZKL_WRITE = 3, /* write side: _c_<uuid>-__WRIT__<seq> */
+    ZKL_LATCH = 4  /* Curator LeaderLatch: _c_<uuid>-latch-<seq>, ordered by the text after the
+                      last "latch-"; held (leader) while first. Before granting, the node's
+                      ephemeralOwner is checked to be this client's current session. Pass the
+                      participant id as the node data (zkl_lock_acquire_ex). */
 } zkl_recipe;
 
 typedef struct zkl_allocator {

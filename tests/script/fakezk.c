@@ -421,6 +421,14 @@ int fz_create_ok(fz_req *r, int seq, int64_t czxid) {
     return answer(r, ZOK);
 }
 
+int fz_create_ok_owner(fz_req *r, int seq, int64_t czxid, int64_t owner) {
+    if (!r || r->kind != FZ_CREATE || r->status != FZ_PENDING) return -1;
+    r->priv->stat.ephemeralOwner = owner; /* kept: fz_create_ok sets it only for ephemerals */
+    int rc = fz_create_ok(r, seq, czxid);
+    r->priv->stat.ephemeralOwner = owner;
+    return rc;
+}
+
 int fz_children_ok(fz_req *r, const char *const *names) {
     if (!r || r->kind != FZ_CHILDREN || r->status != FZ_PENDING) return -1;
     int n = 0;
