@@ -11,8 +11,9 @@
 --   local t = log:start(owner, token [, key])   a term begins now (core.now() ms)
 --   log:stop(t)                                 ... and ends now
 --   log:add{ owner=, token=, start=, finish=, key= }   a finished term from elsewhere
---   log:add_file(path)                          the H lines of a worker or peer log (fault_worker's
---                                               H format: H key owner thread token start end ...)
+--   log:add_file(path [, open_until [, key]])   the terms of a worker or peer log: H lines (fault_worker's
+--                                               H format: H key owner thread token start end ...) and
+--                                               B lines (a term began) never ended, until open_until ms
 --   log:count()                                 finished terms
 --   log:check() -> { terms, overlaps, token_regressions, open, by_owner = { owner = n },
 --                    changes (terms whose owner differs from the previous one), report (text) }
@@ -46,18 +47,29 @@ function Log:add(t)
   self.terms[#self.terms + 1] = t
 end
 
--- The H lines of a log: H key owner thread token start end session-events lock-events ...
-function Log:add_file(path, key)
-  local n = 0
+-- The terms of a worker or peer log: H lines (H key owner thread token start end ...), and B
+-- lines (B key owner thread token start node: a term began) that no H line ended, which run
+-- until `open_until` (ms: when the process was killed; default now). -> terms added
+function Log:add_file(path, open_until, key)
+  local n, begun = 0, {}
   for f in fw.log_records(path) do
-    if f[1] == "H" then
+    if f[1] == "B" then
+      begun[f[3] .. "|" .. f[4] .. "|" .. f[6]] = f
+    elseif f[1] == "H" then
       local h = fw.hold_of(f)
+      begun[f[3] .. "|" .. f[4] .. "|" .. f[6]] = nil
       h.key = key or h.key
-      h.owner = f[3]
+      h.owner = f[3] .. "/" .. f[4]
       h.node = f[12]
+      h.how = f[11]
       self:add(h)
       n = n + 1
     end
+  end
+  for _, f in pairs(begun) do
+    self:add({ key = key or f[2], owner = f[3] .. "/" .. f[4], token = tonumber(f[5]), start = tonumber(f[6]),
+               finish = open_until or core.now(), node = f[7], how = "killed" })
+    n = n + 1
   end
   return n
 end
