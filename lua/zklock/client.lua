@@ -752,6 +752,7 @@ function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: un
 function recipe.log(self, level, msg) return self:_emit(level, msg) end
 function recipe.explain(self, status) return self:_explain(status) end
 function recipe.reap_soon(self) self._next_reap = 0 end
+function recipe.max_data(self) return self._max_data end
 
 recipe.acl_id = recipe_acl_id
 

@@ -233,6 +233,7 @@ H_GROUP(g_plain);
 H_GROUP(g_rw);
 H_GROUP(g_sem);
 H_GROUP(g_alloc);
+H_GROUP(g_latch);
 
 static const struct {
     const char *name;
@@ -246,6 +247,7 @@ static const struct {
     {"rw", g_rw, &g_rw_n},
     {"sem", g_sem, &g_sem_n},
     {"alloc", g_alloc, &g_alloc_n},
+    {"latch", g_latch, &g_latch_n},
 };
 
 /* an argument names a group ("mutex") or one test ("mutex.grant") */
