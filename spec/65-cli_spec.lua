@@ -441,6 +441,43 @@ describe("the zklock command", function()
     end)
   end)
 
+  describe("elect", function()
+    it("runs the command only while leader; a killed leader's successor runs within the session timeout", function()
+      local dir = scope.tmpdir("elect")
+      local log = dir .. "/leaders.log"
+      local stop = dir .. "/stop"
+      local child = SH .. " " .. shq(("echo \"S $ZKLOCK_ID $$ $ZKLOCK_TOKEN $(date +%%s%%N)\" >>%s; "):format(shq(log))
+        .. until_file(stop))
+      local a = bg(("elect --id first --session-timeout %d /cli/elect -- %s"):format(SESSION, child))
+      wait_for(function() return #lines(log) >= 1 end, 20, "the first leader")
+      local b = bg(("elect --id second --session-timeout %d /cli/elect -- %s"):format(SESSION, child))
+      assert.is_true(util.wait_children(c, "/cli/elect", 2, 20), "the second queued")
+      -- a third gives up after -w with the conflict code, naming the leader
+      local rc, out = run("elect -w 0.3 -E 9 /cli/elect -- echo RAN")
+      assert.equal(9, rc, out)
+      assert.truthy(out:match("leader: first"), out)
+      assert.is_nil(out:match("RAN"))
+      local first = lines(log)[1]
+      assert.truthy(first:match("^S first "), first)
+      -- the leader's host dies: zklock and its command, at once
+      local cpid = tonumber(first:match("^S first (%d+)"))
+      os.execute(("kill -KILL %d %d"):format(a.pid, cpid))
+      local killed_ns = tonumber(sh("date +%s%N"):match("%d+"))
+      local t0 = now()
+      wait_for(function() return #lines(log) >= 2 end, SESSION + 15, "the second leader")
+      local took = now() - t0
+      local second = lines(log)[2]
+      assert.truthy(second:match("^S second "), second)
+      assert.is_true(tonumber(second:match("(%d+)$")) > killed_ns, "the second started after the first died")
+      assert.is_true(tonumber(second:match("^S second %d+ (%d+)")) > tonumber(first:match("^S first %d+ (%d+)")),
+                     "the term's fencing token grew")
+      assert.is_true(took < SESSION + 8, ("took %.2f s"):format(took))
+      write_file(stop, "")
+      assert.equal(0, b:wait(20), b:output())
+      assert.same({}, kids("/cli/elect"))
+    end)
+  end)
+
   describe("ls", function()
     local peers = require("support.peers.peer")
     local cur

@@ -2,6 +2,7 @@
 --
 --   zklock run PATH [options] -- CMD ARGS...   run CMD while holding the lock at PATH
 --   zklock run PATH [options] -c 'shell command'
+--   zklock elect PATH [options] -- CMD ARGS...  run CMD only while leader (Curator LeaderSelector)
 --   zklock ls PATH                              holders and waiters of the lock(s) at PATH
 --   zklock reap PATH [--yes]                    nodes no recipe will ever delete (dry run by default)
 --
@@ -93,6 +94,23 @@ SIGKILL after --kill-grace); 77 no permission; 126 the command cannot be execute
 128+N when signal N (INT, TERM, HUP, QUIT, USR1, USR2) cancelled the wait.
 The child gets ZKLOCK_PATH, ZKLOCK_NODE (the lock node) and ZKLOCK_TOKEN (the fencing token).]])
 
+  local el = p:command("elect", "Run a command only while this process is the leader (Curator LeaderSelector).")
+  el:argument("path", "election path, e.g. /elections/report-mailer")
+  el:argument("cmd", "command and arguments (after --)"):args("*")
+  el:option("-c --command", "run this shell command with /bin/sh -c instead of CMD")
+  el:option("--id", "participant id, the node data Curator's LeaderSelector shows (default HOST:PID)")
+  el:option("-w --timeout", "give up when not elected within this many seconds (default: wait forever)")
+    :convert(number_in(0, 1e9, "a number of seconds >= 0", false, "--timeout"))
+  el:option("-E --conflict-exit-code", "exit status when not elected within --timeout (default 1)")
+    :convert(number_in(0, 255, "an integer 0..255", true, "--conflict-exit-code")):default("1")
+  el:option("--kill-grace", "seconds between SIGTERM and SIGKILL when leadership is lost (default 5)")
+    :convert(number_in(0, 1e6, "a number of seconds >= 0", false, "--kill-grace")):default("5")
+  el:flag("--keep-running", "on loss of leadership, warn but leave the child running")
+  el:flag("-q --quiet", "no warnings on stderr")
+  common(el)
+  el:epilog("Exit status as for run (75: leadership lost while the child ran). The child gets ZKLOCK_PATH, "
+    .. "ZKLOCK_ID and ZKLOCK_TOKEN (the fencing token of this term).")
+
   local ls = p:command("ls", "List holders and waiters of the mutex, read-write lock, semaphore or latch at PATH.")
   ls:argument("path", "lock path")
   common(ls)
@@ -106,7 +124,7 @@ The child gets ZKLOCK_PATH, ZKLOCK_NODE (the lock node) and ZKLOCK_TOKEN (the fe
   reap:option("--session", "also delete the nodes under PATH owned by this live session (hex, from `zklock ls`)"
     .. ": for leases its process lost track of")
   common(reap)
-  p._zklock_commands = { run = run, ls = ls, reap = reap }
+  p._zklock_commands = { run = run, elect = el, ls = ls, reap = reap }
   return p
 end
 
@@ -195,70 +213,68 @@ end
 
 ---------------------------------------------------------------- run
 
-local function hostname()
-  local f = io.open("/proc/sys/kernel/hostname", "r")
-  local h = f and f:read("*l")
-  if f then f:close() end
-  return h or "localhost"
-end
-
-local function run(o, env)
-  local argv
+-- The command to run: -c 'shell command' or CMD ARGS... -> argv | nil (message printed)
+local function command_argv(o, name)
   if o.command then
     if #o.cmd > 0 then
-      errf("run: give either -c 'shell command' or -- CMD ARGS..., not both")
-      return EXIT.USAGE
+      errf("%s: give either -c 'shell command' or -- CMD ARGS..., not both", name)
+      return nil
     end
-    argv = { "/bin/sh", "-c", o.command }
-  else
-    if #o.cmd == 0 then
-      errf("run: no command: give -- CMD ARGS... or -c 'shell command'")
-      return EXIT.USAGE
-    end
-    argv = o.cmd
+    return { "/bin/sh", "-c", o.command }
   end
-  if (o.shared or o.exclusive) and o.semaphore then
-    errf("run: --%s and --semaphore cannot be combined (a read-write lock is not a semaphore)",
-         o.shared and "shared" or "exclusive")
-    return EXIT.USAGE
+  if #o.cmd == 0 then
+    errf("%s: no command: give -- CMD ARGS... or -c 'shell command'", name)
+    return nil
   end
-  if o.shared and o.exclusive then
-    errf("run: --shared and --exclusive cannot be combined")
-    return EXIT.USAGE
-  end
-  local path = o.path
-  local why = core.path_error(path)
-  if why then
-    errf("run: PATH: %s", why)
-    return EXIT.USAGE
-  end
-  local quiet = o.quiet
-  local function warn(fmt, ...) if not quiet then errf(fmt, ...) end end
+  return o.cmd
+end
 
+-- Catch the forwarded signals (and SIGCHLD) on a self-pipe; connect while watching it.
+-- -> session { client, sigfd, pending, read_sigs, pump, finish } | nil, exit status
+local function open_session(o, env, identity)
   proc.keep_fds() -- what the child inherits: the fds open now, nothing zklock opens later
   local sigfd = assert(proc.signals(FORWARDED))
-  local pending_sigs = {}
-  local function read_sigs()
-    for _, s in ipairs(proc.read_signals()) do
-      if s.name ~= "CHLD" then pending_sigs[#pending_sigs + 1] = s end
+  local S = { sigfd = sigfd, pending = {} }
+  function S.read_sigs()
+    for _, sg in ipairs(proc.read_signals()) do
+      if sg.name ~= "CHLD" then S.pending[#S.pending + 1] = sg end
     end
   end
-  local identity = o.identity or (hostname() .. ":" .. proc.getpid())
   local client, status = connect(o, env, identity, {
     fd = sigfd,
     check = function()
-      read_sigs()
-      local s = table.remove(pending_sigs, 1)
-      return s and s.sig
+      S.read_sigs()
+      local sg = table.remove(S.pending, 1)
+      return sg and sg.sig
     end,
   })
   if not client then
     proc.restore()
-    return status
+    return nil, status
   end
-
+  S.client = client
+  local fds = { client:fd(), sigfd }
+  function S.pump(max_ms)
+    local t = client:next_timeout_ms()
+    local wait = max_ms
+    if t >= 0 and t < wait then wait = t end
+    if wait > 0 then core.poll(fds, math.ceil(wait)) end
+    client:process()
+    S.read_sigs()
+  end
+  -- the end: let the holding coroutine give the lock back (a deleted node, not a session
+  -- timeout, frees it), close the session (a queued node goes with it), default dispositions
+  function S.finish(code, before)
+    if before then before() end
+    if client.state ~= "CLOSED" then
+      pcall(client.run, client, 5)
+      client:close()
+    end
+    proc.restore()
+    return code
+  end
   -- testing aid (spec/65-cli_spec.lua, zklock.testing's session expiry): the session id and
-  -- password, hex, in the file ZKLOCK_SESSION_FILE names (created 0600 by umask 077 callers)
+  -- password, hex, in the file ZKLOCK_SESSION_FILE names
   local sfile = env("ZKLOCK_SESSION_FILE")
   if sfile and sfile ~= "" then
     local sid, pw = client:session()
@@ -269,114 +285,33 @@ local function run(o, env)
       os.rename(sfile .. ".tmp", sfile)
     end
   end
+  return S
+end
 
-  local lockobj, kind
-  if o.semaphore then
-    lockobj, kind = client:semaphore(path, o.semaphore), "semaphore"
-  elseif o.shared then
-    lockobj, kind = client:rwlock(path).read, "read lock"
-  elseif o.exclusive then
-    lockobj, kind = client:rwlock(path).write, "write lock"
-  else
-    lockobj, kind = client:mutex(path), "mutex"
-  end
-  local lost, lost_state = false, nil
-  lockobj:on_lost(function(state)
-    if state == "SUSPENDED" then
-      warn("warning: connection to ZooKeeper lost; the %s %s may no longer be held", kind, path)
-    elseif state == "RECONNECTED" then
-      warn("reconnected; the %s %s is still held", kind, path)
-    elseif state == "LOST" then
-      lost, lost_state = true, state
-    end
-  end)
-
-  local timeout = o.nonblock and 0 or o.timeout
-  local held_node, held_token
-  local result, holder -- result: { ok, msg, code }; holder: the lease or the lock object
-  local want_release = false
-  local released = false
-  client:spawn(function()
-    local ok, msg, code = lockobj:acquire(timeout)
-    result = { ok = ok, msg = msg, code = code }
-    if not ok then return end
-    holder = ok
-    held_node, held_token = ok:node(), ok:token() -- per coroutine: ask from the owner
-    while not want_release do client:sleep(0.2) end
-    released = pcall(holder.release, holder) -- after a loss: ELOST, and the hold is forgotten
-  end)
-
-  local fds = { client:fd(), sigfd }
-  local function pump(max_ms)
-    local t = client:next_timeout_ms()
-    local wait = max_ms
-    if t >= 0 and t < wait then wait = t end
-    if wait > 0 then core.poll(fds, math.ceil(wait)) end
-    client:process()
-    read_sigs()
-  end
-
-  local function finish(code)
-    want_release = true
-    if client.state ~= "CLOSED" then
-      pcall(client.run, client, 5) -- release (a deleted node, not a session timeout, frees the lock)
-      client:close()
-    end
-    proc.restore()
-    return code
-  end
-
-  -- waiting for the lock: a signal cancels the wait (the queue node goes with the session)
-  while not result do
-    pump(1000)
-    local s = table.remove(pending_sigs, 1)
-    if s then
-      lockobj:cancel()
-      warn("%s: SIG%s while waiting for %s; gave up", kind, s.name, path)
-      return finish(128 + s.sig)
-    end
-  end
-  if not result.ok then
-    local code = exit_of_code(result.code)
-    if not code then
-      if not quiet then
-        errf("%s %s is held by another process (%s)", kind, path,
-             timeout == 0 and "tried once" or ("waited %g s"):format(timeout))
-      end
-      return finish(o.conflict_exit_code)
-    end
-    errf("%s", tostring(result.msg))
-    return finish(code)
-  end
-
-  -- holding: run the child
-  local node, token = held_node or "", held_token
-  local pid, perr, perrno = proc.spawn(argv, {
-    ZKLOCK_PATH = path, ZKLOCK_NODE = node, ZKLOCK_TOKEN = token and ("%d"):format(token) or "",
-  })
+-- Run argv while holding; forward signals; on loss SIGTERM, then SIGKILL after the grace.
+--   is_lost() -> true once the hold is gone. -> exit status (before S.finish)
+local function supervise(S, o, argv, childenv, what, is_lost, warn)
+  local pid, perr, perrno = proc.spawn(argv, childenv)
   if not pid then
     errf("%s", perr)
-    return finish(perrno == 2 and EXIT.NOTFOUND or EXIT.NOEXEC)
+    return perrno == 2 and EXIT.NOTFOUND or EXIT.NOEXEC
   end
-  local how, value
-  local kill_at, killed
-  local lost_seen = false
+  local how, value, kill_at, killed, lost_seen
   while true do
     how, value = proc.wait(pid)
     if how then break end
-    for _, s in ipairs(pending_sigs) do
+    for _, sg in ipairs(S.pending) do
       -- a signal the kernel sent (the terminal's ^C, a hangup) reached the child's process group
       -- already; a kill() aimed at zklock alone is passed on
-      if s.user then proc.kill(pid, s.sig) end
+      if sg.user then proc.kill(pid, sg.sig) end
     end
-    pending_sigs = {}
-    if lost and not lost_seen then
+    S.pending = {}
+    if not lost_seen and is_lost() then
       lost_seen = true
       if o.keep_running then
-        warn("warning: the %s %s was lost (session %s); the command keeps running (--keep-running)",
-             kind, path, lost_state == "LOST" and "expired" or "ended")
+        warn("warning: %s was lost (the session ended); the command keeps running (--keep-running)", what)
       else
-        errf("the %s %s was lost (session expired); sending SIGTERM to %d", kind, path, pid)
+        errf("%s was lost (the session ended); sending SIGTERM to %d", what, pid)
         proc.kill(pid, "TERM")
         kill_at = now_s() + o.kill_grace
       end
@@ -390,15 +325,162 @@ local function run(o, env)
     if kill_at and not killed then
       max_ms = math.max(0, math.min(max_ms, (kill_at - now_s()) * 1000))
     end
-    pump(max_ms)
+    S.pump(max_ms)
   end
-  local code = how == "exited" and value or 128 + value
-  if lost_seen and not o.keep_running then return finish(EXIT.LOST) end
-  local rc = finish(code)
-  if not released and not lost and result.ok and client.state ~= "CLOSED" then
-    warn("warning: the %s %s was not released cleanly", kind, path)
+  if lost_seen and not o.keep_running then return EXIT.LOST end
+  return how == "exited" and value or 128 + value
+end
+
+local function hostname()
+  local f = io.open("/proc/sys/kernel/hostname", "r")
+  local h = f and f:read("*l")
+  if f then f:close() end
+  return h or "localhost"
+end
+
+local function check_path_arg(name, path)
+  local why = core.path_error(path)
+  if why then
+    errf("%s: PATH: %s", name, why)
+    return false
   end
-  return rc
+  return true
+end
+
+local function run(o, env)
+  local argv = command_argv(o, "run")
+  if not argv then return EXIT.USAGE end
+  if (o.shared or o.exclusive) and o.semaphore then
+    errf("run: --%s and --semaphore cannot be combined (a read-write lock is not a semaphore)",
+         o.shared and "shared" or "exclusive")
+    return EXIT.USAGE
+  end
+  if o.shared and o.exclusive then
+    errf("run: --shared and --exclusive cannot be combined")
+    return EXIT.USAGE
+  end
+  local path = o.path
+  if not check_path_arg("run", path) then return EXIT.USAGE end
+  local quiet = o.quiet
+  local function warn(fmt, ...) if not quiet then errf(fmt, ...) end end
+
+  local S, status = open_session(o, env, o.identity or (hostname() .. ":" .. proc.getpid()))
+  if not S then return status end
+  local client = S.client
+
+  local lockobj, kind
+  if o.semaphore then
+    lockobj, kind = client:semaphore(path, o.semaphore), "semaphore"
+  elseif o.shared then
+    lockobj, kind = client:rwlock(path).read, "read lock"
+  elseif o.exclusive then
+    lockobj, kind = client:rwlock(path).write, "write lock"
+  else
+    lockobj, kind = client:mutex(path), "mutex"
+  end
+  local what = ("the %s %s"):format(kind, path)
+  local lost = false
+  lockobj:on_lost(function(state)
+    if state == "SUSPENDED" then
+      warn("warning: connection to ZooKeeper lost; %s may no longer be held", what)
+    elseif state == "RECONNECTED" then
+      warn("reconnected; %s is still held", what)
+    elseif state == "LOST" then
+      lost = true
+    end
+  end)
+
+  local timeout = o.nonblock and 0 or o.timeout
+  local result, held_node, held_token
+  local want_release = false
+  client:spawn(function() -- holds belong to coroutines: this one takes, keeps and gives back
+    local ok, msg, code = lockobj:acquire(timeout)
+    result = { ok = ok, msg = msg, code = code }
+    if not ok then return end
+    held_node, held_token = ok:node(), ok:token()
+    while not want_release do client:sleep(0.2) end
+    pcall(ok.release, ok) -- after a loss: ELOST, and the hold is forgotten
+  end)
+  local function release() want_release = true end
+
+  -- waiting for the lock: a signal cancels the wait (the queue node goes with the session)
+  while not result do
+    S.pump(1000)
+    local sg = table.remove(S.pending, 1)
+    if sg then
+      lockobj:cancel()
+      warn("SIG%s while waiting for %s; gave up", sg.name, what)
+      return S.finish(128 + sg.sig, release)
+    end
+  end
+  if not result.ok then
+    local code = exit_of_code(result.code)
+    if not code then
+      warn("%s is held by another process (%s)", what,
+           timeout == 0 and "tried once" or ("waited %g s"):format(timeout))
+      return S.finish(o.conflict_exit_code, release)
+    end
+    errf("%s", tostring(result.msg))
+    return S.finish(code, release)
+  end
+  local rc = supervise(S, o, argv, {
+    ZKLOCK_PATH = path, ZKLOCK_NODE = held_node or "",
+    ZKLOCK_TOKEN = held_token and ("%d"):format(held_token) or "",
+  }, what, function() return lost end, warn)
+  return S.finish(rc, release)
+end
+
+---------------------------------------------------------------- elect
+
+-- zklock elect PATH -- CMD: join the election (Curator LeaderSelector's protocol: a mutex whose
+-- node data is the participant id); run CMD once leader; give leadership back when it exits.
+local function elect(o, env)
+  local argv = command_argv(o, "elect")
+  if not argv then return EXIT.USAGE end
+  local path = o.path
+  if not check_path_arg("elect", path) then return EXIT.USAGE end
+  local quiet = o.quiet
+  local function warn(fmt, ...) if not quiet then errf(fmt, ...) end end
+  local id = o.id or (hostname() .. ":" .. proc.getpid())
+  local S, status = open_session(o, env, id)
+  if not S then return status end
+  local client = S.client
+  local what = "leadership of " .. path
+  local st = { leading = false, ended = false, done = false }
+  client:on_session(function(state)
+    if state == "SUSPENDED" and st.leading then
+      warn("warning: connection to ZooKeeper lost; %s may be gone", what)
+    end
+  end)
+  local leader = client:leader(path, function(L)
+    st.token, st.leading = L:token(), true
+    while not st.done and L:sleep(0.2) do end
+    st.leading, st.ended = false, true
+  end, { id = id })
+  local timeout = o.timeout
+  local deadline = timeout and now_s() + timeout
+  local function stop() st.done = true; leader:close() end
+  while not st.leading do
+    S.pump(deadline and math.max(0, math.min(1000, (deadline - now_s()) * 1000)) or 1000)
+    local sg = table.remove(S.pending, 1)
+    if sg then
+      warn("SIG%s while waiting for %s; gave up", sg.name, what)
+      return S.finish(128 + sg.sig, stop)
+    end
+    if st.leading then break end
+    if client.state == "CLOSED" then
+      errf("the session was closed while waiting for %s", what)
+      return S.finish(EXIT.UNAVAILABLE, stop)
+    end
+    if deadline and now_s() >= deadline then
+      warn("not elected within %g s (leader: %s)", timeout, tostring(leader:leader()))
+      return S.finish(o.conflict_exit_code, stop)
+    end
+  end
+  local rc = supervise(S, o, argv, {
+    ZKLOCK_PATH = path, ZKLOCK_ID = id, ZKLOCK_TOKEN = st.token and ("%d"):format(st.token) or "",
+  }, what, function() return st.ended end, warn)
+  return S.finish(rc, stop)
 end
 
 ---------------------------------------------------------------- ls
@@ -584,7 +666,7 @@ local function ls(o, env, out)
       if kinds.read or kinds.write then layout = "read-write lock (Curator InterProcessReadWriteLock)"
       elseif kinds.latch then layout = "leader latch (Curator LeaderLatch)"
       elseif kinds.lock or kinds.rlock then layout = "lock (Kazoo Lock / ReadLock / WriteLock)"
-      elseif kinds.mutex then layout = "mutex (Curator InterProcessMutex)"
+      elseif kinds.mutex then layout = "mutex (Curator InterProcessMutex; LeaderSelector elections too)"
       end
     end
   end
@@ -696,7 +778,7 @@ function M.main(args, env, out)
     io.stderr:write((sub or parser):get_usage(), "\n\nzklock: error: ", tostring(o), "\n")
     return EXIT.USAGE
   end
-  local cmds = { run = run, ls = ls, reap = reap }
+  local cmds = { run = run, elect = elect, ls = ls, reap = reap }
   local fn = cmds[o.subcommand]
   local okc, res = xpcall(fn, debug.traceback, o, env, out)
   if not okc then
