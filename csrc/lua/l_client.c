@@ -375,8 +375,8 @@ static int l_op(lua_State *L) {
     return 1;
 }
 
-/* c:result(id) -> { rc, data, children, czxid, mzxid, pzxid, version, ephemeral_owner, num_children,
- *                   ctime, mtime, cversion } */
+/* c:result(id) -> { rc, data, children, czxid, mzxid, pzxid, version, ephemeral_owner,
+ * num_children, ctime, mtime, cversion } */
 static int l_result(lua_State *L) {
     lclient *u = check(L);
     zkl_op_result r;
