@@ -95,7 +95,7 @@ local function turn(self)
   if not fok then
     log(self, "error", ("leader %s: the leader function raised: %s"):format(check.short(self.path), tostring(ferr)))
   end
-  if m:is_held() or not self._lost then
+  if hold.of(m) then -- held, or lost: a lost hold is cleared by its release (ELOST)
     local rok, rmsg, rcode = m:release()
     if not rok and rcode ~= "ELOST" then
       log(self, "error", ("leader %s: giving leadership back failed: %s"):format(check.short(self.path), rmsg))
