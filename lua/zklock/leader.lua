@@ -95,7 +95,7 @@ local function turn(self)
   if not fok then
     log(self, "error", ("leader %s: the leader function raised: %s"):format(check.short(self.path), tostring(ferr)))
   end
-  if m:is_held() or not self._lost then
+  if hold.of(m) then -- held, or lost: a lost hold is cleared by its release (ELOST)
     local rok, rmsg, rcode = m:release()
     if not rok and rcode ~= "ELOST" then
       log(self, "error", ("leader %s: giving leadership back failed: %s"):format(check.short(self.path), rmsg))
@@ -136,6 +136,13 @@ function Client:leader(path, fn, opts)
   lo._mutex = self:mutex(path, mopts)
   lo._mutex:on_lost(function(state)
     if state == "LOST" then lo._lost = true end
+    local fn = lo._on_lost
+    if fn then
+      local ok, err = pcall(fn, state, lo)
+      if not ok then
+        log(lo, "error", ("on_lost handler of leader %s failed (%s): %s"):format(check.short(path), state, tostring(err)))
+      end
+    end
   end)
   setmetatable(lo, Leader)
   start(lo)
@@ -169,6 +176,17 @@ function Leader:leader()
   local p, msg, code = participants(self.client, self.path, core.MUTEX, "leader")
   if not p then return nil, msg, code end
   return p[1]
+end
+
+-- fn(state, leader) for the connection and session events of a term: "SUSPENDED" (leadership is
+-- kept: see the module comment), "RECONNECTED", "LOST" (the term is over). nil: none.
+function Leader:on_lost(fn)
+  check.object(self, Leader, "leader", "on_lost")
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_lost", 1, "expected a function or nil, got " .. check.describe(fn))
+  end
+  self._on_lost = fn
+  return self
 end
 
 -- Terms led so far.
