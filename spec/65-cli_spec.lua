@@ -429,6 +429,22 @@ describe("the zklock command", function()
       assert.equal(0, rc2, out2)
     end)
 
+    it("elect: a leader whose session expires stops its command (SIGTERM) and exits 75", function()
+      local dir = scope.tmpdir("elect-expire")
+      local log = dir .. "/child.log"
+      local script = ("trap 'echo TERM >>%s; exit 0' TERM; echo $$ >>%s; "):format(shq(log), shq(log))
+        .. until_file(dir .. "/x")
+      local z = bg(("elect --session-timeout %d --kill-grace 3 /cli/elect-expire -- %s %s"):format(
+        SESSION, SH, shq(script)), { env = { ZKLOCK_SESSION_FILE = dir .. "/session" } })
+      wait_for(function() return #lines(log) >= 1 end, 20, "the leader's command")
+      expire_zklock(z, dir .. "/session")
+      local t0 = now()
+      assert.equal(75, z:wait(30), z:output())
+      assert.is_true(now() - t0 < SESSION + 8)
+      assert.same({ lines(log)[1], "TERM" }, lines(log))
+      assert.is_nil(z:output():match("SIGKILL"), z:output()) -- it ended on SIGTERM, within the grace
+    end)
+
     it("--keep-running leaves the child running on loss, with a warning", function()
       local dir = scope.tmpdir("keep")
       local log = dir .. "/child.log"

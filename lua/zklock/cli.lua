@@ -449,16 +449,18 @@ local function elect(o, env)
   local client = S.client
   local what = "leadership of " .. path
   local st = { leading = false, ended = false, done = false }
-  client:on_session(function(state)
-    if state == "SUSPENDED" and st.leading then
-      warn("warning: connection to ZooKeeper lost; %s may be gone", what)
-    end
-  end)
   local leader = client:leader(path, function(L)
     st.token, st.leading = L:token(), true
     while not st.done and L:sleep(0.2) do end
     st.leading, st.ended = false, true
   end, { id = id })
+  leader:on_lost(function(state)
+    if state == "SUSPENDED" then
+      warn("warning: connection to ZooKeeper lost; %s may be gone", what)
+    elseif state == "RECONNECTED" then
+      warn("reconnected; %s is kept", what)
+    end
+  end)
   local timeout = o.timeout
   local deadline = timeout and now_s() + timeout
   local function stop() st.done = true; leader:close() end
