@@ -370,6 +370,25 @@ describe("the zklock command", function()
       assert.same({}, kids("/cli/sig"))
     end)
 
+    it("at a terminal: the child has the terminal as stdin, and ^C reaches it once (not forwarded again)", function()
+      local dir = scope.tmpdir("tty")
+      local log, ready = dir .. "/child.log", dir .. "/ready"
+      -- (it logs every SIGINT for half a second after the first: a second one, passed on by zklock,
+      -- would show)
+      local child = ("test -t 0 && echo TTY >>%s; trap 'echo INT >>%s; got=1' INT; touch %s; i=0; "
+        .. "while [ -z \"$got\" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; sleep 0.5; exit 5"):format(
+        shq(log), shq(log), shq(ready))
+      -- script(1) runs zklock on a new pseudo-terminal; the feeder types ^C once the child is ready,
+      -- and the terminal sends SIGINT to the foreground process group: zklock and the child
+      local feeder = ("i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; "
+        .. "printf '\\003'; sleep 1"):format(shq(ready))
+      local out = sh(("(%s) | timeout -s KILL 60 script -qec %s /dev/null 2>&1; echo \"rc=$?\""):format(feeder,
+        shq(zklock("run /cli/tty -- " .. SH .. " " .. shq(child)))))
+      assert.truthy(out:match("rc=5%s*$"), out)
+      assert.same({ "TTY", "INT" }, lines(log))
+      assert.same({}, kids("/cli/tty"))
+    end)
+
     it("a signal while waiting cancels the wait: exit 128+N and the queue node is gone", function()
       local dir = scope.tmpdir("cancel")
       local stop = dir .. "/stop"
