@@ -400,7 +400,7 @@ local function run(o, env)
     result = { ok = ok, msg = msg, code = code }
     if not ok then return end
     held_node, held_token = ok:node(), ok:token()
-    while not want_release do client:sleep(0.2) end
+    while not want_release do client:sleep(0.05) end -- the release waits at most this long
     pcall(ok.release, ok) -- after a loss: ELOST, and the hold is forgotten
   end)
   local function release() want_release = true end
