@@ -5,8 +5,11 @@
 --     racers never has more than 2 children at once (and does reach 2); -n and -w against a held
 --     lock give the conflict code (-E); exit codes (child's status, 128+signal, 126, 127, 64, 69);
 --     the child's environment (ZKLOCK_PATH, ZKLOCK_NODE, ZKLOCK_TOKEN) and stdin;
---   * signals: HUP, INT, QUIT, USR1, USR2, TERM sent to zklock reach the child once each; a
---     signal while waiting cancels the wait (exit 128+N) and the queue node goes;
+--   * signals: HUP, INT, QUIT, USR1, USR2, TERM sent to zklock reach the child once each; at a
+--     terminal (script(1)) ^C reaches the child once, not again through zklock; a signal while
+--     waiting cancels the wait (exit 128+N) and the queue node goes;
+--   * elect: the command runs only while leader; a killed leader's successor runs within the
+--     session timeout; an expired leader's command is stopped (exit 75);
 --   * session expiry under a running child (zklock.testing's expiry on zklock's own session):
 --     a child that ignores SIGTERM is killed with SIGKILL after --kill-grace, zklock exits 75,
 --     within grace + session timeout; --keep-running leaves the child alone;
@@ -15,7 +18,7 @@
 --   * reap: persistent contender nodes, empty never-used containers and left-over semaphore
 --     parents are found (dry run by default), deleted with --yes; live nodes and user data stay;
 --     --session deletes a live session's forgotten lease.
---   busted --lua=lua5.4 spec/65-cli_spec.lua          (about 60 s)
+--   busted --lua=lua5.4 spec/65-cli_spec.lua          (50-90 s on 2 busy cores; ASan about 170 s)
 --   busted --lua=luajit --run=luajit spec/65-cli_spec.lua
 -- One server for the file; every process started is killed in after_each/teardown. Children
 -- run with the sanitizer preload removed (env -u), so that the ASan run checks zklock only.
@@ -618,6 +621,13 @@ describe("the zklock command", function()
       assert(c:create("/cli/reap/kz", "")) -- a Kazoo lock path: persistent, used, now empty
       assert(c:create("/cli/reap/kz/x__lock__0000000000", "", { ephemeral = true }))
       assert(c:delete("/cli/reap/kz/x__lock__0000000000"))
+      -- the stats reap decides by: cversion counts child changes, ctime is the server's clock
+      local _, st_empty = c:get("/cli/reap/empty")
+      local _, st_kz = c:get("/cli/reap/kz")
+      assert.equal(0, st_empty.cversion)
+      assert.equal(2, st_kz.cversion)
+      assert.is_true(math.abs(st_kz.ctime / 1000 - os.time()) < 120, st_kz.ctime)
+      assert.is_true(st_kz.mtime >= st_kz.ctime)
       local rc, out = run("reap /cli/reap --min-age 0")
       assert.equal(0, rc, out)
       assert.truthy(out:find("would delete " .. stale, 1, true), out)
