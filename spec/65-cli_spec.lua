@@ -301,7 +301,13 @@ describe("the zklock command", function()
       local dir = scope.tmpdir("sem")
       local log = dir .. "/holds.log"
       local racers = {}
-      for i = 1, 5 do racers[i] = bg("run --semaphore 2 /cli/sem5 -- " .. holder_child(log, "1")) end
+      -- a holder stays until a second holder is in (or all five have had their turn, or 10 s), so
+      -- that a slow start (ASan) cannot serialize them: the second lease must be used
+      local child = SH .. " " .. shq(("L=%s; echo \"S $ZKLOCK_TOKEN.$$ $(date +%%s%%N)\" >>$L; i=0; "
+        .. "while [ $i -lt 200 ]; do s=$(grep -c '^S' $L); e=$(grep -c '^E' $L); "
+        .. "[ $((s - e)) -ge 2 ] || [ $s -ge 5 ] && break; sleep 0.05; i=$((i+1)); done; sleep 0.2; "
+        .. "echo \"E $ZKLOCK_TOKEN.$$ $(date +%%s%%N)\" >>$L"):format(shq(log)))
+      for i = 1, 5 do racers[i] = bg("run --semaphore 2 /cli/sem5 -- " .. child) end
       for i, r in ipairs(racers) do
         assert.equal(0, r:wait(60), ("racer %d: %s"):format(i, r:output()))
       end
