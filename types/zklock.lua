@@ -448,6 +448,9 @@ function client:delete(path, version, opts) end
 ---@field version integer Data version.
 ---@field num_children integer Number of children.
 ---@field ephemeral_owner string Session id of the owner of an ephemeral node (16 hex digits; zeros if not ephemeral).
+---@field ctime integer Creation time, ms since the epoch (the server's clock).
+---@field mtime integer Time of the last data change, ms since the epoch (the server's clock).
+---@field cversion integer Changes to the children so far (0: the node never had a child).
 ---@field data? string The data (get).
 ---@field children? string[] The children (children).
 ---@field rc integer Result code (0).

@@ -21,6 +21,7 @@ local multi_mod = require("zklock.multilock")
 local txn_mod = require("zklock.txn")
 local watch_mod = require("zklock.watch")
 require("zklock.revoke") -- client:revoke
+local leader_mod = require("zklock.leader")
 
 local M = {
   _NAME = "zklock",
@@ -57,7 +58,8 @@ function M.run(clients, timeout)
 end
 
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
---                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" | nil
+--                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" |
+--                   "leader" | "leader latch" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
@@ -66,6 +68,8 @@ function M.type(x)
   if mt == multi_mod.MultiLock then return "multi-lock" end
   if mt == txn_mod.Txn then return "transaction" end
   if mt == watch_mod.Watch then return "watch" end
+  if mt == leader_mod.Leader then return "leader" end
+  if mt == leader_mod.Latch then return "leader latch" end
   return nil
 end
 
