@@ -380,23 +380,37 @@ function M.tokens(h, opts)
   return true, count
 end
 
--- fenced(h): a fenced resource never accepted a token below one it accepted before (accept events).
+-- fenced(h): a fenced resource never accepted a token below one it accepted before (accept
+-- events; in zxid= order when every accept of the key has one, else in time order).
 function M.fenced(h)
   h = history_of(h)
-  local best, count = {}, 0
-  for _, ev in ipairs(h.events) do
-    if ev.ev == "accept" then
-      count = count + 1
-      local tok = tonumber(ev.f.token)
-      if not tok then
+  local keys, groups = by_key(h.events, function(ev) return ev.ev == "accept" end)
+  local count = 0
+  for _, key in ipairs(keys) do
+    local list = groups[key]
+    local by_zxid = true
+    for _, ev in ipairs(list) do
+      if not tonumber(ev.f.token) then
         return nil, "fenced: an accept event without a numeric token: " .. describe_ev(ev), { first = ev }
       end
-      local b = best[ev.key]
-      if b and tok < tonumber(b.f.token) then
-        return violation("fenced resource", ev.key, ("stale token %s accepted after token %s"):format(
-          ev.f.token, b.f.token), b, ev)
+      if not tonumber(ev.f.zxid) then by_zxid = false end
+    end
+    if by_zxid then
+      table.sort(list, function(a, b)
+        local x, y = tonumber(a.f.zxid), tonumber(b.f.zxid)
+        if x ~= y then return x < y end
+        return a.n < b.n
+      end)
+    end
+    local best
+    for _, ev in ipairs(list) do
+      count = count + 1
+      local tok = tonumber(ev.f.token)
+      if best and tok < tonumber(best.f.token) then
+        return violation("fenced resource", key, ("stale token %s accepted after token %s"):format(
+          ev.f.token, best.f.token), best, ev)
       end
-      if not b or tok > tonumber(b.f.token) then best[ev.key] = ev end
+      if not best or tok > tonumber(best.f.token) then best = ev end
     end
   end
   return true, count
