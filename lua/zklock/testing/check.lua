@@ -495,6 +495,40 @@ function M.queue(h, opts)
   return true, count
 end
 
+-- spans(h, event [, opts]) -> a history of holds made from what processes did: for each process,
+-- key and token= value, one hold from its first to its last `event` (say "write"): opts.as =
+-- "acquire" (default: acquire/release events, for mutex, semaphore, tokens) or "lead"
+-- (lead/unlead, for leader). A hold then is what the process did, not what it believed.
+function M.spans(h, event, opts)
+  h = history_of(h)
+  if type(event) ~= "string" then
+    error("zklock.testing.check.spans: bad argument #2: expected an event name (such as \"write\")", 2)
+  end
+  local as = opts and opts.as or "acquire"
+  local open_ev, close_ev = as, (as == "lead" and "unlead" or "release")
+  if as ~= "acquire" and as ~= "lead" then
+    error("zklock.testing.check.spans: opts.as: expected \"acquire\" or \"lead\", got " .. tostring(as), 2)
+  end
+  local groups, order = {}, {}
+  for _, ev in ipairs(h.events) do
+    if ev.ev == event then
+      local id = ev.p .. "\0" .. ev.key .. "\0" .. (ev.f.token or "-")
+      local g = groups[id]
+      if not g then g = { first = ev } groups[id] = g order[#order + 1] = id end
+      g.last = ev
+    end
+  end
+  local events = {}
+  for _, id in ipairs(order) do
+    local g = groups[id]
+    local f = {}
+    for k, v in pairs(g.first.f) do f[k] = v end
+    events[#events + 1] = { t = g.first.t, p = g.first.p, ev = open_ev, key = g.first.key, f = f, src = g.first.src }
+    events[#events + 1] = { t = g.last.t, p = g.last.p, ev = close_ev, key = g.last.key, f = {}, src = g.last.src }
+  end
+  return M.load(events)
+end
+
 M.CHECKS = { "mutex", "semaphore", "rwlock", "tokens", "fenced", "fifo", "leader", "queue" }
 
 -- all(h, names [, opts]) -> true | nil, message of the first failing check
