@@ -231,8 +231,8 @@ describe("zklock.testing.check.spans #fast", function()
     assert.is_true((check.mutex(h)))
     assert.is_true((check.tokens(h)))
     a(27, "write", "/f", { token = 1 })                                     -- p1 wrote on after p2 began
-    caught({ check.mutex(check.spans(history(ra, rb), "write")) }, "mutual exclusion", "p1 acquire /f at 10.000",
-      "p2 acquire /f at 25.000")
+    caught({ check.mutex(check.spans(history(ra, rb), "write")) }, "mutual exclusion", "p1 first write /f at 10.000",
+      "p2 first write /f at 25.000")
     caught({ check.leader(check.spans(history(ra, rb), "write", { as = "lead" })) }, "two leaders")
     assert.has_error(function() check.spans(history(ra), "write", { as = "nope" }) end)
   end)

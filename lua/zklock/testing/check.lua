@@ -182,7 +182,7 @@ local function describe_ev(ev)
   table.sort(names)
   local fs = {}
   for _, k in ipairs(names) do fs[#fs + 1] = k .. "=" .. ev.f[k] end
-  return ("%s %s %s at %.3f ms%s [%s]"):format(ev.p, ev.ev, ev.key, ev.t,
+  return ("%s %s %s at %.3f ms%s [%s]"):format(ev.p, ev.label or ev.ev, ev.key, ev.t,
     #fs > 0 and (" (" .. table.concat(fs, " ") .. ")") or "", ev.src or "?")
 end
 M.describe = describe_ev
@@ -523,8 +523,10 @@ function M.spans(h, event, opts)
     local g = groups[id]
     local f = {}
     for k, v in pairs(g.first.f) do f[k] = v end
-    events[#events + 1] = { t = g.first.t, p = g.first.p, ev = open_ev, key = g.first.key, f = f, src = g.first.src }
-    events[#events + 1] = { t = g.last.t, p = g.last.p, ev = close_ev, key = g.last.key, f = {}, src = g.last.src }
+    events[#events + 1] = { t = g.first.t, p = g.first.p, ev = open_ev, key = g.first.key, f = f, src = g.first.src,
+                            label = "first " .. event }
+    events[#events + 1] = { t = g.last.t, p = g.last.p, ev = close_ev, key = g.last.key, f = {}, src = g.last.src,
+                            label = "last " .. event }
   end
   return M.load(events)
 end
