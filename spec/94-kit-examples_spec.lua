@@ -39,7 +39,8 @@ describe("kit examples #faults #slow", function()
     assert.truthy(out:find("mutual exclusion violation on /jobs/report", 1, true), out)
     assert.truthy(out:match("first:  w%d first write /jobs/report at"), out)
     assert.truthy(out:match("second: w%d first write /jobs/report at"), out)
-    print("\n  [kit] broken writer, as the checker printed it:\n" .. (out:match("(mutual exclusion violation.-)\n\n") or out))
+    print("\n  [kit] broken writer, as the checker printed it:\n"
+      .. (out:match("(mutual exclusion violation.-)\n+exit=") or out))
   end)
 
   it("leader: passes with app/leader.lua", function()
@@ -54,6 +55,7 @@ describe("kit examples #faults #slow", function()
     assert.truthy(out:find("single leader violation on /jobs/leader: two leaders at once", 1, true), out)
     assert.truthy(out:match("first:  c%d first tick /jobs/leader at"), out)
     assert.truthy(out:match("second: c%d first tick /jobs/leader at"), out)
-    print("\n  [kit] broken leader, as the checker printed it:\n" .. (out:match("(single leader violation.-)\n\n") or out))
+    print("\n  [kit] broken leader, as the checker printed it:\n"
+      .. (out:match("(single leader violation.-)\n+exit=") or out))
   end)
 end)

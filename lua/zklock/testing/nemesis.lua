@@ -77,9 +77,10 @@ function M.new(opts)
   if self.ensemble ~= nil and type(self.ensemble) ~= "table" then
     bad("ensemble", "a testing.ensemble()", self.ensemble)
   end
+  local lists = { nets = opts.nets, clients = opts.clients, workers = opts.workers }
   for _, k in ipairs({ "nets", "clients", "workers" }) do
-    if opts[k] ~= nil and type(opts[k]) ~= "table" then bad(k, "a list", opts[k]) end
-    self[k] = opts[k] or {}
+    if lists[k] ~= nil and type(lists[k]) ~= "table" then bad(k, "a list", lists[k]) end
+    self[k] = lists[k] or {}
   end
   self.gap = range("gap", opts.gap, { 2, 5 })
   self.duration = range("duration", opts.duration, { 1, 2 })
