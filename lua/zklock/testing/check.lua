@@ -41,11 +41,14 @@ local function clean(s)
   return (tostring(s):gsub("[\t\n\r]", " "))
 end
 
--- check.recorder(path, process [, clock]) -> recorder. path nil: in memory only (rec.events).
--- clock() -> ms (default zklock.core.now).
+-- check.recorder(path, process [, clock]) -> recorder. path nil: in memory only (rec.events);
+-- an open file: lines go to it (not kept in memory; close() leaves the file open, its owner
+-- flushes and closes it). clock() -> ms (default zklock.core.now).
 function M.recorder(path, process, clock)
-  if path ~= nil and type(path) ~= "string" then
-    error("zklock.testing.check.recorder: bad argument #1: expected a file path or nil, got " .. tostring(path), 2)
+  local handle = io.type(path) == "file" and path or nil
+  if path ~= nil and type(path) ~= "string" and not handle then
+    error("zklock.testing.check.recorder: bad argument #1: expected a file path, an open file or nil, got "
+      .. tostring(path), 2)
   end
   if process == nil or (type(process) ~= "string" and type(process) ~= "number") then
     error("zklock.testing.check.recorder: bad argument #2: expected a process name (string), got "
@@ -54,9 +57,11 @@ function M.recorder(path, process, clock)
   if clock ~= nil and type(clock) ~= "function" then
     error("zklock.testing.check.recorder: bad argument #3: expected a clock function or nil", 2)
   end
-  local self = setmetatable({ path = path, process = clean(process), clock = clock or default_clock(),
-                              events = {} }, Recorder)
-  if path then
+  local self = setmetatable({ path = not handle and path or nil, process = clean(process),
+                              clock = clock or default_clock(), events = {}, keep = not handle }, Recorder)
+  if handle then
+    self.file, self.shared = handle, true
+  elseif path then
     local f, err = io.open(path, "a")
     if not f then error("zklock.testing.check.recorder: cannot open " .. path .. ": " .. tostring(err), 2) end
     f:setvbuf("line")
@@ -86,8 +91,8 @@ function Recorder:log(event, key, fields, t)
     end
   end
   local ev = { t = t, p = self.process, ev = event, key = clean(key == nil and "-" or key), f = f,
-               src = (self.path or "memory") .. ":" .. (#self.events + 1) }
-  self.events[#self.events + 1] = ev
+               src = (self.path or (self.shared and "file" or "memory")) .. ":" .. (#self.events + 1) }
+  if self.keep then self.events[#self.events + 1] = ev end
   if self.file then self.file:write(table.concat(parts, "\t"), "\n") end
   return ev
 end
@@ -96,7 +101,8 @@ function Recorder:acquire(key, fields, t) return self:log("acquire", key, fields
 function Recorder:release(key, fields, t) return self:log("release", key, fields, t) end
 function Recorder:flush() if self.file then self.file:flush() end end
 function Recorder:close()
-  if self.file then self.file:close() self.file = nil end
+  if self.file and not self.shared then self.file:close() end
+  self.file = nil
 end
 
 ---------------------------------------------------------------- loading
@@ -182,7 +188,7 @@ local function describe_ev(ev)
   table.sort(names)
   local fs = {}
   for _, k in ipairs(names) do fs[#fs + 1] = k .. "=" .. ev.f[k] end
-  return ("%s %s %s at %.3f ms%s [%s]"):format(ev.p, ev.label or ev.ev, ev.key, ev.t,
+  return ("%s %s %s at %.3f ms%s [%s]"):format(ev.p, ev.label or ev.ev, tostring(ev.key), ev.t,
     #fs > 0 and (" (" .. table.concat(fs, " ") .. ")") or "", ev.src or "?")
 end
 M.describe = describe_ev
@@ -198,7 +204,7 @@ local function describe_hold(h)
 end
 
 local function violation(kind, key, text, a, b)
-  local msg = ("%s violation on %s: %s\n  first:  %s\n  second: %s"):format(kind, key, text,
+  local msg = ("%s violation on %s: %s\n  first:  %s\n  second: %s"):format(kind, tostring(key), text,
     a.a and describe_hold(a) or describe_ev(a), b.a and describe_hold(b) or describe_ev(b))
   return nil, msg, { first = a, second = b }
 end
@@ -213,7 +219,7 @@ local function intervals(h, open_ev, close_ev)
   local openh, out = {}, {}
   for _, ev in ipairs(h.events) do
     if ev.ev == open_ev or ev.ev == close_ev then
-      local id = ev.p .. "\0" .. ev.key .. "\0" .. (ev.f.id or "")
+      local id = ev.p .. "\0" .. tostring(ev.key) .. "\0" .. (ev.f.id or "")
       if ev.ev == open_ev then
         local hold = { key = ev.key, p = ev.p, start = ev.t, a = ev, token = tonumber(ev.f.token),
                        seq = tonumber(ev.f.seq), mode = ev.f.mode, limit = tonumber(ev.f.limit) }
@@ -250,7 +256,7 @@ local function by_key(list, keep)
       g[#g + 1] = x
     end
   end
-  table.sort(keys)
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
   return keys, groups
 end
 
@@ -423,14 +429,14 @@ function M.fifo(h, opts)
   local req = {}
   local holds = intervals(h, "acquire", "release")
   for _, ev in ipairs(h.events) do
-    if ev.ev == "request" then req[ev.p .. "\0" .. ev.key] = ev
+    if ev.ev == "request" then req[ev.p .. "\0" .. tostring(ev.key)] = ev
     elseif ev.ev == "acquire" then
       for _, hold in ipairs(holds) do
         if hold.a == ev then
-          local r = req[ev.p .. "\0" .. ev.key]
+          local r = req[ev.p .. "\0" .. tostring(ev.key)]
           hold.order = hold.seq or (r and r.t)
           hold.req = r
-          req[ev.p .. "\0" .. ev.key] = nil
+          req[ev.p .. "\0" .. tostring(ev.key)] = nil
           break
         end
       end
@@ -460,7 +466,7 @@ function M.queue(h, opts)
   local put, got, count = {}, {}, 0
   for _, ev in ipairs(h.events) do
     local item = ev.f.item
-    local id = ev.key .. "\0" .. tostring(item)
+    local id = tostring(ev.key) .. "\0" .. tostring(item)
     if ev.ev == "enqueue" then
       put[id] = put[id] or ev
     elseif ev.ev == "dequeue" then
@@ -512,7 +518,7 @@ function M.spans(h, event, opts)
   local groups, order = {}, {}
   for _, ev in ipairs(h.events) do
     if ev.ev == event then
-      local id = ev.p .. "\0" .. ev.key .. "\0" .. (ev.f.token or "-")
+      local id = ev.p .. "\0" .. tostring(ev.key) .. "\0" .. (ev.f.token or "-")
       local g = groups[id]
       if not g then g = { first = ev } groups[id] = g order[#order + 1] = id end
       g.last = ev
@@ -529,6 +535,123 @@ function M.spans(h, event, opts)
                             label = "last " .. event }
   end
   return M.load(events)
+end
+
+-- from_holds(list) -> a history from hold records kept as tables: { key =, owner =, start = ms,
+-- finish = ms [, token =] [, interrupted = true] [, mode =] }, one acquire/release pair each
+-- (owner is the process; keys keep their type).
+function M.from_holds(list)
+  if type(list) ~= "table" then
+    error("zklock.testing.check.from_holds: bad argument #1: expected a list of holds, got " .. tostring(list), 2)
+  end
+  local events = {}
+  for i, hd in ipairs(list) do
+    if type(hd) ~= "table" or type(hd.start) ~= "number" or type(hd.finish) ~= "number" then
+      error(("zklock.testing.check.from_holds: hold %d: expected { key =, owner =, start = ms, finish = ms }")
+        :format(i), 2)
+    end
+    local p, id, key = tostring(hd.owner == nil and i or hd.owner), tostring(i), hd.key == nil and "-" or hd.key
+    local token = hd.token
+    if type(token) == "number" then token = ("%.0f"):format(token) elseif token ~= nil then token = tostring(token) end
+    events[#events + 1] = { t = hd.start, p = p, ev = "acquire", key = key, src = "hold " .. i,
+                            f = { token = token, mode = hd.mode, id = id } }
+    events[#events + 1] = { t = hd.finish, p = p, ev = "release", key = key, src = "hold " .. i,
+                            f = { interrupted = hd.interrupted and "1" or nil, id = id } }
+  end
+  return M.load(events)
+end
+
+-- stats(h [, opts]) -> counts over every key's holds (opts.limit holders allowed at once, 1):
+-- { holds, clean (not interrupted), violations (clean holds starting while `limit` others were
+-- held), interrupted_overlaps (more when interrupted holds count too), token_violations (limit 1:
+-- a clean hold's token not above the previous clean hold's), max_overlap = { [key] = n },
+-- examples = { text, ... } }. A soak's summary; the checkers above stop at the first violation.
+function M.stats(h, opts)
+  h = history_of(h)
+  local limit = opts and opts.limit or 1
+  local r = { holds = 0, clean = 0, violations = 0, interrupted_overlaps = 0, token_violations = 0,
+              max_overlap = {}, examples = {} }
+  local keys, groups = by_key(intervals(h, "acquire", "release"))
+  local function line(hd)
+    return ("%s[%s token=%s %.3f..%.3f]"):format(hd.p, tostring(hd.key), tostring(hd.token), hd.start, hd.finish)
+  end
+  local function sweep_count(list, with_interrupted)
+    local pts = {}
+    for _, hd in ipairs(list) do
+      if with_interrupted or not hd.interrupted then
+        pts[#pts + 1] = { t = hd.start, d = 1, h = hd }
+        pts[#pts + 1] = { t = hd.finish, d = -1, h = hd }
+      end
+    end
+    table.sort(pts, function(a, b)
+      if a.t ~= b.t then return a.t < b.t end
+      if a.d ~= b.d then return a.d < b.d end
+      return a.h.a.n < b.h.a.n
+    end)
+    local cur, max, excess, open = 0, 0, 0, {}
+    for _, pt in ipairs(pts) do
+      cur = cur + pt.d
+      if pt.d > 0 then
+        if cur > limit then
+          excess = excess + 1
+          if #r.examples < 8 and not with_interrupted then
+            local others = {}
+            for o in pairs(open) do others[#others + 1] = line(o) end
+            table.sort(others)
+            r.examples[#r.examples + 1] = line(pt.h) .. " overlaps " .. table.concat(others, ", ")
+          end
+        end
+        open[pt.h] = true
+      else
+        open[pt.h] = nil
+      end
+      if cur > max then max = cur end
+    end
+    return max, excess
+  end
+  -- keys sort as strings; the table keeps their type
+  for _, key in ipairs(keys) do
+    local list = groups[key]
+    table.sort(list, function(a, b)
+      if a.start ~= b.start then return a.start < b.start end
+      if a.finish ~= b.finish then return a.finish < b.finish end
+      return a.a.n < b.a.n
+    end)
+    r.holds = r.holds + #list
+    local max, excess = sweep_count(list, false)
+    local _, excess_all = sweep_count(list, true)
+    r.max_overlap[key] = max
+    r.violations = r.violations + excess
+    r.interrupted_overlaps = r.interrupted_overlaps + math.max(0, excess_all - excess)
+    local prev
+    for _, hd in ipairs(list) do
+      if not hd.interrupted then
+        r.clean = r.clean + 1
+        if limit == 1 and hd.token then
+          if prev and hd.token <= prev.token then
+            r.token_violations = r.token_violations + 1
+            if #r.examples < 12 then
+              r.examples[#r.examples + 1] = ("token order on %s: %s after %s"):format(tostring(key),
+                tostring(hd.token), tostring(prev.token))
+            end
+          end
+          prev = hd
+        end
+      end
+    end
+  end
+  return r
+end
+
+-- filter(h, pred) -> a history of the events for which pred(event) is true (say, one key).
+function M.filter(h, pred)
+  h = history_of(h)
+  if type(pred) ~= "function" then
+    error("zklock.testing.check.filter: bad argument #2: expected a function(event) -> boolean", 2)
+  end
+  local out = {}
+  for _, ev in ipairs(h.events) do if pred(ev) then out[#out + 1] = ev end end
+  return { events = out }
 end
 
 M.CHECKS = { "mutex", "semaphore", "rwlock", "tokens", "fenced", "fifo", "leader", "queue" }

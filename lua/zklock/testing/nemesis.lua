@@ -285,7 +285,8 @@ end
 
 -- nem:run(seconds) -> report { seed, steps (as applied, with t), counts, faults (number), summary,
 -- log (the lines) }. Faults run one at a time at their planned offsets (later if the previous one
--- ran over); heal() runs at the end, also when a step raises (the error is raised after healing).
+-- ran over; steps that would then reach into the quiet end are dropped, and logged as a skip);
+-- heal() runs at the end, also when a step raises (the error is raised after healing).
 function Nemesis:run(seconds)
   local steps = self:plan(seconds)
   local t0 = self.clock()
@@ -296,6 +297,12 @@ function Nemesis:run(seconds)
       local wait = st.at - (self.clock() - t0)
       if wait > 0 then self.sleep(wait) end
       local t = self.clock() - t0
+      if t + st.seconds > seconds - self.quiet then
+        -- an earlier step ran over (a slow restart): keep the quiet end, drop the rest
+        self:_log(t, "skip", ("%d step(s) from %s at %.3f s: the run is late"):format(#steps - #applied,
+          st.fault, st.at))
+        break
+      end
       local undo, detail = self:_apply(st)
       self.counts[st.fault] = (self.counts[st.fault] or 0) + 1
       self:_log(t, st.fault, detail)
