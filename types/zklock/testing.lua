@@ -450,7 +450,7 @@ function net:alive() end
 ---@return boolean gone
 function net:stop() end
 
----Send a raw proxy command (see proxy.py) and wait until it is applied.
+---Send a raw proxy command (see lua/zklock/testing/proxy.py) and wait until it is applied.
 ---@param cmd string
 ---@param timeout? number Seconds (default 5).
 ---@param pump? fun(seconds: number)
@@ -566,9 +566,9 @@ function fenced:read() end
 ---@field Recorder table The recorder class.
 local check = {}
 
----A recorder of one process's events: to the file `path` (appended, line-buffered), or only in
----memory (`rec.events`) when `path` is nil.
----@param path? string
+---A recorder of one process's events: to the file `path` (appended, line-buffered), through an
+---open file (its owner flushes and closes it), or only in memory (`rec.events`) when `path` is nil.
+---@param path? string|file*
 ---@param process string|number The process's name in the history.
 ---@param clock? fun(): number Milliseconds on a clock all processes share (default `zklock.core.now`).
 ---@return zklock.testing.Recorder
@@ -604,6 +604,28 @@ function check.intervals(h, open_ev, close_ev) end
 ---@param opts? table `{ as = "acquire"|"lead" }`.
 ---@return table history
 function check.spans(h, event, opts) end
+
+---The events of `h` for which `pred(event)` is true (say, those of one key), as a history.
+---@param h any
+---@param pred fun(event: table): boolean
+---@return table history
+function check.filter(h, pred) end
+
+---A history from hold records kept as tables, one acquire/release pair each: `{ key =, owner =,
+---start = ms, finish = ms [, token =] [, interrupted = true] [, mode =] }` (owner is the process).
+---
+---Errors: raises if a hold lacks numeric `start` and `finish`.
+---@param list table[]
+---@return table history
+function check.from_holds(list) end
+
+---Counts over every key's holds instead of the first violation (a soak's summary): `{ holds,
+---clean, violations, interrupted_overlaps, token_violations, max_overlap = { [key] = n },
+---examples = { text, ... } }`; `opts.limit` holders allowed at once (default 1).
+---@param h any
+---@param opts? table `{ limit = n }`.
+---@return table counts
+function check.stats(h, opts) end
 
 ---No two holds of one key overlap (touching is fine).
 ---@param h any
