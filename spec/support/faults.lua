@@ -3,8 +3,8 @@
 -- concurrent workload, and the fixture of a server behind a fault-injecting proxy.
 -- The fault specs run against real ZooKeeper servers (test catalogue 1H, 1I, 2, 3): lost create
 -- replies (ghost nodes, through the public fault proxy testing.proxy), session expiry during
--- recovery, connection resets, server restart, leader failover, quorum loss, and a client process that dies between
--- its create and its list.
+-- recovery, connection resets, server restart, leader failover, quorum loss, and a client process
+-- that dies between its create and its list.
 -- Every server, proxy and worker process is stopped in teardown, also when a test fails; every
 -- loop is bounded. Runtime: ~80 s under Lua 5.4, ~55 s under LuaJIT (2 cores).
 --
