@@ -15,7 +15,6 @@ describe("zklock.testing kit #faults", function()
 
   setup(function()
     zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
-    obs = util.connect(zk.hosts, { identity = "observer" })
   end)
 
   teardown(function()
@@ -26,6 +25,7 @@ describe("zklock.testing kit #faults", function()
 
   local net, c, states
   before_each(function()
+    obs = util.connect(zk.hosts, { identity = "observer" })
     net = testing.proxy(zk.hosts)
     c = util.connect(net.hosts, { session_timeout = SESSION, identity = "proxied" })
     states = util.record_session(c)
@@ -36,7 +36,6 @@ describe("zklock.testing kit #faults", function()
     if net then pcall(net.heal, net) end
     util.close_all()
     if net then net:stop() end
-    obs = util.connect(zk.hosts, { identity = "observer" })
   end)
 
   local function wait_state(state, from, seconds)
@@ -166,7 +165,8 @@ describe("zklock.testing kit #faults", function()
   it("fenced: takes rising tokens, refuses a stale one; the recorder's log passes check.fenced", function()
     local path = "/kit-fenced-" .. testing.pid .. "/db"
     local rec = check.recorder(nil, "resource")
-    local res = testing.fenced(obs, path, { recorder = rec })
+    local w = obs
+    local res = testing.fenced(w, path, { recorder = rec })
     assert.is_true(res:write(10, "a"))
     assert.is_true(res:write(10, "b"))
     assert.is_true(res:write(12, "c"))
@@ -179,8 +179,8 @@ describe("zklock.testing kit #faults", function()
     for _, ev in ipairs(rec.events) do evs[#evs + 1] = ev.ev end
     assert.are.same({ "accept", "accept", "accept", "reject" }, evs)
     assert.truthy(rec.events[1].f.zxid)
-    obs:delete(path)
-    obs:delete(path:match("^(.*)/"))
+    assert(w:delete(path))
+    assert(w:delete(path:match("^(.*)/")))
   end)
 
   it("eventually: returns fn's values; raises with fn's last error at the timeout", function()

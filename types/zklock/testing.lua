@@ -300,6 +300,7 @@ function testing.proxy(target, opts) end
 ---Options of `testing.proxy`.
 ---@class zklock.testing.ProxyOptions
 ---@field max_seconds? number The proxy exits after this long in any case (default 900).
+---@field start_timeout? number Seconds to wait for it to listen (default 30).
 
 ---A seeded fault schedule over a run (see `zklock.testing.nemesis` for the faults and what each
 ---needs). The schedule is a pure function of the seed and the options.

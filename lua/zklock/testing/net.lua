@@ -64,7 +64,7 @@ Net.__index = Net
 M.Net = Net
 
 -- Start a proxy in front of `target` ("127.0.0.1:PORT"). opts.max_seconds (900): the proxy
--- exits after that long in any case.
+-- exits after that long in any case; opts.start_timeout (30): seconds to wait for it to listen.
 function M.proxy(target, opts)
   if type(target) ~= "string" or not target:match("^[%w%.%-]+:%d+$") then
     argerr("proxy", 1, "one server address \"HOST:PORT\" (for example zk.hosts)", target)
@@ -93,18 +93,20 @@ function M.proxy(target, opts)
   local _, start = proc_stat(pid)
   local self = setmetatable({ pid = pid, start = start, dir = dir, control = control, log = log,
                               seq = 0, target = target }, Net)
-  local deadline = now() + 10
+  local t0 = now()
+  local deadline = t0 + (opts.start_timeout or 30)    -- generous: a loaded machine starts python slowly
   while true do
     local p = read_file(control .. ".port")
     if p and p:match("%d+%s*\n") then
       self.port = tonumber(p:match("%d+"))
       break
     end
-    if not pid_alive(pid, start) or now() > deadline then
+    local alive = pid_alive(pid, start)
+    if not alive or now() > deadline then
       local text = read_file(log) or ""
       self:stop()
-      error("zklock.testing.proxy: the proxy did not start (is python3 installed?):\n"
-        .. shell.tail(text, 20), 2)
+      error(("zklock.testing.proxy: the proxy did not start (%s after %.1f s; is python3 installed?):\n%s")
+        :format(alive and "still starting" or "it exited", now() - t0, shell.tail(text, 20)), 2)
     end
     sleep(0.02)
   end

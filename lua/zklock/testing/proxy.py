@@ -350,6 +350,7 @@ class Proxy:
             self.apply(parts[1], parts[2] if len(parts) > 2 else None)
             self.applied = seq
         if self.applied != acked:
+            self.write_status()  # the status shows a command's effect once its ack is visible
             write_atomic(self.control + ".ack", "%d\n" % self.applied)
 
     def write_status(self, force=False):
