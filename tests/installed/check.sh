@@ -36,6 +36,7 @@ case "$STEP" in
     "${LUAROCKS[@]}" --tree "$TREE" list --porcelain | grep -q "^zklock	$VERSION-1	installed	"
     test -f "$TREE/lib/lua/5.4/zklock/core.so"
     test -f "$TREE/share/lua/5.4/zklock/testing/init.lua"
+    test -f "$TREE/share/lua/5.4/zklock/testing/proxy.py"   # the fault proxy of testing.proxy
     ;;
   smoke)
     mkdir -p "$DIR/smoke" # no .busted here: only the tree's paths and the system's
