@@ -141,6 +141,25 @@ describe("zklock.testing kit #faults", function()
     assert.truthy(c2:exists("/", { timeout = SESSION }))
   end)
 
+  it("nemesis on an ensemble (with_ensemble): kill_leader, kill, pause_worker; a quorum at the end", function()
+    testing.with_ensemble({ n = 3 }, function(ens)
+      local w = testing.worker{ code = "os.execute(\"sleep 60\")" }
+      local lines = {}
+      local nem = testing.nemesis{ seed = 7, ensemble = ens, workers = { w },
+                                   faults = { "kill_leader", "kill", "pause_worker" },
+                                   gap = { 0.5, 1 }, duration = { 1, 1.5 }, quiet = 0.5,
+                                   log = function(line) lines[#lines + 1] = line end }
+      local report = nem:run(12)
+      assert.is_true(report.faults >= 2, table.concat(lines, "\n"))
+      assert.truthy(lines[#lines]:find("end  healed", 1, true), table.concat(lines, "\n"))
+      assert.is_truthy(ens:wait_quorum(30))
+      for _, n in ipairs(ens.nodes) do assert.is_true(n:running()) assert.is_falsy(n.paused) end
+      assert.are_not.equal("T", (testing.proc_stat(w.pid)))     -- the paused worker was resumed
+      local c2 = util.connect(ens.hosts)
+      assert.truthy(c2:exists("/", { timeout = 10 }))
+    end)
+  end)
+
   it("worker: runs a Lua script with this build, keeps its exit status and output, stops on demand", function()
     local w = testing.worker{ code = [[
       local zklock = require("zklock")
@@ -152,7 +171,7 @@ describe("zklock.testing kit #faults", function()
     ]], args = { zk.hosts } }
     assert.are.equal(7, w:wait(30))
     assert.truthy(w:output():find("connected\tyes", 1, true), w:output())
-    local sleeper = testing.worker{ code = "while true do end" }
+    local sleeper = testing.worker{ code = "os.execute(\"sleep 60\")" }
     assert.is_true(sleeper:alive())
     sleeper:pause()
     assert.are.equal("T", (testing.proc_stat(sleeper.pid)))
@@ -197,7 +216,7 @@ describe("zklock.testing kit #faults", function()
     local msg = util.error_of(testing.with_server, { tick_ms = 500 }, function(s)
       seen.server = s
       seen.net = testing.proxy(s.hosts)
-      seen.worker = testing.worker{ code = "while true do end" }
+      seen.worker = testing.worker{ code = "os.execute(\"sleep 60\")" }
       local cc = assert(zklock.connect(s.hosts))
       assert(cc:exists("/"))
       cc:close()

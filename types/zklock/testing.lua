@@ -530,7 +530,7 @@ function worker:pause() end
 ---SIGCONT after `pause()`.
 function worker:resume() end
 
----SIGKILL and wait. Idempotent; its output stays readable.
+---SIGKILL to it and its children, and wait. Idempotent; its output stays readable.
 ---@param opts? table `{ keep_dir = false }` also removes its directory.
 ---@return boolean gone
 function worker:stop(opts) end

@@ -17,8 +17,8 @@
 --   worker.pid, worker.out (the output file), worker.dir (its temp dir)
 --   worker:alive()  worker:wait([timeout [, pump]]) -> status | nil, "timeout"
 --   worker:output() the output so far    worker:signal(sig)    worker:pause() / worker:resume()
---   worker:stop([{ keep_dir = false }])  SIGKILL (after SIGCONT) and wait; idempotent. The
---                   output stays until the state closes (or keep_dir = false)
+--   worker:stop([{ keep_dir = false }])  SIGKILL (after SIGCONT) to it and its children, and wait;
+--                   idempotent. The output stays until the state closes (or keep_dir = false)
 -- Inside a worker, os.getenv("ZKLOCK_TEST_PARENT") is the pid of the test process;
 -- testing.exit_with_parent(client, tonumber(that)) ends the worker with it.
 local shell = require("zklock.testing.shell")
@@ -169,6 +169,8 @@ function Worker:stop(opts)
   if not self.stopped then
     self.stopped = true
     self:_signal("CONT")
+    -- its own children first (a shell command it runs), then the worker
+    if pid_alive(self.pid, self.start) then os.execute(("pkill -KILL -P %d 2>/dev/null"):format(self.pid)) end
     self:_signal("KILL")
     local deadline = now() + 5
     while pid_alive(self.pid, self.start) and now() < deadline do sleep(0.02) end
