@@ -20,9 +20,10 @@ describe("writer (" .. APP .. ")", function()
       for i = 1, 2 do
         nets[i] = testing.proxy(zk.hosts)
         workers[i] = testing.worker{ script = HERE .. "/worker.lua", args = {
-          APP, nets[i].hosts, ("%s/w%d.log"):format(dir, i), "w" .. i, "/jobs/report", 14, 8 } }
+          APP, nets[i].hosts, ("%s/w%d.log"):format(dir, i), "w" .. i, "/jobs/report", 18, 13 } }
       end
-      -- whoever writes first holds the lock: cut it off silently for longer than its session
+      -- whoever writes first holds the lock (for a 13 s job): cut it off silently for longer
+      -- than its session, so the lock goes to the other worker well within that job
       local first = testing.eventually(function()
         for _, ev in ipairs(check.load(dir).events) do
           if ev.ev == "write" then return ev end
