@@ -471,6 +471,10 @@ local TARGETS = {
   { class = "zklock", value = zklock },
   { class = "zklock.errno", value = zklock.errno },
   { class = "zklock.retry", value = zklock.retry },
+  { class = "zklock.metrics", value = zklock.metrics },
+  { class = "zklock.Transaction", value = E.client:transaction() },
+  { class = "zklock.metrics.Prometheus", value = zklock.metrics.prometheus() },
+  { class = "zklock.metrics.SharedDict", value = zklock.metrics.shared_dict({}), methods = true },
   { class = "zklock.Client", value = E.client },
   { class = "zklock.Lock", value = E.mutex },
   { class = "zklock.Lock", value = E.rw.read },
@@ -479,6 +483,7 @@ local TARGETS = {
   { class = "zklock.Lease", value = require("zklock.semaphore").Lease, methods = true },
   { class = "zklock.SemaphoreMutex", value = E.smx },
   { class = "zklock.MultiLock", value = E.ml },
+  { class = "zklock.Watch", value = require("zklock.watch").Watch, methods = true },
   { class = "zklock.testing", value = testing },
   { class = "zklock.testing.Config", value = testing.config },
   { class = "zklock.testing.Server", value = require("zklock.testing.servers").Server, methods = true },
@@ -494,6 +499,10 @@ for _, f in ipairs(lines_of("cd " .. shq(ROOT .. "/lua/zklock/adapters") .. " &&
   local name = f:gsub("%.lua$", "")
   local m = load_adapter(name)
   if m then TARGETS[#TARGETS + 1] = { class = "zklock.adapters." .. name, value = m } end
+  if m and name == "openresty" then -- one_worker's handle and job context (need nginx to make)
+    TARGETS[#TARGETS + 1] = { class = "zklock.adapters.openresty.OneWorker", value = m._OneWorker, methods = true }
+    TARGETS[#TARGETS + 1] = { class = "zklock.adapters.openresty.Job", value = m._Job, methods = true }
+  end
 end
 
 -- Every non-underscore string key of v and of its metatables' __index chain: name -> type.
@@ -593,11 +602,13 @@ local PROBES = {
   ["zklock.Client:semaphore_mutex"] = function(o) return E.client:semaphore_mutex("/apidoc/p", o) end,
   ["zklock.Client:multilock"] = function(o) return E.client:multilock({ E.mutex }, o) end,
   ["zklock.Client:create"] = function(o) return E.client:create("/apidoc/p", "", o) end,
+  ["zklock.Transaction:create"] = function(o) return E.client:transaction():create("/apidoc/p", "", o) end,
   ["zklock.Client:get"] = function(o) return E.client:get("/apidoc/p", o) end,
   ["zklock.Client:children"] = function(o) return E.client:children("/apidoc/p", o) end,
   ["zklock.Client:exists"] = function(o) return E.client:exists("/apidoc/p", o) end,
   ["zklock.Client:set"] = function(o) return E.client:set("/apidoc/p", "", -1, o) end,
   ["zklock.Client:delete"] = function(o) return E.client:delete("/apidoc/p", -1, o) end,
+  ["zklock.Client:revoke"] = function(o) return E.client:revoke("/apidoc/p", o) end,
   ["zklock.Lock:acquire"] = function(o) return E.mutex:acquire(0, o) end,
   ["zklock.Semaphore:acquire"] = function(o) return E.sem:acquire(0, o) end,
   ["zklock.Semaphore:acquire_many"] = function(o) return E.sem:acquire_many(1, 0, o) end,
@@ -610,6 +621,7 @@ local SCANS = {
   ["zklock.adapters.cqueues.attach"] = { { "lua/zklock/adapters/cqueues.lua", "M.attach", { "opts" } } },
   ["zklock.adapters.luv.attach"] = { { "lua/zklock/adapters/luv.lua", "M.attach", { "opts" } } },
   ["zklock.adapters.openresty.attach"] = { { "lua/zklock/adapters/openresty.lua", "M.attach", { "opts" } } },
+  ["zklock.adapters.openresty.one_worker"] = { { "lua/zklock/adapters/openresty.lua", "M.one_worker", { "opts" } } },
   ["zklock.testing.server"] = {
     { "lua/zklock/testing/servers.lua", "defaults", { "o" } },
     { "lua/zklock/testing/servers.lua", "Server:_spawn", { "self.opts" } },

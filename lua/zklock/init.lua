@@ -18,12 +18,17 @@ local scheduler = require("zklock.scheduler")
 local lock_mod = require("zklock.lock")
 local sem_mod = require("zklock.semaphore")
 local multi_mod = require("zklock.multilock")
+local txn_mod = require("zklock.txn")
+local watch_mod = require("zklock.watch")
+require("zklock.revoke") -- client:revoke
 
 local M = {
   _NAME = "zklock",
   _VERSION = core._VERSION,
   errno = core.errno,
   retry = require("zklock.retry"),
+  -- zklock.metrics.prometheus(), .shared_dict(dict), .set_default(sink): see zklock.metrics
+  metrics = require("zklock.metrics"),
 }
 
 local Client = client_mod.Client
@@ -52,13 +57,15 @@ function M.run(clients, timeout)
 end
 
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
---                   "semaphore mutex" | "lease" | nil
+--                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
   if mt == lock_mod.Lock or mt == sem_mod.Semaphore or mt == sem_mod.SemaphoreMutex then return x.kind end
   if mt == sem_mod.Lease then return "lease" end
   if mt == multi_mod.MultiLock then return "multi-lock" end
+  if mt == txn_mod.Txn then return "transaction" end
+  if mt == watch_mod.Watch then return "watch" end
   return nil
 end
 
