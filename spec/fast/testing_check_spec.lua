@@ -237,3 +237,29 @@ describe("zklock.testing.check.spans #fast", function()
     assert.has_error(function() check.spans(history(ra), "write", { as = "nope" }) end)
   end)
 end)
+
+describe("zklock.testing.check.stats and from_holds #fast", function()
+  it("counts overlaps, interrupted overlaps, token order and the largest overlap per key", function()
+    local holds = {
+      { key = "a", owner = "p1", start = 0, finish = 10, token = 1 },
+      { key = "a", owner = "p2", start = 5, finish = 12, token = 2 },               -- overlaps p1
+      { key = "a", owner = "p3", start = 20, finish = 30, token = 1 },              -- token not above 2
+      { key = "a", owner = "p4", start = 25, finish = 26, token = 9, interrupted = true },
+      { key = 7, owner = "p5", start = 0, finish = 1 },                             -- keys keep their type
+    }
+    local r = check.stats(check.from_holds(holds))
+    assert.are.equal(5, r.holds)
+    assert.are.equal(4, r.clean)
+    assert.are.equal(1, r.violations)
+    assert.are.equal(1, r.interrupted_overlaps)
+    assert.are.equal(1, r.token_violations)
+    assert.are.same({ a = 2, [7] = 1 }, r.max_overlap)
+    assert.truthy(r.examples[1]:find("p2[a token=2 5.000..12.000] overlaps p1[a", 1, true), r.examples[1])
+    local two = check.stats(check.from_holds(holds), { limit = 2 })
+    assert.are.equal(0, two.violations)
+    assert.are.equal(0, two.token_violations)                                        -- tokens: limit 1 only
+    assert.has_error(function() check.from_holds({ { key = "a" } }) end)
+    local only_a = check.filter(check.from_holds(holds), function(ev) return ev.key == "a" end)
+    assert.are.equal(8, #only_a.events)
+  end)
+end)
