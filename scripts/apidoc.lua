@@ -488,6 +488,12 @@ local TARGETS = {
   { class = "zklock.testing.Config", value = testing.config },
   { class = "zklock.testing.Server", value = require("zklock.testing.servers").Server, methods = true },
   { class = "zklock.testing.Ensemble", value = require("zklock.testing.ensemble").Ensemble, methods = true },
+  { class = "zklock.testing.Net", value = require("zklock.testing.net").Net, methods = true },
+  { class = "zklock.testing.Nemesis", value = require("zklock.testing.nemesis").Nemesis, methods = true },
+  { class = "zklock.testing.Worker", value = require("zklock.testing.workers").Worker, methods = true },
+  { class = "zklock.testing.Fenced", value = require("zklock.testing.fenced").Fenced, methods = true },
+  { class = "zklock.testing.check", value = testing.check },
+  { class = "zklock.testing.Recorder", value = testing.check.Recorder, methods = true },
 }
 for _, f in ipairs(lines_of("cd " .. shq(ROOT .. "/lua/zklock/adapters") .. " && ls *.lua | LC_ALL=C sort")) do
   local name = f:gsub("%.lua$", "")
@@ -628,6 +634,10 @@ local SCANS = {
   },
   ["zklock.testing.Server:stop"] = { { "lua/zklock/testing/servers.lua", "Server:stop", { "opts" } } },
   ["zklock.testing.spawn"] = { { "lua/zklock/testing/processes.lua", "M.spawn", { "o" } } },
+  ["zklock.testing.proxy"] = { { "lua/zklock/testing/net.lua", "M.proxy", { "opts" } } },
+  ["zklock.testing.nemesis"] = { { "lua/zklock/testing/nemesis.lua", "M.new", { "opts" } } },
+  ["zklock.testing.worker"] = { { "lua/zklock/testing/workers.lua", "M.worker", { "opts" } } },
+  ["zklock.testing.fenced"] = { { "lua/zklock/testing/fenced.lua", "M.fenced", { "opts" } } },
 }
 
 local function esc(s) return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end

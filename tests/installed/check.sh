@@ -40,6 +40,7 @@ case "$STEP" in
     test -f "$TREE/lib/lua/5.4/zklock/core.so"
     test -f "$TREE/share/lua/5.4/zklock/testing/init.lua"
     test -x "$TREE/bin/zklock"
+    test -f "$TREE/share/lua/5.4/zklock/testing/proxy.py"   # the fault proxy of testing.proxy
     ;;
   smoke)
     mkdir -p "$DIR/smoke" # no .busted here: only the tree's paths and the system's
