@@ -52,8 +52,12 @@ describe("leader election", function()
       end, { id = "p" .. i, requeue = true })
     end
     assert.is_true(util.drive_until(clients, function() return log:count() >= 9 end, 60))
-    local nodes = util.children(clients[1], "/el/basic")
-    assert.are.equal(3, #nodes)
+    -- between terms a participant has no node for a moment: wait for all three queued
+    local nodes
+    assert.is_true(util.drive_until(clients, function()
+      nodes = util.children(clients[1], "/el/basic")
+      return #nodes == 3
+    end, 20))
     for _, n in ipairs(nodes) do assert.matches(util.MUTEX_NODE, n) end
     for i = 1, 3 do leaders[i]:close() end
     assert.is_true(util.drive_until(clients, function() return util.child_count(clients[1], "/el/basic") == 0 end, 20))
@@ -112,6 +116,18 @@ describe("leader election", function()
     assert.is_true(util.drive_until({ c2 }, function() return led2 and l2:is_leader() end, 20))
     l2:close()
     assert.is_true(util.drive_until({ c2 }, function() return util.child_count(c2, "/el/cl") == 0 end, 20))
+  end)
+
+  it("a client closed before its participants ever ran closes cleanly", function()
+    local c = connect("early")
+    local l = c:leader("/el/early", function() error("must not run") end, { requeue = true })
+    local t = c:latch("/el/early-latch")
+    c:close() -- the spawned coroutines first run here: they must stop quietly
+    assert.is_false(l:is_leader())
+    assert.is_false(t:has_leadership())
+    util.assert_code("ECLOSED", util.pack(t:await(1)))
+    assert.is_true(t:close())
+    l:close()
   end)
 
   it("rejects bad input naming the argument", function()

@@ -21,13 +21,14 @@ local SESSION = 4 -- s, every participant
 
 -- A participant: a zklock worker process or a Curator JVM of its own, running `kind` ("leader"
 -- or "latch") on path, logging to its own file.
-local function participant(rt, kind, hosts, path, id, hold_ms, seconds)
+-- peer: a Curator JVM started before (peers.curator), so that several participants start together
+local function participant(rt, kind, hosts, path, id, hold_ms, seconds, peer)
   if rt == "zklock" then
     local w = leaders.zklock{ hosts = hosts, mode = kind, path = path, id = id, hold_ms = hold_ms, seconds = seconds,
                               session = SESSION }
     return { rt = rt, id = id, log = w.log, proc = w }
   end
-  local p = peers.curator(hosts, { session_ms = SESSION * 1000 })
+  local p = peer or peers.curator(hosts, { session_ms = SESSION * 1000 })
   local log = p.dir .. "/terms.log"
   local seq = p:send(kind, { path = path, id = id, log = log, hold_ms = hold_ms, seconds = seconds })
   return { rt = rt, id = id, log = log, proc = p, seq = seq }
@@ -134,11 +135,14 @@ describe("faults: leader election, zklock and Curator mixed #faults", function()
       local path = "/faults/" .. kind .. "/cuts"
       local proxy = fw.proxy(zk.hosts)
       local seconds = 26
+      -- the JVMs first: their start takes seconds, and the schedule below needs everyone running
+      local j1 = peers.curator(zk.hosts, { session_ms = SESSION * 1000 })
+      local j2 = peers.curator(proxy.hosts, { session_ms = SESSION * 1000 })
       local list = {
+        participant("curator", kind, zk.hosts, path, "curator-direct", 150, seconds, j1),
+        participant("curator", kind, proxy.hosts, path, "curator-proxied", 150, seconds, j2),
         participant("zklock", kind, zk.hosts, path, "zklock-direct", 150, seconds),
         participant("zklock", kind, proxy.hosts, path, "zklock-proxied", 150, seconds),
-        participant("curator", kind, zk.hosts, path, "curator-direct", 150, seconds),
-        participant("curator", kind, proxy.hosts, path, "curator-proxied", 150, seconds),
       }
       local t0 = now()
       local function at(s) util.wait_until(function() return now() - t0 >= s * 1000 end, s + 5, { c }) end
@@ -155,7 +159,7 @@ describe("faults: leader election, zklock and Curator mixed #faults", function()
       end
       local r = check_all(list, kind .. " cuts+partition")
       -- the proxied zklock participant's session expired (LOST) and it led again afterwards
-      local log = testing.read_file(list[2].log) or ""
+      local log = testing.read_file(list[4].log) or ""
       local ev = {}
       for line in log:gmatch("E\t[^\n]*") do ev[#ev + 1] = line end
       assert.truthy(log:find("\nE\tEXPIRED\t") or log:find("^E\tEXPIRED\t"), table.concat(ev, "\n"))
@@ -227,11 +231,13 @@ describe("faults: leader election across a ZooKeeper leader kill in a 3-node ens
     it(kind .. ": zklock and Curator participants, the ZooKeeper leader killed and restarted", function()
       local path = "/faults/ens/" .. kind
       local seconds = 24
+      local j1 = peers.curator(ens.hosts, { session_ms = SESSION * 1000 })
+      local j2 = peers.curator(ens.hosts, { session_ms = SESSION * 1000 })
       local list = {
+        participant("curator", kind, ens.hosts, path, "curator-1", 150, seconds, j1),
         participant("zklock", kind, ens.hosts, path, "zklock-1", 150, seconds),
-        participant("curator", kind, ens.hosts, path, "curator-1", 150, seconds),
+        participant("curator", kind, ens.hosts, path, "curator-2", 150, seconds, j2),
         participant("zklock", kind, ens.hosts, path, "zklock-2", 150, seconds),
-        participant("curator", kind, ens.hosts, path, "curator-2", 150, seconds),
       }
       local t0 = now()
       util.sleep(6)

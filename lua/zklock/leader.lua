@@ -74,6 +74,7 @@ local function log(self, level, msg) hold.log(self.client, level, msg) end
 -- One turn in the queue: acquire, lead (run fn), give back. -> continue? (false: stop for good)
 local function turn(self)
   local m = self._mutex
+  if self._closed or self.client.state == "CLOSED" then return false end
   local ok, msg, code = m:acquire(nil)
   if not ok then
     if self._closed or code == "ECANCELED" or code == "ECLOSED" then return false end
@@ -105,8 +106,16 @@ local function turn(self)
 end
 
 local function loop(self)
-  while turn(self) do
-    if self.client.state == "CLOSED" then break end
+  while true do
+    -- never raise out of the scheduler (that would surface in whoever pumps the client)
+    local ok, more = pcall(turn, self)
+    if not ok then
+      if self.client.state ~= "CLOSED" then
+        log(self, "error", ("leader %s: %s"):format(check.short(self.path), tostring(more)))
+      end
+      break
+    end
+    if not more or self.client.state == "CLOSED" then break end
   end
   self._running = false
 end
@@ -287,7 +296,13 @@ end
 join = function(self)
   if self._joining or self._closed or self.client.state == "CLOSED" then return end
   self._joining = true
-  self.client:spawn(joining, self)
+  self.client:spawn(function()
+    local ok, err = pcall(joining, self)
+    self._joining = false
+    if not ok and self.client.state ~= "CLOSED" then
+      hold.log(self.client, "error", ("leader latch %s: %s"):format(check.short(self.path), tostring(err)))
+    end
+  end)
 end
 
 -- client:latch(path, { id =, acl = }) -> latch
