@@ -145,11 +145,12 @@ function Client:leader(path, fn, opts)
   lo._mutex = self:mutex(path, mopts)
   lo._mutex:on_lost(function(state)
     if state == "LOST" then lo._lost = true end
-    local fn = lo._on_lost
-    if fn then
-      local ok, err = pcall(fn, state, lo)
+    local handler = lo._on_lost
+    if handler then
+      local ok, err = pcall(handler, state, lo)
       if not ok then
-        log(lo, "error", ("on_lost handler of leader %s failed (%s): %s"):format(check.short(path), state, tostring(err)))
+        log(lo, "error", ("on_lost handler of leader %s failed (%s): %s")
+          :format(check.short(path), state, tostring(err)))
       end
     end
   end)
