@@ -245,7 +245,8 @@ describe("leader latch", function()
     assert.are.equal(0, r.overlaps, r.report)
     assert.are.equal(0, r.token_regressions, r.report)
     assert.is_true(r.terms >= 8)
-    assert.are.equal(0, util.child_count(clients[1], "/lt/many"))
+    -- waiting latches' nodes are deleted in the background
+    assert.is_true(util.drive_until(clients, function() return util.child_count(clients[1], "/lt/many") == 0 end, 20))
   end)
 
   it("rejects bad input naming the argument", function()
