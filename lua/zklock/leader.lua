@@ -261,6 +261,11 @@ local join
 -- The coroutine of one queue entry: wait for leadership, then hand it to the hold record.
 local function joining(self)
   local client = self.client
+  local lost = self._lost_hold
+  if lost then -- the core keeps a lost acquisition until it is released: forget it (ELOST)
+    self._lost_hold = nil
+    if not lost.released then hold.release(lost) end
+  end
   while not self._closed and client.state ~= "CLOSED" do
     local id, msg = hold.core(client):acquire(core.LATCH, self.path, -1, hold.acl(self), hold.data(self))
     if not id then
@@ -321,6 +326,7 @@ function Client:latch(path, opts)
   hold.init(self_, self, opts.acl, opts.id)
   hold.on_lost(self_, function(state)
     if state == "LOST" then
+      self_._lost_hold = self_._hold
       self_._hold, self_._token = nil, nil
       set_leader(self_, false, "LOST")
       join(self_)
@@ -397,6 +403,9 @@ function Latch:close()
   self._hold, self._token = nil, nil
   set_leader(self, false, "CLOSED")
   if self.client.state == "CLOSED" then return true end
+  local lost = self._lost_hold
+  self._lost_hold = nil
+  if lost and not lost.released then hold.release(lost) end
   hold.cancel(self)
   if h and not h.released and not h.lost then return hold.release(h) end
   return true
