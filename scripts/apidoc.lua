@@ -445,6 +445,8 @@ E.rw = E.client:rwlock("/apidoc/rwlock")
 E.sem = E.client:semaphore("/apidoc/semaphore", 2)
 E.smx = E.client:semaphore_mutex("/apidoc/semaphore-mutex")
 E.ml = E.client:multilock({ E.mutex, E.smx })
+E.leader = E.client:leader("/apidoc/leader", function() end, { id = "apidoc" })
+E.latch = E.client:latch("/apidoc/latch", { id = "apidoc" })
 
 local function load_adapter(name)
   local stubs = {}
@@ -484,6 +486,8 @@ local TARGETS = {
   { class = "zklock.SemaphoreMutex", value = E.smx },
   { class = "zklock.MultiLock", value = E.ml },
   { class = "zklock.Watch", value = require("zklock.watch").Watch, methods = true },
+  { class = "zklock.Leader", value = E.leader },
+  { class = "zklock.Latch", value = E.latch },
   { class = "zklock.testing", value = testing },
   { class = "zklock.testing.Config", value = testing.config },
   { class = "zklock.testing.Server", value = require("zklock.testing.servers").Server, methods = true },
@@ -601,6 +605,8 @@ local PROBES = {
   ["zklock.Client:semaphore"] = function(o) return E.client:semaphore("/apidoc/p", 2, o) end,
   ["zklock.Client:semaphore_mutex"] = function(o) return E.client:semaphore_mutex("/apidoc/p", o) end,
   ["zklock.Client:multilock"] = function(o) return E.client:multilock({ E.mutex }, o) end,
+  ["zklock.Client:leader"] = function(o) return E.client:leader("/apidoc/p", function() end, o) end,
+  ["zklock.Client:latch"] = function(o) return E.client:latch("/apidoc/p", o) end,
   ["zklock.Client:create"] = function(o) return E.client:create("/apidoc/p", "", o) end,
   ["zklock.Transaction:create"] = function(o) return E.client:transaction():create("/apidoc/p", "", o) end,
   ["zklock.Client:get"] = function(o) return E.client:get("/apidoc/p", o) end,

@@ -74,6 +74,7 @@ local function log(self, level, msg) hold.log(self.client, level, msg) end
 -- One turn in the queue: acquire, lead (run fn), give back. -> continue? (false: stop for good)
 local function turn(self)
   local m = self._mutex
+  if self._closed or self.client.state == "CLOSED" then return false end
   local ok, msg, code = m:acquire(nil)
   if not ok then
     if self._closed or code == "ECANCELED" or code == "ECLOSED" then return false end
@@ -105,8 +106,16 @@ local function turn(self)
 end
 
 local function loop(self)
-  while turn(self) do
-    if self.client.state == "CLOSED" then break end
+  while true do
+    -- never raise out of the scheduler (that would surface in whoever pumps the client)
+    local ok, more = pcall(turn, self)
+    if not ok then
+      if self.client.state ~= "CLOSED" then
+        log(self, "error", ("leader %s: %s"):format(check.short(self.path), tostring(more)))
+      end
+      break
+    end
+    if not more or self.client.state == "CLOSED" then break end
   end
   self._running = false
 end
@@ -136,11 +145,12 @@ function Client:leader(path, fn, opts)
   lo._mutex = self:mutex(path, mopts)
   lo._mutex:on_lost(function(state)
     if state == "LOST" then lo._lost = true end
-    local fn = lo._on_lost
-    if fn then
-      local ok, err = pcall(fn, state, lo)
+    local handler = lo._on_lost
+    if handler then
+      local ok, err = pcall(handler, state, lo)
       if not ok then
-        log(lo, "error", ("on_lost handler of leader %s failed (%s): %s"):format(check.short(path), state, tostring(err)))
+        log(lo, "error", ("on_lost handler of leader %s failed (%s): %s")
+          :format(check.short(path), state, tostring(err)))
       end
     end
   end)
@@ -251,6 +261,11 @@ local join
 -- The coroutine of one queue entry: wait for leadership, then hand it to the hold record.
 local function joining(self)
   local client = self.client
+  local lost = self._lost_hold
+  if lost then -- the core keeps a lost acquisition until it is released: forget it (ELOST)
+    self._lost_hold = nil
+    if not lost.released then hold.release(lost) end
+  end
   while not self._closed and client.state ~= "CLOSED" do
     local id, msg = hold.core(client):acquire(core.LATCH, self.path, -1, hold.acl(self), hold.data(self))
     if not id then
@@ -287,7 +302,13 @@ end
 join = function(self)
   if self._joining or self._closed or self.client.state == "CLOSED" then return end
   self._joining = true
-  self.client:spawn(joining, self)
+  self.client:spawn(function()
+    local ok, err = pcall(joining, self)
+    self._joining = false
+    if not ok and self.client.state ~= "CLOSED" then
+      hold.log(self.client, "error", ("leader latch %s: %s"):format(check.short(self.path), tostring(err)))
+    end
+  end)
 end
 
 -- client:latch(path, { id =, acl = }) -> latch
@@ -305,6 +326,7 @@ function Client:latch(path, opts)
   hold.init(self_, self, opts.acl, opts.id)
   hold.on_lost(self_, function(state)
     if state == "LOST" then
+      self_._lost_hold = self_._hold
       self_._hold, self_._token = nil, nil
       set_leader(self_, false, "LOST")
       join(self_)
@@ -381,6 +403,9 @@ function Latch:close()
   self._hold, self._token = nil, nil
   set_leader(self, false, "CLOSED")
   if self.client.state == "CLOSED" then return true end
+  local lost = self._lost_hold
+  self._lost_hold = nil
+  if lost and not lost.released then hold.release(lost) end
   hold.cancel(self)
   if h and not h.released and not h.lost then return hold.release(h) end
   return true
