@@ -27,6 +27,7 @@
 ---@class zklock
 ---@field errno zklock.errno Error codes by name (`zklock.errno.ETIMEDOUT == -1001`).
 ---@field retry zklock.retry Retry policies for the `retry` option of every acquire.
+---@field metrics zklock.metrics Metrics sinks (`prometheus`, `shared_dict`) and the default sink (`set_default`).
 ---@field _NAME string `"zklock"`.
 ---@field _VERSION string The library version (`"X.Y.Z"`, from `ZKL_VERSION` in zklock.h).
 local zklock = {}
@@ -58,7 +59,7 @@ function zklock.run(clients, timeout) end
 
 ---What kind of zklock object `x` is.
 ---@param x any
----@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"leader"|"leader latch"|nil kind `nil` for anything else.
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|nil kind `nil` for anything else.
 function zklock.type(x) end
 
 ---The text of an error code.
@@ -77,6 +78,9 @@ function zklock.strerror(code) end
 ---@field log_level? "none"|"error"|"warn"|"info"|"debug" The least level passed on (default `"warn"`); the ZooKeeper client's own lines are passed on only when `log` or `log_level` is given.
 ---@field keepalive? boolean A background thread drives the connection while the script's thread blocks (default false; never inside nginx). See README, "Blocking scripts".
 ---@field wait? boolean `false`: return at once in state `CONNECTING`; operations started meanwhile are sent once connected, their timeouts running from the call (default true).
+---@field metrics? zklock.MetricsSink Receives this client's metrics (default: the sink given to `zklock.metrics.set_default`, if any). See README, "Metrics and lock events".
+---@field metric_label? fun(path: string, recipe: string): string The `name` label of a lock object without a `metric` option, from its path and recipe (e.g. a path template). Default: `"-"` (raw paths never become labels unless this function returns them).
+---@field lock_events? "none"|"error"|"warn"|"info"|"debug" Level at which lock events (granted, released, lost, suspended, timed out, failed: one line each with path, token and wait or hold time) go to the `log` function (default `"debug"`; shown only when `log_level` lets that level through).
 
 ---Error codes by name: zklock's own (`E...`, below -1000) and ZooKeeper's (`Z...`). Failures
 ---carry the name as their third return value; `zklock.strerror` gives the text.
@@ -276,10 +280,12 @@ function client:multilock(locks, opts) end
 ---Options of every lock constructor (`mutex`, `rwlock`, `semaphore`, `semaphore_mutex`).
 ---@class zklock.LockOptions
 ---@field acl? zklock.ACL ACL of the queue nodes and of the parents the lock creates (default `"open"`).
+---@field metric? string The `name` label of this object's metrics (default: the client's `metric_label`, else `"-"`).
 
 ---Options of `client:mutex` and `client:rwlock`.
 ---@class zklock.MutexOptions
 ---@field acl? zklock.ACL ACL of the queue nodes and of the parents the lock creates (default `"open"`).
+---@field metric? string The `name` label of this object's metrics (default: the client's `metric_label`, else `"-"`).
 ---@field data? string The data of this lock's queue nodes (default: the client's `identity`), e.g. a participant id as Curator's LeaderSelector writes it. Path and data together must fit the client's `max_data`.
 
 ---Join the leader election at `path` (Curator `LeaderSelector`; the participants queue on a
@@ -338,6 +344,7 @@ function client:latch(path, opts) end
 ---@field deadline? number Seconds shared by all components: the default timeout of `acquire`.
 ---@field per_lock_timeout? number Seconds each component may wait at most.
 ---@field rollback? "reverse"|"given" Order in which components already taken are released when one fails (default `"reverse"`).
+---@field metric? string The `name` label of the multi-lock's own metrics (its components report under their own).
 
 ---Run `fn(...)` in a new coroutine under the client's builtin scheduler; it starts on the next
 ---`process()` (`client:run`, `zklock.run`, a blocking wait, or a host pump).
@@ -367,37 +374,63 @@ function client:run(timeout) end
 ---@param seconds number Seconds (fractions allowed).
 function client:sleep(seconds) end
 
----Read a znode.
+---Read a znode. With `{ watch = true }` the read also arms a one-shot ZooKeeper watch on the
+---node and returns a `zklock.Watch` as its third value (only when the read found the node: a
+---missing node returns the ZNONODE error and arms nothing).
 ---
 ---Errors: `nil, "ZNONODE: get /x: node does not exist", "ZNONODE"` and other ZooKeeper codes;
----`ECLOSED` if the client is closed while waiting. Raises on a closed client or a path that is
----not absolute.
+---`ECLOSED` if the client is closed while waiting. Raises on a closed client, a path that is
+---not absolute, or an unknown or invalid option.
 ---@param path string Absolute znode path.
----@param opts? zklock.CallOptions
+---@param opts? zklock.ReadOptions
 ---@return string? data The node's data (`""` if none).
 ---@return zklock.Stat|string stat The node's stat, or the error message.
----@return string? code
+---@return zklock.Watch|string|nil watch With `watch = true`: the watch; on error: the code.
 function client:get(path, opts) end
 
----List a znode's children.
+---List a znode's children. With `{ watch = true }` also returns a `zklock.Watch` that fires
+---`"child"` when a child is added or removed (`"deleted"` when the node itself goes).
 ---
 ---Errors: as `client:get`.
 ---@param path string
----@param opts? zklock.CallOptions
+---@param opts? zklock.ReadOptions
 ---@return string[]? names Child names, unsorted.
----@return string? msg
+---@return string|zklock.Watch|nil msg The error message, or with `watch = true` the watch.
 ---@return string? code
 function client:children(path, opts) end
 
----Whether a znode exists.
+---Whether a znode exists. With `{ watch = true }` also returns a `zklock.Watch`, also for a
+---missing node: then it fires `"created"` when the node is made.
 ---
 ---Errors: as `client:get`, except that a missing node returns `false`.
 ---@param path string
----@param opts? zklock.CallOptions
+---@param opts? zklock.ReadOptions
 ---@return zklock.Stat|false|nil stat The stat, `false` if there is no such node, nil on error.
----@return string? msg
+---@return string|zklock.Watch|nil msg The error message, or with `watch = true` the watch.
 ---@return string? code
 function client:exists(path, opts) end
+
+---Options of the reads `get`, `children` and `exists`.
+---@class zklock.ReadOptions
+---@field timeout? number Seconds before the call gives up with `ETIMEDOUT` (default: the client's `op_timeout`; `math.huge`: never).
+---@field watch? boolean Arm a one-shot watch and return it (a `zklock.Watch`). While a watch armed by an earlier read of the same kind on the same path of this client has not fired, the read goes without a watch of its own and returns that same watch: one ZooKeeper watch, however many coroutines wait on it.
+
+---Ask the holder of a lock or lease node to let it go (Curator's cooperative revocation, as
+---`Revoker.attemptRevoke`): writes `"__REVOKE__"` into the node's data. A holder that set
+---`on_revoke` (zklock) or called `makeRevocable` (Curator) is told and decides; any other holder
+---is unaffected. Works from any client, for mutexes, read-write lock sides, semaphore leases and
+---semaphore mutexes.
+---
+---Errors: `nil, "ZNONODE: revoke /x: no such node ...", "ZNONODE"` when the node is gone (its
+---holder released it); `nil, "EINVAL: ...", "EINVAL"` for a node that is not ephemeral (not a
+---lock or lease node: its data is left alone); other ZooKeeper codes as `nil, msg, code`. Raises
+---on a closed client, a node that is not an absolute path, or an unknown option.
+---@param node string Full path of the holder's node (`lock:node()`, `lease:node()`, `participants()`).
+---@param opts? zklock.CallOptions
+---@return true? ok
+---@return string? msg
+---@return string? code
+function client:revoke(node, opts) end
 
 ---Create a znode.
 ---
@@ -413,6 +446,19 @@ function client:exists(path, opts) end
 ---@return string? code
 function client:create(path, data, opts) end
 
+---A new, empty transaction (ZooKeeper's multi): ops added with `create`, `set`, `delete` and
+---`check` are applied by `commit` in order, all or none, in one request.
+---
+---```lua
+---local res = assert(client:transaction():create("/jobs/j-", "x", { sequential = true })
+---  :set("/jobs/state", "running", 3):commit())
+---print(res[1].created)
+---```
+---
+---Errors: raises on a closed client.
+---@return zklock.Transaction txn
+function client:transaction() end
+
 ---Options of `client:create`.
 ---@class zklock.CreateOptions
 ---@field ephemeral? boolean Delete the node when the session ends.
@@ -422,7 +468,7 @@ function client:create(path, data, opts) end
 ---@field acl? zklock.ACL ACL of the node (and of the parents made), default `"open"`.
 ---@field timeout? number Seconds before the call gives up with `ETIMEDOUT` (default: the client's `op_timeout`; `math.huge`: never). A create that timed out may still be applied.
 
----Options of the plain znode calls `get`, `children`, `exists`, `set` and `delete`.
+---Options of the znode calls `set`, `delete` and `revoke`.
 ---@class zklock.CallOptions
 ---@field timeout? number Seconds before the call gives up with `ETIMEDOUT` (default: the client's `op_timeout`; `math.huge`: never). A set or delete that timed out may still be applied.
 
@@ -458,6 +504,9 @@ function client:delete(path, version, opts) end
 ---@field version integer Data version.
 ---@field num_children integer Number of children.
 ---@field ephemeral_owner string Session id of the owner of an ephemeral node (16 hex digits; zeros if not ephemeral).
+---@field ctime integer Creation time, ms since the epoch (the server's clock).
+---@field mtime integer Time of the last data change, ms since the epoch (the server's clock).
+---@field cversion integer Changes to the children so far (0: the node never had a child).
 ---@field data? string The data (get).
 ---@field children? string[] The children (children).
 ---@field rc integer Result code (0).
@@ -660,6 +709,15 @@ function lock:token() end
 ---@return string?
 function lock:node() end
 
+---A fenced transaction: its first op checks that this hold's node still exists, so it commits
+---only while the lock is held (a holder whose session ended, or whose node was removed, gets
+---`ELOST` and writes nothing, whatever it believes). Add ops and `commit` as for
+---`client:transaction()`.
+---
+---Errors: raises if the calling coroutine does not hold this lock.
+---@return zklock.Transaction txn
+function lock:transaction() end
+
 ---Withdraw every pending acquire on this object (they return `ECANCELED`).
 ---@return integer withdrawn
 function lock:cancel() end
@@ -670,6 +728,17 @@ function lock:cancel() end
 ---Errors: raises if `fn` is neither a function nor nil.
 ---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.Lock) nil removes it.
 function lock:on_lost(fn) end
+
+---Listen for revocation requests (`client:revoke`, Curator's `Revoker.attemptRevoke`) on every
+---hold of this object, current and future: while held, the hold watches its own node and
+---`fn(lock, node)` runs once per request. A request made while the holder still waited in the
+---queue, or while no handler was set, is reported when the hold (or the handler) starts. `fn`
+---runs from the client's event dispatch, like `on_lost` handlers: it must not wait (set a flag
+---or wake the owner, which decides whether to release). Errors it raises are logged.
+---
+---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
+---@param fn? fun(lock: zklock.Lock, node: string) nil stops listening.
+function lock:on_revoke(fn) end
 
 ---The queue in order, holder(s) first.
 ---
@@ -734,6 +803,13 @@ function semaphore:cancel() end
 ---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease)
 function semaphore:on_lost(fn) end
 
+---Listen for revocation requests on every lease of this semaphore, current and future: as
+---`lock:on_revoke`, with `fn(lease, node)`. (Curator's semaphores cannot be revoked.)
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(lease: zklock.Lease, node: string) nil stops listening.
+function semaphore:on_revoke(fn) end
+
 ---The lease holders (and leases being counted), by sequence.
 ---
 ---Errors: `nil, msg, code` from the listing. Raises on a closed client.
@@ -772,6 +848,22 @@ function lease:token() end
 ---@return string?
 function lease:node() end
 
+---A fenced transaction: its first op checks that this hold's node still exists, so it commits
+---only while the lock is held (a holder whose session ended, or whose node was removed, gets
+---`ELOST` and writes nothing, whatever it believes). Add ops and `commit` as for
+---`client:transaction()`.
+---
+---Errors: raises after the lease was released.
+---@return zklock.Transaction txn
+function lease:transaction() end
+
+---Listen for revocation requests on this lease alone (it takes precedence over the semaphore's
+---handler): as `lock:on_revoke`, with `fn(lease, node)`.
+---
+---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
+---@param fn? fun(lease: zklock.Lease, node: string) nil stops listening (unless the semaphore has a handler).
+function lease:on_revoke(fn) end
+
 ---A semaphore mutex (`client:semaphore_mutex`): one lease, not reentrant, releasable from any
 ---coroutine. Lua 5.4: `<close>` releases it.
 ---@class zklock.SemaphoreMutex
@@ -807,6 +899,15 @@ function semaphore_mutex:is_held() end
 ---@return integer?
 function semaphore_mutex:token() end
 
+---A fenced transaction: its first op checks that this hold's node still exists, so it commits
+---only while the lock is held (a holder whose session ended, or whose node was removed, gets
+---`ELOST` and writes nothing, whatever it believes). Add ops and `commit` as for
+---`client:transaction()`.
+---
+---Errors: raises when the semaphore mutex is not held.
+---@return zklock.Transaction txn
+function semaphore_mutex:transaction() end
+
 ---The lease node's full path while held, else nil.
 ---@return string?
 function semaphore_mutex:node() end
@@ -826,6 +927,41 @@ function semaphore_mutex:participants() end
 ---Errors: raises if `fn` is neither a function nor nil.
 ---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", mutex: zklock.SemaphoreMutex)
 function semaphore_mutex:on_lost(fn) end
+
+---Listen for revocation requests on the held lease: as `lock:on_revoke`, with
+---`fn(semaphore_mutex, node)`.
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(mutex: zklock.SemaphoreMutex, node: string) nil stops listening.
+function semaphore_mutex:on_revoke(fn) end
+
+---A one-shot ZooKeeper watch armed by `client:get`, `children` or `exists` with
+---`{ watch = true }`. It fires once; every wait after that returns the same outcome at once.
+---A connection loss does not end it (the ZooKeeper client sets it again on reconnect); a session
+---expiry or `client:close()` does. `zklock.type(w)` is `"watch"`.
+---@class zklock.Watch
+---@field client zklock.Client
+---@field kind "get"|"exists"|"children" The read that armed it.
+---@field path string The watched path.
+local watch = {}
+
+---Wait until the watch fires: suspends a coroutine the client's scheduler or adapter owns,
+---otherwise blocks while pumping the client. Many coroutines may wait on one watch.
+---
+---Errors: `nil, "ETIMEDOUT: ...", "ETIMEDOUT"` when `timeout` passes first (the watch stays
+---armed: wait again); `"ESESSION"` when the session expired (the server dropped the watch:
+---read again to arm a new one); `"ECLOSED"` when the client is closed. Raises on an invalid
+---timeout or a call without a colon.
+---@param timeout? number Seconds (0: just look; nil: no limit).
+---@return "created"|"deleted"|"changed"|"child"|nil event What happened to the path.
+---@return string? msg
+---@return string? code
+function watch:wait(timeout) end
+
+---What the watch fired with, without waiting: `"created"`, `"deleted"`, `"changed"`, `"child"`,
+---`"ESESSION"` or `"ECLOSED"` when it ended without firing, nil while armed.
+---@return string?
+function watch:fired() end
 
 ---A multi-lock (`client:multilock`): all components or none. Components the calling coroutine
 ---already holds (reentrant locks) are counted, not queued for again.

@@ -1,7 +1,9 @@
 /* plain.c - plain znode operations (get, set, create, delete, children, exists): one request
  * each (a create with parents: its ancestors' creates pipelined ahead of it), reads retried
  * across a connection loss, an optional timeout, the result readable until its event is
- * consumed. */
+ * consumed. A read may arm a one-shot watch (args.watch): the op then lives on in P_HELD after
+ * its OP_DONE until the watch fires, the session ends or the client closes, and reports that
+ * with one ZKL_EV_WATCH. */
 #include <string.h>
 
 #include "internal.h"
@@ -27,6 +29,7 @@ static void plain_close(zkl_client *c, zkl_op *op);
 static void plain_session_lost(zkl_client *c, zkl_op *op, int status);
 static void plain_expire(zkl_client *c, zkl_op *op);
 static void plain_free_fields(zkl_client *c, zkl_op *op);
+static void plain_abandon(zkl_client *c, zkl_op *op);
 
 static const zkl_kind plain_kind = {
     .name = "plain",
@@ -35,6 +38,7 @@ static const zkl_kind plain_kind = {
     .session_lost = plain_session_lost,
     .expire = plain_expire,
     .close = plain_close,
+    .abandon = plain_abandon,
     .free_fields = plain_free_fields,
 };
 
@@ -53,7 +57,46 @@ static void plain_done(zkl_client *c, zkl_op *op, int rc) {
         rc = c->closed ? ZKL_ECLOSED : c->auth_failed ? ZAUTHFAILED : ZKL_ESESSION;
     P(op)->rc = rc;
     op->phase = P_DONE;
+    int was_gone = op->user_gone;
     zkl__emit(c, op, ZKL_EV_OP_DONE, rc);
+    /* the server armed the watch with this answer: the op waits for it (P_HELD) */
+    if (P(op)->args.watch && !was_gone &&
+        (rc == ZOK || (rc == ZNONODE && P(op)->args.type == ZKL_OP_EXISTS))) {
+        op->phase = P_HELD;
+        op->user_gone = 0;
+    }
+}
+
+/* The watch's one event; the op is done then. */
+static void watch_done(zkl_client *c, zkl_op *op, int status) {
+    if (op->phase != P_HELD) return;
+    op->phase = P_DONE;
+    op->gen++; /* a later call of the watcher is stale */
+    zkl__emit(c, op, ZKL_EV_WATCH, status);
+    op->user_gone = 1;
+}
+
+static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *t) {
+    (void)state, (void)path;
+    zkl_client *c = zkl__current(); /* watchers run inside the client's own process() */
+    if (type == ZOO_SESSION_EVENT || !c || zh != c->zh) return;
+    zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(t));
+    if (!op || op->kind->free_fields != plain_free_fields || op->gen != ZKL_TOKEN_GEN(t)) return;
+    if (op->phase != P_HELD) return;
+    c->stats.watch_events++;
+    watch_done(c, op, type);
+    zkl__op_maybe_free(c, op);
+}
+
+static void plain_abandon(zkl_client *c, zkl_op *op) {
+    op->user_gone = 1;
+    if (op->phase == P_HELD) {
+        op->phase = P_DONE;
+        op->gen++;
+    } else if (op->phase == P_ACQUIRING) {
+        P(op)->args.watch = 0; /* its answer arms nothing we wait for */
+    }
+    zkl__op_maybe_free(c, op);
 }
 
 static int set_result_data(zkl_client *c, zkl_op *op, const char *v, size_t len) {
@@ -176,15 +219,19 @@ static void plain_kick(zkl_client *c, zkl_op *op) {
     const zkl_op_args *a = &P(op)->args;
     int rc;
     const void *t = ZKL_TOKEN(op);
+    watcher_fn w = a->watch ? plain_watch_fired : NULL;
     switch (a->type) {
     case ZKL_OP_GET:
-        rc = c->zk->aget(c->zh, a->path, 0, plain_data_reply, t);
+        rc = w ? c->zk->awget(c->zh, a->path, w, (void *)t, plain_data_reply, t)
+               : c->zk->aget(c->zh, a->path, 0, plain_data_reply, t);
         break;
     case ZKL_OP_CHILDREN:
-        rc = c->zk->aget_children(c->zh, a->path, 0, plain_children_reply, t);
+        rc = w ? c->zk->awget_children(c->zh, a->path, w, (void *)t, plain_children_reply, t)
+               : c->zk->aget_children(c->zh, a->path, 0, plain_children_reply, t);
         break;
     case ZKL_OP_EXISTS:
-        rc = c->zk->aexists(c->zh, a->path, 0, plain_stat_reply, t);
+        rc = w ? c->zk->awexists(c->zh, a->path, w, (void *)t, plain_stat_reply, t)
+               : c->zk->aexists(c->zh, a->path, 0, plain_stat_reply, t);
         break;
     case ZKL_OP_SET:
         rc = c->zk->aset(c->zh, a->path, a->data, (int)a->len, a->version, plain_stat_reply, t);
@@ -219,6 +266,10 @@ int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
     if (args->path[0] != '/' || args->acl < 0 || args->acl > c->nacls || args->timeout_ms < 0 ||
         (args->flags & ~(ZKL_CREATE_EPHEMERAL | ZKL_CREATE_SEQUENTIAL | ZKL_CREATE_CONTAINER |
                          ZKL_CREATE_PARENTS)))
+        return ZKL_EINVAL;
+    if (args->watch != 0 &&
+        (args->watch != 1 || (args->type != ZKL_OP_GET && args->type != ZKL_OP_CHILDREN &&
+                              args->type != ZKL_OP_EXISTS)))
         return ZKL_EINVAL;
     zkl_op *op = zkl__op_new(c, &plain_kind);
     if (!op) return ZKL_ENOMEM;
@@ -260,10 +311,17 @@ int zkl__op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out) {
     out->ephemeral_owner = P(op)->res_stat.ephemeralOwner;
     out->version = P(op)->res_stat.version;
     out->num_children = P(op)->res_stat.numChildren;
+    out->ctime = P(op)->res_stat.ctime;
+    out->mtime = P(op)->res_stat.mtime;
+    out->cversion = P(op)->res_stat.cversion;
     return ZKL_OK;
 }
 
 static void plain_close(zkl_client *c, zkl_op *op) {
+    if (op->phase == P_HELD) {
+        watch_done(c, op, ZKL_ECLOSED);
+        return;
+    }
     if (op->user_gone) return;
     P(op)->rc = ZKL_ECLOSED;
     zkl__emit(c, op, ZKL_EV_OP_DONE, ZKL_ECLOSED);
@@ -273,6 +331,7 @@ static void plain_close(zkl_client *c, zkl_op *op) {
 /* The session is gone: an operation still waiting to be sent fails too (one in flight fails
  * through its reply). A plain operation never outlives the session it was started in. */
 static void plain_session_lost(zkl_client *c, zkl_op *op, int status) {
+    if (op->phase == P_HELD) watch_done(c, op, status); /* its watch went with the session */
     if (op->phase == P_ACQUIRING && op->refs == 0) plain_done(c, op, status);
 }
 

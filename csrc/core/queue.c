@@ -474,6 +474,7 @@ static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
     }
     zkl__pick pick;
     zkl__pick_predecessor(names, n, own, QOP(op)->recipe, &pick);
+    if (QOP(op)->ahead < 0 && pick.own >= 0) QOP(op)->ahead = pick.own; /* contenders seen */
     if (pick.wrapped && !QOP(op)->warned_wrap) {
         QOP(op)->warned_wrap = 1;
         zkl__emit(c, op, ZKL_EV_WARNING, ZKL_ESEQWRAP);
@@ -651,12 +652,34 @@ static void scan_reply(int rc, const struct String_vector *v, const void *token)
     zkl__op_maybe_free(c, op);
 }
 
+static void not_ours(zkl_client *c, zkl_op *op) {
+    zkl_qop *q = QOP(op);
+    if (!q->fixed_name) {
+        /* same token (the text after "_c_<uuid>-"), new uuid */
+        size_t skip = 3 + 36 + 1;
+        char *fresh = strlen(q->prefix) >= skip ? zkl__new_prefix(c, q->prefix + skip) : NULL;
+        if (!fresh) {
+            zkl__set_str(c, &q->node, NULL);
+            zkl__queue_fail(c, op, ZKL_ENOMEM);
+            return;
+        }
+        zkl__set_str(c, &q->prefix, fresh);
+    }
+    restart_attempt(c, op);
+}
+
 static void stat_reply(int rc, const struct Stat *st, const void *token) {
     zkl_client *c;
     zkl_op *op = zkl__reply_op(token, &c);
     if (!op) return;
     if (op->phase == P_ACQUIRING && QOP(op)->step == S_STAT) {
-        if (rc == ZOK && st) {
+        const clientid_t *me = c->zh ? c->zk->client_id(c->zh) : NULL;
+        if (rc == ZOK && st && (!me || st->ephemeralOwner != me->client_id)) {
+            /* A node with our prefix that this session does not own was made by an earlier,
+             * expired session: it vanishes with that session and must never grant us anything.
+             * Create our own under a fresh prefix, so no later scan can find it again. */
+            not_ours(c, op);
+        } else if (rc == ZOK && st) {
             QOP(op)->czxid = st->czxid;
             QOP(op)->owner = st->ephemeralOwner;
             issue_list(c, op);
@@ -684,6 +707,7 @@ int zkl__queue_new(zkl_client *c, const zkl_kind *kind, const char *dir, const c
     op->phase = P_ACQUIRING;
     q->step = S_START;
     q->acl = acl;
+    q->ahead = -1;
     q->dir = zkl__strdup(c, dir);
     q->prefix = zkl__new_prefix(c, token);
     if (!q->dir || !q->prefix) {
@@ -829,6 +853,7 @@ int zkl__lock_info_get(zkl_client *c, uint64_t id, zkl_lock_info *out) {
         out->node[n] = '\0';
     }
     out->token = q->czxid;
+    out->ahead = q->ahead;
     out->held = op->phase == P_HELD;
     out->suspended = op->phase == P_HELD && c->state == ZKL_STATE_SUSPENDED;
     return ZKL_OK;

@@ -53,6 +53,9 @@ typedef struct zkl_zk {
                                void_completion_t *done, const void *data);
     /* monotonic milliseconds */
     int64_t (*now_ms)(void);
+    /* exists with a watcher of our own (plain-op watches, plain.c) */
+    int (*awexists)(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
+                    stat_completion_t done, const void *data);
 } zkl_zk;
 
 /* the ZooKeeper C client itself, and CLOCK_MONOTONIC */

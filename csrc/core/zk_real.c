@@ -32,4 +32,5 @@ const zkl_zk zkl__zk_real = {
     zoo_amulti,
     zoo_aremove_all_watches,
     mono_ms,
+    zoo_awexists,
 };

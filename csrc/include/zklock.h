@@ -211,7 +211,9 @@ enum {
     ZKL_EV_LOCK_STATE = 4, /* id = held acquisition; status = ZKL_LOCK_* */
     ZKL_EV_SESSION = 5,    /* id = 0; status = ZKL_STATE_* */
     ZKL_EV_OP_DONE = 6,    /* id = znode operation; status = ZooKeeper result */
-    ZKL_EV_WARNING = 7     /* id = acquisition or 0; status = error code (e.g. ESEQWRAP) */
+    ZKL_EV_WARNING = 7,    /* id = acquisition or 0; status = error code (e.g. ESEQWRAP) */
+    ZKL_EV_WATCH = 8       /* id = plain operation started with watch = 1; status = ZKL_WATCH_* or
+                              an error code: see "Watches" at zkl_op_args */
 };
 /* Event statuses in full:
  *   ACQUIRED    ZKL_OK.
@@ -232,6 +234,8 @@ enum {
  *               ZCONNECTIONLOSS or ZOPERATIONTIMEOUT for a create, set or delete whose outcome is
  *               unknown (reads are retried once connected instead); ZKL_ESESSION (the session
  *               ended while it was in flight); ZKL_ECLOSED; ZKL_ENOMEM (copying the result).
+ *   WATCH       ZKL_WATCH_CREATED, _DELETED, _CHANGED, _CHILD (the watch fired), ZKL_ESESSION
+ *               (the session ended with the watch armed: it is gone) or ZKL_ECLOSED.
  *   WARNING     ZKL_ESEQWRAP with the acquisition's id (the lock dir's sequence counter wrapped:
  *               names no longer sort in queue order), or, with id 0, the server's refusal (e.g.
  *               ZNOAUTH) to delete the node of an acquisition given up in the background. */
@@ -500,8 +504,8 @@ ZKL_EXTERN int zkl_lock_cancel(zkl_client *c, uint64_t id);
 
 /* Release without waiting (for garbage collection paths): the node is deleted in the background
  * and no further event follows for this id. Works on pending, held and lost acquisitions and on
- * multi-locks (every component). Errors: ZKL_ENOTFOUND (unknown id, or its final event was
- * already queued). */
+ * multi-locks (every component). Also forgets a plain operation's armed watch (no WATCH event
+ * follows). Errors: ZKL_ENOTFOUND (unknown id, or its final event was already queued). */
 ZKL_EXTERN int zkl_lock_abandon(zkl_client *c, uint64_t id);
 
 #define ZKL_NODE_MAX 1200 /* longest node path: a 1024-byte lock path plus a protected name */
@@ -511,6 +515,8 @@ typedef struct zkl_lock_info {
     int64_t token;           /* fencing token: czxid of the node (0 until known; kept after LOST) */
     int held;                /* 1 while held (0 while pending, releasing, or after LOST) */
     int suspended;           /* 1 while the connection is lost */
+    int ahead; /* nodes that sorted before this one at its first listing (the contenders it saw;
+                  0 for an uncontended grant), -1 when it never listed (a downgrade's read side) */
 } zkl_lock_info;
 
 /* Fill *out for a live acquisition. Errors: ZKL_ENOTFOUND (unknown id, a multi-lock id, or its
@@ -529,7 +535,8 @@ typedef enum {
     ZKL_OP_EXISTS = 3,   /* stat */
     ZKL_OP_CREATE = 4,   /* created path (flags: ZKL_CREATE_*) */
     ZKL_OP_SET = 5,      /* stat */
-    ZKL_OP_DELETE = 6
+    ZKL_OP_DELETE = 6,
+    ZKL_OP_CHECK = 7 /* transactions only: the node exists (and has `version`, unless -1) */
 } zkl_op_type;
 
 /* CREATE flags. PARENTS makes every missing ancestor first, as containers with the same ACL,
@@ -551,10 +558,29 @@ typedef struct zkl_op_args {
     int version;    /* set/delete; -1 any */
     int acl;        /* create: an ACL id from zkl_client_acl; 0 = open to everyone */
     int timeout_ms; /* > 0: end with ZKL_ETIMEDOUT after this long; 0: no limit */
+    int watch;      /* GET, EXISTS, CHILDREN: 1 arms a one-shot ZooKeeper watch (see below) */
 } zkl_op_args;
 
+/* Watches. A GET, EXISTS or CHILDREN started with watch = 1 arms a one-shot watch on its path
+ * when its result says the server set one: GET and CHILDREN with ZKL_OK, EXISTS with ZKL_OK or
+ * ZNONODE (then it watches for the creation). Exactly one ZKL_EV_WATCH event with the same id
+ * follows such an OP_DONE (and none follows any other result), queued by process() like every
+ * event: status ZKL_WATCH_CREATED, _DELETED or _CHANGED (GET, EXISTS) or _CHILD (CHILDREN; also
+ * _DELETED when the node itself goes) when the watch fires; ZKL_ESESSION when the session ends
+ * first (the server drops a session's watches with it); ZKL_ECLOSED at zkl_client_close(). A
+ * watch lives across connection loss (the ZooKeeper client sets it again on reconnect). The
+ * path is the operation's own. zkl_lock_abandon(c, id) forgets an armed watch: no event follows
+ * (the server's one-shot watch stays until it fires and is then ignored). */
+enum {
+    ZKL_WATCH_CREATED = 1, /* the values of ZooKeeper's ZOO_*_EVENT */
+    ZKL_WATCH_DELETED = 2,
+    ZKL_WATCH_CHANGED = 3,
+    ZKL_WATCH_CHILD = 4
+};
+
 /* Errors: ZKL_ECLOSED, ZAUTHFAILED (the client is in ZKL_STATE_AUTH_FAILED), ZKL_EINVAL (path
- * NULL or not starting with '/', unknown type or flags, ACL id unknown, negative timeout; other
+ * NULL or not starting with '/', unknown type or flags, ACL id unknown, negative timeout, watch
+ * not 0 or 1, or 1 on a write; other
  * path problems come back as OP_DONE with ZBADARGUMENTS), ZKL_ENOMEM. */
 ZKL_EXTERN int zkl_op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id);
 
@@ -566,11 +592,51 @@ typedef struct zkl_op_result {
     const char *const *children;
     int64_t czxid, mzxid, pzxid, ephemeral_owner;
     int32_t version, num_children;
+    int64_t ctime, mtime; /* ms since the epoch, server clock (create, last set) */
+    int32_t cversion;     /* changes to the children: 0 for a node that never had a child */
 } zkl_op_result;
 
 /* Errors: ZKL_ENOTFOUND (id is not the operation whose OP_DONE event next_event() just returned).
  */
 ZKL_EXTERN int zkl_op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out);
+
+/* Transactions: ZooKeeper's multi. All ops are applied in order, atomically, or none is.
+ * One ZKL_EV_OP_DONE follows: ZOK, or the first failing op's error (read each op's outcome with
+ * zkl_txn_result_get()). Ops: ZKL_OP_CREATE (flags EPHEMERAL/SEQUENTIAL/CONTAINER; no PARENTS),
+ * ZKL_OP_SET, ZKL_OP_DELETE (version -1: any) and ZKL_OP_CHECK (the node exists with `version`,
+ * or at all with -1). A transaction is a write: never retried by the core; a connection lost
+ * while it was in flight ends it with ZCONNECTIONLOSS (its outcome unknown), a session loss with
+ * ZKL_ESESSION, timeout_ms (> 0) with ZKL_ETIMEDOUT (outcome unknown if it was sent).
+ * Errors: ZKL_ECLOSED, ZAUTHFAILED, ZKL_EINVAL (ops NULL, n < 1 or > ZKL_TXN_MAX, a path NULL or
+ * not starting with '/', an unknown type, flags not allowed for the type, data NULL with len > 0,
+ * an unknown ACL id, timeout_ms < 0), ZKL_ENOMEM. */
+#define ZKL_TXN_MAX 1000
+typedef struct zkl_txn_op {
+    zkl_op_type type;
+    const char *path;
+    const char *data; /* create/set; NULL: no data */
+    size_t len;
+    int flags;   /* create: ZKL_CREATE_EPHEMERAL | _SEQUENTIAL | _CONTAINER; else 0 */
+    int version; /* set/delete/check; -1 any */
+    int acl;     /* create: an ACL id from zkl_client_acl; 0 = open */
+} zkl_txn_op;
+
+ZKL_EXTERN int zkl_txn_start(zkl_client *c, const zkl_txn_op *ops, int n, int timeout_ms,
+                             uint64_t *id);
+
+typedef struct zkl_txn_result {
+    int rc;           /* this op's outcome (ZOK; the failing op's error; ZRUNTIMEINCONSISTENCY for
+                         the ops the server skipped after it; the transaction's status for every
+                         op when the server never answered) */
+    const char *path; /* CREATE: the created node's path (with its sequence), else NULL */
+    int32_t version;  /* SET: the node's new version */
+    int64_t mzxid;    /* SET: the node's new mzxid */
+} zkl_txn_result;
+
+/* After the transaction's OP_DONE event (and before the next next_event(), process() or wait()):
+ * write up to n op outcomes into out (in op order) and return the number of ops.
+ * Errors: ZKL_ENOTFOUND (id is not the transaction whose OP_DONE event was just returned). */
+ZKL_EXTERN int zkl_txn_result_get(zkl_client *c, uint64_t id, zkl_txn_result *out, int n);
 
 /* Testing aid: expire a session from outside by opening a second handle with the same id and
  * password and closing it. Blocks up to timeout_ms while connecting, then in zookeeper_close()

@@ -141,6 +141,7 @@ int luaopen_zklock_core(lua_State *L) {
     lua_newtable(L);
     luaL_setfuncs(L, funcs, 0);
     zkl_lua_client_register(L);
+    zkl_lua_proc_register(L);
 
     lua_newtable(L); /* errno: NAME -> code */
 #define XX(name, code, msg) SETINT(#name, code);
@@ -159,6 +160,11 @@ int luaopen_zklock_core(lua_State *L) {
     SETINT("EV_SESSION", ZKL_EV_SESSION);
     SETINT("EV_OP_DONE", ZKL_EV_OP_DONE);
     SETINT("EV_WARNING", ZKL_EV_WARNING);
+    SETINT("EV_WATCH", ZKL_EV_WATCH);
+    SETINT("WATCH_CREATED", ZKL_WATCH_CREATED);
+    SETINT("WATCH_DELETED", ZKL_WATCH_DELETED);
+    SETINT("WATCH_CHANGED", ZKL_WATCH_CHANGED);
+    SETINT("WATCH_CHILD", ZKL_WATCH_CHILD);
     SETINT("STATE_CONNECTING", ZKL_STATE_CONNECTING);
     SETINT("STATE_CONNECTED", ZKL_STATE_CONNECTED);
     SETINT("STATE_SUSPENDED", ZKL_STATE_SUSPENDED);
@@ -174,6 +180,7 @@ int luaopen_zklock_core(lua_State *L) {
     SETINT("OP_CREATE", ZKL_OP_CREATE);
     SETINT("OP_SET", ZKL_OP_SET);
     SETINT("OP_DELETE", ZKL_OP_DELETE);
+    SETINT("OP_CHECK", ZKL_OP_CHECK);
     SETINT("CREATE_EPHEMERAL", ZKL_CREATE_EPHEMERAL);
     SETINT("CREATE_SEQUENTIAL", ZKL_CREATE_SEQUENTIAL);
     SETINT("CREATE_CONTAINER", ZKL_CREATE_CONTAINER);

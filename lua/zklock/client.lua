@@ -13,6 +13,8 @@
 local core = require("zklock.core")
 local check = require("zklock.check")
 local scheduler = require("zklock.scheduler")
+local watch = require("zklock.watch")
+local metrics = require("zklock.metrics")._internal
 
 local Client = {}
 Client.__index = Client
@@ -105,7 +107,11 @@ local function new(hosts, opts)
     log_level = check.is.oneof("none", "error", "warn", "info", "debug"),
     keepalive = check.is.boolean,
     wait = check.is.boolean,
+    metrics = function(v) return true, v end, -- checked below, with a message of its own
+    metric_label = check.is.func,
+    lock_events = check.is.oneof("none", "error", "warn", "info", "debug"),
   })
+  if opts.metrics ~= nil then metrics.check_sink("connect", 2, opts.metrics, "option 'metrics'") end
   local session_ms = math.floor((opts.session_timeout or 10) * 1000)
   local connect_ms = check.timeout("connect", 2, opts.connect_timeout, "option 'connect_timeout'")
   local op_ms = check.op_timeout("connect", 2, opts.op_timeout, "option 'op_timeout'")
@@ -137,6 +143,11 @@ local function new(hosts, opts)
     _session_handlers = {},
     state = "CONNECTING",
   }, Client)
+  -- metrics and lock events (zklock.metrics): nil when neither a sink nor event lines are wanted
+  local events = opts.lock_events or "debug"
+  if LEVELS[events] > threshold then events = "none" end -- the log level would drop every line
+  self._metrics = metrics.reporter(opts.metrics or metrics.default(), opts.metric_label, events,
+    function(level, text) self:_emit(level, text) end)
   -- wait = false: return at once in state CONNECTING (for hosts whose thread must never block);
   -- operations started meanwhile are sent once the session is up, their timeouts running from
   -- the call. connect_timeout does not apply then.
@@ -179,6 +190,7 @@ end
 
 function Client:_on_session(st)
   local name = STATE_NAMES[st] or tostring(st)
+  if self._metrics then metrics.session(self._metrics, name, self.state) end
   if name == "EXPIRED" then
     self.state = "CONNECTING"
   else
@@ -215,6 +227,8 @@ function Client:_dispatch()
     elseif typ == core.EV_LOCK_STATE then
       local hold = self._holds[id]
       if hold then hold:on_state(LOCK_STATE_NAMES[st]) end
+    elseif typ == core.EV_WATCH then
+      watch.on_event(self, id, st)
     elseif typ == core.EV_WARNING then
       self:_emit("warn", ("%s (operation %d)"):format(core.strerror(st), id))
     else
@@ -223,10 +237,15 @@ function Client:_dispatch()
         self._waiters[id] = nil
         self._nwaiters = self._nwaiters - 1
         w.done, w.type, w.status = true, typ, st
-        if typ == core.EV_OP_DONE then w.result = c:result(id) end
+        if typ == core.EV_OP_DONE then
+          w.result = c:result(id)
+          if self._watch then watch.on_done(self, id, st) end
+        end
         if w.adapter then w.adapter.wake(self, w) end
       elseif typ == core.EV_ACQUIRED then
         c:abandon(id) -- its waiter is gone (coroutine closed or collected): give it back
+      elseif typ == core.EV_OP_DONE and self._watch then
+        watch.on_done(self, id, st) -- a recipe's own read with a watch (no waiter)
       end
     end
   end
@@ -239,6 +258,10 @@ end
 
 -- The adapters' deadline folded into max_ms (-1: none).
 function Client:_fold_timeout(max_ms)
+  if self._watch then
+    local t = watch.timeout_ms(self)
+    if t >= 0 and (max_ms < 0 or t < max_ms) then max_ms = t end
+  end
   for _, a in ipairs(self._adapters) do
     if a.timeout_ms then
       local t = a.timeout_ms(self)
@@ -257,6 +280,7 @@ function Client:_pump(max_ms)
   self._c:wait(max_ms)
   self._pumped_at = now()
   self:_dispatch()
+  if self._watch then watch.expire(self) end
   for _, a in ipairs(self._adapters) do
     if a.step and self.state ~= "CLOSED" then a.step(self) end
   end
@@ -269,6 +293,7 @@ end
 local REAP_MS = 100
 function Client:_reap()
   self._next_reap = now() + REAP_MS
+  if self._metrics then metrics.requests(self._metrics, self._c:stats()) end
   if next(self._holds) == nil then return end
   local status = coroutine.status
   for _, a in ipairs(self._adapters) do
@@ -343,6 +368,7 @@ function Client:abandon(w)
   if type(w) ~= "table" or type(w.id) ~= "number" then
     check.argerror("abandon", 1, "expected a waiter record, got " .. check.describe(w))
   end
+  if w.watch then return watch.drop_wait(self, w) end -- a wait on a watch (zklock.watch)
   if w.done then
     if w.type == core.EV_ACQUIRED and not w.consumed then
       w.consumed = true
@@ -354,6 +380,7 @@ function Client:abandon(w)
     self._waiters[w.id] = nil
     self._nwaiters = self._nwaiters - 1
     if w.grant and self.state ~= "CLOSED" then self._c:abandon(w.id) end
+    if self._watch then watch.abandoned(self, w.id) end
   end
 end
 
@@ -498,11 +525,16 @@ end
 
 -- The { timeout = s } option of a plain call -> ms for the core (-1: none). Absent: op_timeout.
 local PLAIN_OPTIONS = { timeout = function() return true end }
+local READ_OPTIONS = { timeout = PLAIN_OPTIONS.timeout, watch = check.is.boolean }
 local function plain_timeout(self, fname, argn, opts, checked)
   if opts ~= nil and type(opts) ~= "table" then
     check.argerror(fname, argn, "options: expected a table such as { timeout = 5 }, got " .. check.describe(opts))
   end
   if not checked then check.options(fname, argn, opts, PLAIN_OPTIONS) end
+  return self:_plain_ms(fname, argn, opts)
+end
+
+function Client:_plain_ms(fname, argn, opts)
   if opts == nil or opts.timeout == nil then
     return self._op_ms
   end
@@ -532,29 +564,58 @@ local function plain(self, fname, optype, path, ms, data, flags, version, acl)
   return op_result(self, self:_await(self:_waiter(id)), fname, path, ms)
 end
 
--- client:get(path, { timeout = s }) -> data, stat | nil, msg, code
-function Client:get(path, opts)
-  check_path(self, "get", path)
-  local r, msg, code = plain(self, "get", core.OP_GET, path, plain_timeout(self, "get", 2, opts))
-  if not r then return nil, msg, code end
-  return r.data or "", r
-end
-
--- client:children(path, { timeout = s }) -> array of names (unsorted) | nil, msg, code
-function Client:children(path, opts)
-  check_path(self, "children", path)
-  local r, msg, code = plain(self, "children", core.OP_CHILDREN, path, plain_timeout(self, "children", 2, opts))
-  if not r then return nil, msg, code end
-  return r.children or {}
-end
-
--- client:exists(path, { timeout = s }) -> stat | false | nil, msg, code
-function Client:exists(path, opts)
-  check_path(self, "exists", path)
-  local r, msg, code = plain(self, "exists", core.OP_EXISTS, path, plain_timeout(self, "exists", 2, opts))
-  if r then return r end
-  if code == "ZNONODE" then return false end
+-- A read: { timeout = s, watch = true }. -> result, watch (when armed) | nil, msg, code
+local function read(self, fname, optype, path, opts)
+  check_path(self, fname, path)
+  if opts ~= nil and type(opts) ~= "table" then
+    check.argerror(fname, 2, "options: expected a table such as { timeout = 5, watch = true }, got "
+      .. check.describe(opts))
+  end
+  check.options(fname, 2, opts, READ_OPTIONS)
+  local ms = self:_plain_ms(fname, 2, opts)
+  if not (opts and opts.watch) then return plain(self, fname, optype, path, ms) end
+  local r, msg, code
+  for _ = 1, 2 do
+    local id, wobj, shared
+    id, wobj, shared = watch.start(self, fname, optype, path, ms)
+    if not id then return nil, wobj, shared end
+    local w = self:_waiter(id)
+    w.grant = true -- a waiter that goes away gives the watch back (Client:abandon)
+    r, msg, code = op_result(self, self:_await(w), fname, path, ms)
+    local ok = r or (code == "ZNONODE" and fname == "exists")
+    -- read on a shared watch whose own read armed nothing (a get that found no node): once more
+    if not (ok and shared and wobj.unarmed) then
+      if r then return r, wobj end
+      if ok then return false, wobj end
+      return nil, msg, code
+    end
+  end
   return nil, msg, code
+end
+
+-- client:get(path, { timeout = s, watch = true }) -> data, stat[, watch] | nil, msg, code
+function Client:get(path, opts)
+  local r, wobj, code = read(self, "get", core.OP_GET, path, opts)
+  if not r then return nil, wobj, code end
+  return r.data or "", r, wobj
+end
+
+-- client:children(path, { timeout = s, watch = true }) -> array of names (unsorted)[, watch]
+--   | nil, msg, code
+function Client:children(path, opts)
+  local r, wobj, code = read(self, "children", core.OP_CHILDREN, path, opts)
+  if not r then return nil, wobj, code end
+  return r.children or {}, wobj
+end
+
+-- client:exists(path, { timeout = s, watch = true }) -> stat | false[, watch] | nil, msg, code
+--   (with watch, a missing node's watch fires when it is created)
+function Client:exists(path, opts)
+  local r, wobj, code = read(self, "exists", core.OP_EXISTS, path, opts)
+  if r then return r, wobj end
+  if r == false then return false, wobj end
+  if code == "ZNONODE" then return false end
+  return nil, wobj, code
 end
 
 local CREATE_OPTIONS = { ephemeral = check.is.boolean, sequential = check.is.boolean, container = check.is.boolean,
@@ -675,7 +736,7 @@ end
 function Client:pending()
   check.client(self, "pending")
   if self.state == "CLOSED" then return 0 end
-  local n = self._nwaiters
+  local n = self._nwaiters + watch.pending(self)
   for _, a in ipairs(self._adapters) do
     if a.pending then n = n + a.pending(self) end
   end
@@ -717,6 +778,7 @@ function Client:close()
   if self.state == "CLOSED" then return end
   self._c:close()
   self:_dispatch()
+  if self._metrics then metrics.requests(self._metrics, self._c:stats()) end
   self.state = "CLOSED"
   for _, hold in pairs(self._holds) do hold:on_state("CLOSED") end
   for id, w in pairs(self._waiters) do
@@ -752,7 +814,9 @@ function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: un
 function recipe.log(self, level, msg) return self:_emit(level, msg) end
 function recipe.explain(self, status) return self:_explain(status) end
 function recipe.reap_soon(self) self._next_reap = 0 end
-function recipe.max_data(self) return self._max_data end
+function recipe.op_ms(self) return self._op_ms end       -- plain calls' default timeout (-1: none)
+function recipe.max_data(self) return self._max_data end -- largest request payload allowed
+function recipe.metrics(self) return self._metrics end -- the reporter (zklock.metrics), or nil
 
 recipe.acl_id = recipe_acl_id
 

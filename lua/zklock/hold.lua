@@ -10,12 +10,17 @@
 local core = require("zklock.core")
 local check = require("zklock.check")
 local R = require("zklock.client").recipe
+local watch = require("zklock.watch")
+local metrics = require("zklock.metrics")._internal
 
 local M = {}
 
 local running = coroutine.running
+local now = core.now -- monotonic milliseconds
 
 local STATE = setmetatable({}, { __tostring = function() return "zklock.hold.state" end })
+
+local arm_revoke, disarm_revoke -- revocation (below)
 
 -- Report msg at `level` ("error", "warn", ...) through the client's log function.
 local function log(client, level, msg) return R.log(client, level, msg) end
@@ -60,6 +65,8 @@ function M.init(obj, client, acl, data)
     owned = {},    -- hold -> true: keeps the owned holds alive while their owner may be gone
     pending = {},  -- op id -> waiter, while acquiring
     on_lost = nil,
+    on_revoke = nil,
+    live = setmetatable({}, { __mode = "k" }), -- every hold of obj not yet released (leases too)
   }
   return obj
 end
@@ -105,14 +112,41 @@ M.core = R.core
 -- Extra words for an acquire that failed with `status` (a missing chroot), or "".
 M.explain = R.explain
 
+-- The metric labels of obj (cached), for reporter rep.
+local function labels_of(st, obj, rep)
+  local l = st.labels
+  if not l then
+    l = metrics.labels(rep, obj.kind, obj.path, obj.metric)
+    st.labels = l
+  end
+  return l
+end
+
+local function what_of(obj)
+  return obj.path and (obj.kind .. " " .. check.short(obj.path)) or obj.kind
+end
+
 -- Wait for acquisition `id` started for obj; cancel(obj) withdraws it meanwhile. -> waiter
 function M.await(obj, id)
   local st = obj[STATE]
   local client = st.client
+  local rep = R.metrics(client)
+  local t0 = rep and now()
   local w = R.waiter(client, id, true)
   st.pending[id] = w
   R.await(client, w)
   st.pending[id] = nil
+  if rep then
+    local acquired = w.done and w.type == core.EV_ACQUIRED
+    local token, ahead
+    if acquired then
+      local _, t, _, _, a = R.core(client):info(id) -- a multi-lock has none: nil
+      token, ahead = t, a
+    end
+    local what = rep.events ~= "none" and what_of(obj) -- built only for an event line
+    metrics.acquire_done(rep, labels_of(st, obj, rep), what, (now() - t0) / 1000, acquired,
+      w.done and w.status or core.errno.ECLOSED, token, ahead)
+  end
   return w
 end
 
@@ -158,7 +192,20 @@ function M.adopt(obj, id, owner, target, kind, path)
     st.owned[hold] = true
   end
   R.track(st.client, id, hold)
+  st.live[hold] = true
+  if st.on_revoke then arm_revoke(hold) end
+  if R.metrics(st.client) then hold.granted_at = now() end
   return hold
+end
+
+-- Report the end of a hold once (released, dropped, or lost): its hold time and an event line.
+local function hold_done(hold, how)
+  local rep = R.metrics(hold.client)
+  if not rep or not hold.granted_at or hold.reported then return end
+  hold.reported = true
+  local st = hold.obj[STATE]
+  metrics.hold_done(rep, labels_of(st, hold.obj, rep), rep.events ~= "none" and hold:what(),
+    (now() - hold.granted_at) / 1000, hold.token, how)
 end
 
 -- "mutex /a" (built only for messages)
@@ -177,10 +224,16 @@ end
 -- The client tells the hold of its acquisition's state: SUSPENDED, RECONNECTED, LOST, or CLOSED
 -- (the client was closed: the node went with the session; nobody is told).
 function Hold:on_state(state)
-  if state == "CLOSED" then self.closed = true return end
+  if state == "CLOSED" then self.closed = true hold_done(self, "closed with the client") return end
   if state == "LOST" then self.lost = true
   elseif state == "SUSPENDED" then self.suspended = true
   elseif state == "RECONNECTED" then self.suspended = false end
+  local rep = R.metrics(self.client)
+  if rep and self.granted_at then
+    metrics.hold_state(rep, labels_of(self.obj[STATE], self.obj, rep), self:what(), state, self.token,
+      (now() - self.granted_at) / 1000)
+    if state == "LOST" then hold_done(self, "lost") end
+  end
   local fn = self.obj[STATE].on_lost
   if fn then
     local ok, err = pcall(fn, state, self.target)
@@ -192,9 +245,111 @@ function Hold:on_state(state)
   end
 end
 
+-- What a fenced transaction (zklock.txn) checks before and while it commits: the hold's node.
+function Hold:guard()
+  local h = self
+  return { node = h.node, what = h:what(), live = function() return h:live() end }
+end
+
+---------------------------------------------------------------- revocation
+--
+-- Curator's cooperative revocation: another process asks a holder to let go by setting the data
+-- of the holder's node to "__REVOKE__" (client:revoke, Curator's Revoker.attemptRevoke). A hold
+-- whose object (or lease) has an on_revoke handler keeps a getData watch on its own node from
+-- the grant on, re-armed after every data change; when the data reads "__REVOKE__" the handler
+-- runs, once per request (a request is told apart by the node's mzxid). The first read happens
+-- at the grant, so a request made while the holder still waited in the queue is reported then.
+
+local REVOKE = "__REVOKE__"
+M.REVOKE = REVOKE
+
+local function revoke_fn(hold)
+  return hold.on_revoke or hold.obj[STATE].on_revoke
+end
+
+function disarm_revoke(hold)
+  local rec = hold.revoke_watch
+  if rec then
+    hold.revoke_watch = nil
+    watch.forget(hold.client, rec)
+  end
+end
+
+local function revoke_read(hold, st, res)
+  if st ~= 0 then
+    hold.revoke_watch = nil
+    if st ~= core.errno.ZNONODE and st ~= core.errno.ESESSION and st ~= core.errno.ECLOSED then
+      log(hold.client, "warn", ("%s: cannot watch its node for revocation requests: %s")
+        :format(hold:what(), core.strerror(st)))
+    end
+    return
+  end
+  local fn = revoke_fn(hold)
+  if not fn or hold.released or not res or res.data ~= REVOKE or res.mzxid == hold.revoke_seen then return end
+  hold.revoke_seen = res.mzxid
+  local rep = R.metrics(hold.client)
+  if rep then
+    metrics.revoked(rep, labels_of(hold.obj[STATE], hold.obj, rep), rep.events ~= "none" and hold:what(), hold.token)
+  end
+  local ok, err = pcall(fn, hold.target, hold.node)
+  if not ok then
+    log(hold.client, "error", ("on_revoke handler of %s failed: %s"):format(hold:what(), tostring(err)))
+  end
+end
+
+function arm_revoke(hold)
+  if hold.revoke_watch or hold.released or hold.lost or hold.closed or not hold.node then return end
+  if not revoke_fn(hold) or hold.client.state == "CLOSED" then return end
+  local rec
+  local id, r = watch.start(hold.client, "get", core.OP_GET, hold.node, 0, {
+    private = true,
+    on_done = function(st, res)
+      if hold.revoke_watch == rec then revoke_read(hold, st, res) end
+    end,
+    on_fire = function(st)
+      if hold.revoke_watch ~= rec then return end
+      hold.revoke_watch = nil
+      if st == core.WATCH_CHANGED then arm_revoke(hold) end -- read again, watch again
+    end,
+  })
+  if not id then return end -- the client cannot start anything (closed): nothing to watch
+  rec = r
+  hold.revoke_watch = rec
+end
+
+-- Set (fn) or clear (nil) the revocation handler of hold `h` alone (a lease), or of every hold
+-- of obj (current and future) with on_revoke(obj, fn). fn(target, node) runs from the client's
+-- event dispatch, like on_lost handlers: it must not wait (set a flag, wake the owner).
+local function set_revoke(h)
+  if revoke_fn(h) then arm_revoke(h) else disarm_revoke(h) end
+end
+
+function M.on_revoke(obj, fn)
+  if type(obj) ~= "table" or rawget(obj, STATE) == nil then
+    check.raise("zklock: use obj:on_revoke(fn) (with a colon) on a lock, semaphore or lease, got "
+      .. check.describe(obj))
+  end
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_revoke", 1, "expected a function or nil, got " .. check.describe(fn))
+  end
+  local st = obj[STATE]
+  st.on_revoke = fn
+  for h in pairs(st.live) do set_revoke(h) end
+end
+
+function M.on_revoke_hold(h, fn)
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_revoke", 1, "expected a function or nil, got " .. check.describe(fn))
+  end
+  h.on_revoke = fn
+  set_revoke(h)
+end
+
 -- Unlist the hold from its object and its client (it is being released or dropped).
 local function unlist(hold)
+  disarm_revoke(hold)
   local st = hold.obj[STATE]
+  st.live[hold] = nil
   local owner = hold:owner()
   if owner ~= nil and st.holds[owner] == hold then st.holds[owner] = nil end
   st.owned[hold] = nil
@@ -205,6 +360,7 @@ end
 function Hold:drop()
   unlist(self)
   self.released = true
+  hold_done(self, "dropped")
   if not self.closed and self.client.state ~= "CLOSED" then
     pcall(R.core(self.client).abandon, R.core(self.client), self.id)
   end
@@ -233,7 +389,7 @@ function M.release(hold)
   local status
   if ok then
     local w = R.await(client, R.waiter(client, hold.id))
-    if not w.done or w.status == 0 then return true end
+    if not w.done or w.status == 0 then hold_done(hold, "released") return true end
     status = w.status
   elseif code == "ELOST" then
     status = core.errno.ELOST

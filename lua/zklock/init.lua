@@ -18,6 +18,9 @@ local scheduler = require("zklock.scheduler")
 local lock_mod = require("zklock.lock")
 local sem_mod = require("zklock.semaphore")
 local multi_mod = require("zklock.multilock")
+local txn_mod = require("zklock.txn")
+local watch_mod = require("zklock.watch")
+require("zklock.revoke") -- client:revoke
 local leader_mod = require("zklock.leader")
 
 local M = {
@@ -25,6 +28,8 @@ local M = {
   _VERSION = core._VERSION,
   errno = core.errno,
   retry = require("zklock.retry"),
+  -- zklock.metrics.prometheus(), .shared_dict(dict), .set_default(sink): see zklock.metrics
+  metrics = require("zklock.metrics"),
 }
 
 local Client = client_mod.Client
@@ -53,13 +58,16 @@ function M.run(clients, timeout)
 end
 
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
---                   "semaphore mutex" | "lease" | "multi-lock" | "leader" | "leader latch" | nil
+--                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" |
+--                   "leader" | "leader latch" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
   if mt == lock_mod.Lock or mt == sem_mod.Semaphore or mt == sem_mod.SemaphoreMutex then return x.kind end
   if mt == sem_mod.Lease then return "lease" end
   if mt == multi_mod.MultiLock then return "multi-lock" end
+  if mt == txn_mod.Txn then return "transaction" end
+  if mt == watch_mod.Watch then return "watch" end
   if mt == leader_mod.Leader then return "leader" end
   if mt == leader_mod.Latch then return "leader latch" end
   return nil

@@ -27,13 +27,14 @@ local DATA_OPTION = check.is.string
 -- rw: the read-write lock this object is a side of (nil for a mutex)
 local function new(client, recipe, path, fname, opts, rw)
   check.path(fname, 1, path)
-  opts = check.options(fname, 2, opts, { acl = check.acl_option, data = DATA_OPTION })
+  opts = check.options(fname, 2, opts, { acl = check.acl_option, data = DATA_OPTION, metric = check.is.string })
   hold.check_data(client, fname, 2, path, opts.data)
   local self = setmetatable({
     client = client,
     path = path,
     recipe = recipe,
     kind = KIND_NAMES[recipe],
+    metric = opts.metric, -- the `name` label of its metrics (zklock.metrics)
     _rw = rw,
   }, Lock)
   hold.init(self, client, opts.acl, opts.data)
@@ -137,12 +138,27 @@ function Lock:node()
   return nil
 end
 
+-- A fenced transaction: it commits only while the calling coroutine still holds this lock (its
+-- first op checks the holder's node). Raises if the caller does not hold it.
+function Lock:transaction()
+  check.object(self, Lock, "lock", "transaction")
+  local h = hold.of(self, me())
+  if not h then
+    check.raise(("zklock: transaction of %s %s by a coroutine that does not hold it"):format(self.kind, self.path))
+  end
+  return require("zklock.txn").fenced(self.client, h:guard())
+end
+
 -- Withdraw every pending acquire of this object (they return nil, "ECANCELED: ...").
 -- Returns the number withdrawn.
 Lock.cancel = hold.cancel
 
 -- fn(state, lock) with state "SUSPENDED" | "RECONNECTED" | "LOST" for every hold of this object.
 Lock.on_lost = hold.on_lost
+
+-- fn(lock, node) when another process asks the holder to let go (Curator's revocation:
+-- client:revoke(node) or Revoker.attemptRevoke); nil stops listening. See hold.on_revoke.
+Lock.on_revoke = hold.on_revoke
 
 -- Ordered queue: { { path=, node=, sequence=, data= }, ... }, holder(s) first.
 function Lock:participants()
@@ -177,7 +193,7 @@ Lock.__gc = hold.collected
 -- client:rwlock(path): Curator InterProcessReadWriteLock. Two lock objects on one path.
 local function new_rw(client, path, opts)
   check.path("rwlock", 1, path)
-  opts = check.options("rwlock", 2, opts, { acl = check.acl_option, data = DATA_OPTION })
+  opts = check.options("rwlock", 2, opts, { acl = check.acl_option, data = DATA_OPTION, metric = check.is.string })
   hold.check_data(client, "rwlock", 2, path, opts.data)
   local rw = { path = path }
   rw.read = new(client, core.READ, path, "rwlock", opts, rw)

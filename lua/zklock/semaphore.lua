@@ -48,8 +48,23 @@ end
 -- Held (not released, not lost)? Like a lock's, these drive the client first, so a thread
 -- that was busy past the session timeout does not see a lost lease as held.
 function Lease:is_held() return self._hold:live() end
+-- fn(lease, node) when another process asks this lease's holder to give it back (nil: stop).
+function Lease:on_revoke(fn)
+  check.object(self, Lease, "lease", "on_revoke")
+  hold.on_revoke_hold(self._hold, fn)
+end
 function Lease:token() if self._hold:live() then return self.token_value end return nil end
 function Lease:node() if self._hold:live() then return self.node_path end return nil end
+
+-- A fenced transaction: it commits only while this lease is held (its first op checks the
+-- lease's node). Raises after release.
+function Lease:transaction()
+  check.object(self, Lease, "lease", "transaction")
+  if self._hold.released then
+    check.raise(("zklock: transaction of lease %s, which was released"):format(tostring(self.node_path)))
+  end
+  return require("zklock.txn").fenced(self.client, self._hold:guard())
+end
 
 function Lease:__gc() hold.collected_hold(self._hold) end
 
@@ -69,8 +84,9 @@ local function new(client, path, max_leases, opts, fname)
   if not max_int(max_leases) then
     check.argerror(fname, 2, "max_leases: expected an integer >= 1, got " .. check.describe(max_leases))
   end
-  opts = check.options(fname, 3, opts, { acl = check.acl_option })
-  local self = setmetatable({ client = client, path = path, max_leases = max_leases, kind = "semaphore" }, Semaphore)
+  opts = check.options(fname, 3, opts, { acl = check.acl_option, metric = check.is.string })
+  local self = setmetatable({ client = client, path = path, max_leases = max_leases, kind = "semaphore",
+                              metric = opts.metric }, Semaphore)
   return hold.init(self, client, opts.acl)
 end
 
@@ -126,6 +142,8 @@ Semaphore.cancel = hold.cancel
 
 -- fn(state, lease) with state "SUSPENDED" | "RECONNECTED" | "LOST" for every lease.
 Semaphore.on_lost = hold.on_lost
+-- fn(lease, node) for a revocation request on any lease of this semaphore (current and future).
+Semaphore.on_revoke = hold.on_revoke
 
 -- Lease holders (and leases being counted): { { path, node, sequence, data }, ... } by sequence.
 function Semaphore:participants()
@@ -185,6 +203,12 @@ function SemaphoreMutex:is_held() return self._lease ~= nil and self._lease:is_h
 function SemaphoreMutex:token() return self._lease and self._lease:token() or nil end
 function SemaphoreMutex:node() return self._lease and self._lease:node() or nil end
 function SemaphoreMutex:cancel() return self.semaphore:cancel() end
+function SemaphoreMutex:transaction()
+  if not self._lease then
+    check.raise(("zklock: transaction of semaphore mutex %s, which is not held"):format(self.path))
+  end
+  return self._lease:transaction()
+end
 function SemaphoreMutex:participants() return self.semaphore:participants() end
 function SemaphoreMutex:on_lost(fn)
   if fn ~= nil and type(fn) ~= "function" then
@@ -193,11 +217,19 @@ function SemaphoreMutex:on_lost(fn)
   local this = self
   hold.on_lost(self.semaphore, fn and function(state) return fn(state, this) end or nil)
 end
+-- fn(semaphore_mutex, node) when another process asks the holder to let go (nil: stop).
+function SemaphoreMutex:on_revoke(fn)
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_revoke", 1, "expected a function or nil, got " .. check.describe(fn))
+  end
+  local this = self
+  hold.on_revoke(self.semaphore, fn and function(_, node) return fn(this, node) end or nil)
+end
 function SemaphoreMutex:__tostring() return ("zklock.semaphore_mutex(%s)"):format(self.path) end
 
 local function new_mutex(client, path, opts)
   check.path("semaphore_mutex", 1, path)
-  check.options("semaphore_mutex", 2, opts, { acl = check.acl_option })
+  check.options("semaphore_mutex", 2, opts, { acl = check.acl_option, metric = check.is.string })
   local sem = new(client, path, 1, opts, "semaphore_mutex")
   return setmetatable({ client = client, path = path, semaphore = sem, kind = "semaphore mutex" }, SemaphoreMutex)
 end

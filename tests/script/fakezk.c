@@ -462,10 +462,15 @@ int fz_data_ok(fz_req *r, const char *data, int64_t czxid) {
     return answer(r, ZOK);
 }
 
-int fz_stat_ok(fz_req *r, int64_t czxid) {
+int fz_stat_owner(fz_req *r, int64_t czxid, int64_t owner) {
     if (!r || (r->kind != FZ_EXISTS && r->kind != FZ_SET) || r->status != FZ_PENDING) return -1;
     r->priv->stat.czxid = czxid;
+    r->priv->stat.ephemeralOwner = owner;
     return answer(r, ZOK);
+}
+
+int fz_stat_ok(fz_req *r, int64_t czxid) {
+    return fz_stat_owner(r, czxid, r ? r->session : 0);
 }
 
 /* Run r's completion with rc (its own answer if rc is the one recorded). */
@@ -730,6 +735,17 @@ static int t_acreate2(zhandle_t *zh, const char *path, const char *value, int le
     return ZOK;
 }
 
+static int t_awexists(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
+                      stat_completion_t done, const void *data) {
+    if (!usable(zh)) return ZINVALIDSTATE;
+    fz_req *r = record(zh, FZ_EXISTS, path, data);
+    r->watch = watcher != NULL;
+    r->priv->wfn = watcher;
+    r->priv->wctx = wctx;
+    r->priv->done.st = done;
+    return ZOK;
+}
+
 static int t_adelete(zhandle_t *zh, const char *path, int version, void_completion_t done,
                      const void *data) {
     if (!usable(zh)) return ZINVALIDSTATE;
@@ -830,7 +846,7 @@ const zkl_zk fz_table = {
     t_adelete,     t_aexists,       t_aget,
     t_awget,       t_aget_children, t_awget_children,
     t_aset,        t_amulti,        t_aremove_all_watches,
-    t_now_ms,
+    t_now_ms,      t_awexists,
 };
 
 /* ------------------------------------------------------------------ tree server */

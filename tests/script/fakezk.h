@@ -80,7 +80,8 @@ int fz_create_ok_owner(fz_req *r, int seq, int64_t czxid, int64_t owner); /* eph
 int fz_children_ok(fz_req *r, const char *const *names);                  /* NULL-terminated */
 int fz_children_v(fz_req *r, ...);                                        /* names..., NULL */
 int fz_data_ok(fz_req *r, const char *data, int64_t czxid);
-int fz_stat_ok(fz_req *r, int64_t czxid);
+int fz_stat_ok(fz_req *r, int64_t czxid); /* an ephemeral node of r's own session */
+int fz_stat_owner(fz_req *r, int64_t czxid, int64_t owner); /* ... of session `owner` */
 
 /* watches: fire an event (ZOO_DELETED_EVENT, ZOO_CHANGED_EVENT, ZOO_CHILD_EVENT,
  * ZOO_CREATED_EVENT) on the armed one-shot watchers of path; returns how many were triggered */

@@ -146,9 +146,9 @@ const char *h_join(const char *dir, const char *name) {
 /* ------------------------------------------------------------------ events */
 
 static const char *ev_name(int t) {
-    static const char *n[] = {"?",          "ACQUIRED", "FAILED",  "RELEASED",
-                              "LOCK_STATE", "SESSION",  "OP_DONE", "WARNING"};
-    return t >= 1 && t <= 7 ? n[t] : "?";
+    static const char *n[] = {"?",       "ACQUIRED", "FAILED",  "RELEASED", "LOCK_STATE",
+                              "SESSION", "OP_DONE",  "WARNING", "WATCH"};
+    return t >= 1 && t <= 8 ? n[t] : "?";
 }
 
 void h_expect_ev(const char *file, int line, zkl_client *c, int type, uint64_t id, int status) {
@@ -233,6 +233,7 @@ H_GROUP(g_plain);
 H_GROUP(g_rw);
 H_GROUP(g_sem);
 H_GROUP(g_alloc);
+H_GROUP(g_watch);
 H_GROUP(g_latch);
 
 static const struct {
@@ -247,6 +248,7 @@ static const struct {
     {"rw", g_rw, &g_rw_n},
     {"sem", g_sem, &g_sem_n},
     {"alloc", g_alloc, &g_alloc_n},
+    {"watch", g_watch, &g_watch_n},
     {"latch", g_latch, &g_latch_n},
 };
 

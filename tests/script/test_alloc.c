@@ -129,8 +129,12 @@ static void settle(const uint64_t *ids, const int *ok, int n, int lease) {
 /* ------------------------------------------------------------------ scenarios */
 
 static void sc_locks(void) {
-    uint64_t ab[2] = {0, 0}, w = 0, r = 0, op = 0;
+    uint64_t ab[2] = {0, 0}, w = 0, r = 0, op = 0, wop = 0;
     int ok[2];
+    /* an exists watch on the (missing) mutex dir: the locks below create it */
+    zkl_op_args wargs = {ZKL_OP_EXISTS, "/m", NULL, 0, 0, -1, 0, 0, 1};
+    int wok = started(zkl_op_start(C, &wargs, &wop));
+    drive();
     ok[0] = started(zkl_lock_acquire(C, ZKL_MUTEX, "/m", -1, 0, &ab[0]));
     ok[1] = started(zkl_lock_acquire(C, ZKL_MUTEX, "/m", -1, 0, &ab[1])); /* one waits */
     settle(ab, ok, 2, 0);
@@ -144,13 +148,27 @@ static void sc_locks(void) {
         }
     }
     acquire_release(ZKL_READ, "/d/rw");
-    zkl_op_args args = {ZKL_OP_CHILDREN, "/m", NULL, 0, 0, -1, 0, 0};
+    zkl_op_args args = {ZKL_OP_CHILDREN, "/m", NULL, 0, 0, -1, 0, 0, 0};
     if (started(zkl_op_start(C, &args, &op))) {
         drive();
         int n = 0;
         for (int i = 0; i < nlog; i++)
             n += evlog[i].id == op && evlog[i].type == ZKL_EV_OP_DONE;
         CHECK_INT(n, 1);
+    }
+    if (wok) {
+        int done = 0, armed = 0, fired = 0;
+        for (int i = 0; i < nlog; i++) {
+            if (evlog[i].id != wop) continue;
+            done += evlog[i].type == ZKL_EV_OP_DONE;
+            armed += evlog[i].type == ZKL_EV_OP_DONE &&
+                     (evlog[i].status == ZOK || evlog[i].status == ZNONODE);
+            fired += evlog[i].type == ZKL_EV_WATCH;
+        }
+        CHECK_INT(done, 1);
+        CHECK(fired <= 1);
+        CHECK(fired <= armed);
+        if (counting) CHECK_INT(fired, 1);
     }
 }
 
@@ -225,6 +243,30 @@ static void sc_session(void) {
         CHECK_INT(zkl_lock_release(C, b), ZKL_ELOST);
     }
     acquire_release(ZKL_MUTEX, "/m");
+}
+
+/* A transaction of three ops (paths and data copied into the op), served, then one whose
+ * connection drops in flight: each started transaction gets exactly one OP_DONE. */
+static void sc_txn(void) {
+    zkl_txn_op ops[3] = {{ZKL_OP_CREATE, "/t", "data", 4, 0, -1, 0},
+                         {ZKL_OP_SET, "/t", "more data", 9, 0, -1, 0},
+                         {ZKL_OP_CHECK, "/t", NULL, 0, 0, -1, 0}};
+    uint64_t a = 0, b = 0;
+    int sa = started(zkl_txn_start(C, ops, 3, 0, &a));
+    drive();
+    if (sa)
+        CHECK_INT(count_ev(a, ZKL_EV_OP_DONE, ZOK) + count_ev(a, ZKL_EV_OP_DONE, ZKL_ENOMEM), 1);
+    int sb = started(zkl_txn_start(C, ops + 1, 2, 0, &b));
+    fz_disconnect();
+    h_pump(C);
+    fz_connect();
+    drive();
+    if (sb) {
+        int n = 0;
+        for (int i = 0; i < nlog; i++)
+            n += evlog[i].id == b && evlog[i].type == ZKL_EV_OP_DONE;
+        CHECK_INT(n, 1);
+    }
 }
 
 /* ------------------------------------------------------------------ the sweep */
@@ -381,6 +423,10 @@ static void alloc_sem(void) {
 static void alloc_session(void) {
     sweep("session", sc_session);
 }
+static void alloc_txn(void) {
+    sweep("txn", sc_txn);
+}
 
 H_DEFINE_GROUP(g_alloc, {"locks", alloc_locks}, {"sem", alloc_sem}, {"session", alloc_session},
-               {"multi_start_oom", multi_start_oom}, {"sem_grant_oom", sem_grant_oom});
+               {"txn", alloc_txn}, {"multi_start_oom", multi_start_oom},
+               {"sem_grant_oom", sem_grant_oom});

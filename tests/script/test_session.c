@@ -92,6 +92,87 @@ static void recreate_without_prefix(void) {
     lost_create_reply(0);
 }
 
+/* A node found by our protected prefix whose ephemeralOwner is not this session (a node of an
+ * earlier, expired session: it vanishes with that session) is never adopted: the acquisition
+ * creates its own node under a fresh prefix with the same token and is granted on that one, never
+ * on the stranger, and no later scan or cleanup touches the stranger (the double-leader bug class
+ * of CURATOR-696/653/620/504). rw: the same through the read-write lock's write side. */
+static void foreign_owner(zkl_recipe recipe, const char *token, int give_up) {
+    zkl_client *c = h_client();
+    uint64_t id = 0;
+    CHECK_INT(zkl_lock_acquire(c, recipe, DIR, give_up ? 5000 : -1, 0, &id), ZKL_OK);
+    fz_req *cr = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
+    zkl_client_process(c);
+    fz_req *ls = EXPECT_REQ(FZ_CHILDREN, DIR);
+    CHECK(h_is_protected(cr->path, DIR, token));
+    fz_disconnect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    (void)ls;
+    fz_connect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
+    fz_req *scan = EXPECT_REQ(FZ_CHILDREN, DIR);
+    char stranger[256];
+    snprintf(stranger, sizeof stranger, "%s", h_seqname(cr, 0)); /* heads the queue */
+    fz_children_v(scan, stranger, NULL);
+    h_pump(c);
+    fz_req *ex = EXPECT_REQ(FZ_EXISTS, h_join(DIR, stranger));
+    EXPECT_NO_REQ();
+    fz_stat_owner(ex, 0x500, fz_session() + 77); /* another session's node */
+    h_pump(c);
+    fz_req *cr2 = EXPECT_REQ(FZ_CREATE, DIR "/_c_"); /* not adopted: created again */
+    CHECK(h_is_protected(cr2->path, DIR, token));
+    CHECK(strcmp(cr2->path, cr->path) != 0); /* under a fresh prefix */
+    fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR);
+    EXPECT_NO_REQ();
+    EXPECT_NO_EV(c);
+    if (give_up) {
+        /* the stranger still heads the queue; the new node waits behind it and times out */
+        fz_create_ok(cr2, 1, 0x501);
+        fz_children_v(ls2, stranger, h_seqname(cr2, 1), NULL);
+        h_pump(c);
+        fz_req *gd = EXPECT_REQ(FZ_GET, h_join(DIR, stranger));
+        fz_data_ok(gd, "old", 0x500);
+        h_pump(c);
+        h_advance(c, 5100);
+        EXPECT_EV(c, ZKL_EV_FAILED, id, ZKL_ETIMEDOUT);
+        for (fz_req *r; (r = fz_next()) != NULL;) {
+            CHECK(r->kind != FZ_DELETE || strcmp(r->path, h_join(DIR, stranger)) != 0);
+            CHECK(r->kind != FZ_CHILDREN); /* no scan: our own node is known */
+            if (r->kind == FZ_DELETE) {
+                CHECK_STR(r->path, h_join(DIR, h_seqname(cr2, 1)));
+                fz_reply(r, ZOK);
+            } else if (r->status == FZ_PENDING) {
+                fz_reply(r, ZOK);
+            }
+            h_pump(c);
+        }
+        CHECK_INT(fz_live(), 0);
+    } else {
+        fz_create_ok(cr2, 1, 0x501);
+        fz_children_v(ls2, h_seqname(cr2, 1), NULL); /* the stranger vanished with its session */
+        h_pump(c);
+        EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
+        zkl_lock_info info;
+        zkl_lock_info_get(c, id, &info);
+        CHECK_INT(info.token, 0x501);
+        CHECK_STR(info.node, h_join(DIR, h_seqname(cr2, 1)));
+    }
+    EXPECT_NO_EV(c);
+    h_free(c);
+}
+
+static void adopt_checks_owner(void) {
+    foreign_owner(ZKL_MUTEX, "lock-", 0);
+}
+static void adopt_checks_owner_rw(void) {
+    foreign_owner(ZKL_WRITE, "__WRIT__", 0);
+}
+static void adopt_foreign_then_timeout(void) {
+    foreign_owner(ZKL_MUTEX, "lock-", 1);
+}
+
 /* A create answered ZOPERATIONTIMEOUT is as unknown as a lost one: scanned for, without any
  * connection loss. */
 static void operation_timeout_scans(void) {
@@ -394,7 +475,7 @@ static void auth_failed_is_terminal(void) {
     fz_req *cr, *ls;
     uint64_t id = start(c, &cr, &ls);
     (void)ls;
-    zkl_op_args a = {ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0, 0};
+    zkl_op_args a = {ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0, 0, 0};
     uint64_t get;
     CHECK_INT(zkl_op_start(c, &a, &get), ZKL_OK);
     fz_auth_fail();
@@ -421,7 +502,7 @@ static void auth_failed_is_terminal(void) {
  * one still waiting for the link both end with ESESSION (they used to wait for ever). */
 static void expiry_fails_plain_calls(void) {
     zkl_client *c = h_client();
-    zkl_op_args a = {ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0, 0};
+    zkl_op_args a = {ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0, 0, 0};
     uint64_t sent, waiting;
     CHECK_INT(zkl_op_start(c, &a, &sent), ZKL_OK);
     EXPECT_REQ(FZ_GET, "/x");
@@ -446,6 +527,9 @@ H_DEFINE_GROUP(g_session, {"reopen_paced", reopen_paced},
                {"auth_failed_is_terminal", auth_failed_is_terminal},
                {"adopt_by_prefix", adopt_by_prefix},
                {"recreate_without_prefix", recreate_without_prefix},
+               {"adopt_checks_owner", adopt_checks_owner},
+               {"adopt_checks_owner_rw", adopt_checks_owner_rw},
+               {"adopt_foreign_then_timeout", adopt_foreign_then_timeout},
                {"operation_timeout_scans", operation_timeout_scans},
                {"expire_creating", expire_creating}, {"expire_listing", expire_listing},
                {"expire_watching", expire_watching}, {"expire_held", expire_held},

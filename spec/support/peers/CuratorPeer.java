@@ -37,6 +37,12 @@
 //        Leader and latch logs: B key owner id czxid start node  when a term begins (flushed),
 //        then the H line (format below, mode leader|latch) when it ends.
 //   quit                                   -> ok, then exit
+// Revocation (spec/74-curator-revoke_spec.lua):
+//   hold ... revocable=1                   mutex/read/write: makeRevocable before acquiring; each
+//                                          call of its listener counts (and with release_on_revoke=1
+//                                          the holder releases, as a cooperative holder would)
+//   revoked id=                            -> ok n=<listener calls so far for hold id>
+//   revoke path=                           Revoker.attemptRevoke(client, path) -> ok
 // Recipes: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock's two sides),
 // rwmix (loop only: each iteration read or write, write_pct % writes), semaphore
 // (InterProcessSemaphoreV2 with max= leases).
@@ -200,6 +206,38 @@ public class CuratorPeer {
         return v == null || v.isEmpty() ? d : Double.parseDouble(v);
     }
 
+    // ------------------------------------------------------------ revocation (its own block)
+
+    static final ConcurrentHashMap<String, AtomicInteger> revokeCalls = new ConcurrentHashMap<>();
+
+    // makeRevocable on the contender's lock (Curator has no revocation for semaphore leases,
+    // CURATOR-650): the listener counts its calls under the hold's id, and with release it asks
+    // the holding thread to release (Curator locks are thread-bound).
+    static void revocable(Contender c, String id, boolean release) {
+        if (c.sem != null) throw new IllegalArgumentException("Curator semaphores are not revocable");
+        AtomicInteger n = revokeCalls.computeIfAbsent(id, k -> new AtomicInteger());
+        RevocationListener<InterProcessMutex> l = m -> {
+            n.incrementAndGet();
+            Holder h = holders.get(id);
+            if (release && h != null) h.actions.add(new String[] { "release", "-1" });
+        };
+        if (c.mutex != null) c.mutex.makeRevocable(l);
+        if (c.rw != null) {
+            c.rw.readLock().makeRevocable(l);
+            c.rw.writeLock().makeRevocable(l);
+        }
+    }
+
+    static void revocation(long seq, String cmd, Map<String, String> a) throws Exception {
+        if (cmd.equals("revoked")) {
+            AtomicInteger n = revokeCalls.get(a.get("id"));
+            reply(seq, "ok n=" + (n == null ? 0 : n.get()));
+        } else {
+            Revoker.attemptRevoke(client, a.get("path"));
+            reply(seq, "ok");
+        }
+    }
+
     static void handle(long seq, String cmd, Map<String, String> a) {
         try {
             switch (cmd) {
@@ -215,6 +253,7 @@ public class CuratorPeer {
             case "hold": {
                 String id = a.get("id"), recipe = a.get("recipe");
                 Contender c = new Contender(recipe, a.get("path"), iarg(a, "max", 1));
+                if ("1".equals(a.get("revocable"))) revocable(c, id, "1".equals(a.get("release_on_revoke")));
                 double t0 = now();
                 Held h = c.acquire(modeOf(recipe), (long) darg(a, "timeout_ms", -1));
                 if (h == null) {
@@ -259,6 +298,10 @@ public class CuratorPeer {
                 h.actions.add(new String[] { cmd, Long.toString(seq) });
                 break;
             }
+            case "revoked":
+            case "revoke":
+                revocation(seq, cmd, a);
+                break;
             case "loop":
                 loop(seq, a);
                 break;

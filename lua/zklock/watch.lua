@@ -1,0 +1,250 @@
+-- zklock.watch: one-shot ZooKeeper watches armed by plain reads (client:get/exists/children with
+-- { watch = true }), and the callback form the recipes build on (revocation).
+--
+-- A read started with a watch registers a record under its core op id before anything can
+-- arrive for it; the client's event dispatch hands the read's OP_DONE and the later WATCH event
+-- to this module (on_done, on_event), so a watch that fires in the same dispatch round as its
+-- read's answer is never missed. Waiting never happens inside the dispatch: wait() suspends the
+-- calling coroutine through the client's adapter (or blocks while pumping) like every other wait.
+--
+-- Sharing: while a watch armed (or being armed) by a read of `kind` on `path` has not fired,
+-- another read of the same kind and path on the same client is sent without a watch and returns
+-- the same watch object: one ZooKeeper watch, however many coroutines wait on it. (Should the
+-- first read arm nothing, e.g. a get that found no node, a later read that found one starts
+-- again with a watch of its own.)
+local core = require("zklock.core")
+local check = require("zklock.check")
+
+local M = {}
+
+local now = core.now
+
+local TYPE_NAMES = {
+  [core.WATCH_CREATED] = "created",
+  [core.WATCH_DELETED] = "deleted",
+  [core.WATCH_CHANGED] = "changed",
+  [core.WATCH_CHILD] = "child",
+}
+M.TYPE_NAMES = TYPE_NAMES
+
+local Watch = {}
+Watch.__index = Watch
+Watch.__name = "zklock.watch"
+M.Watch = Watch
+
+-- The client's watch tables, made on first use.
+local function state(client)
+  local st = client._watch
+  if not st then
+    st = {
+      ops = {},    -- core op id -> record (a read with a watch in flight, or an armed watch)
+      shared = {}, -- kind .. "\0" .. path -> armed, shareable Watch
+      timed = {},  -- wait record -> true, for waits with a deadline
+      waiting = 0, -- wait records not done (counted by client:pending())
+    }
+    client._watch = st
+  end
+  return st
+end
+
+local function arms(kind, status)
+  return status == 0 or (kind == "exists" and status == core.errno.ZNONODE)
+end
+
+---------------------------------------------------------------- the dispatch hooks
+
+-- OP_DONE of op `id` (status st): called by the client's dispatch for every OP_DONE.
+function M.on_done(client, id, st)
+  local ws = client._watch
+  local rec = ws and ws.ops[id]
+  if not rec then return end
+  if arms(rec.kind, st) then
+    rec.armed = true
+  else
+    ws.ops[id] = nil
+    rec.unarmed = true
+    if rec.key and ws.shared[rec.key] == rec then ws.shared[rec.key] = nil end
+  end
+  if rec.on_done then rec.on_done(st, st == 0 and client._c:result(id) or nil) end
+end
+
+local function finish(client, rec, status)
+  local ws = state(client)
+  if ws.ops[rec.id] == rec then ws.ops[rec.id] = nil end
+  if rec.key and ws.shared[rec.key] == rec then ws.shared[rec.key] = nil end
+  rec._status, rec.armed = status, false
+  if rec.on_fire then rec.on_fire(status) end
+  local waits = rec.waits
+  rec.waits = {}
+  for _, w in ipairs(waits) do
+    if not w.done then
+      w.done = true
+      ws.timed[w] = nil
+      ws.waiting = ws.waiting - 1
+      if w.adapter then w.adapter.wake(client, w) end
+    end
+  end
+end
+
+-- The WATCH event of op `id`: status is a ZKL_WATCH_* type or an error (ESESSION, ECLOSED).
+function M.on_event(client, id, status)
+  local ws = client._watch
+  local rec = ws and ws.ops[id]
+  if rec then finish(client, rec, status) end
+end
+
+-- Waits whose deadline passed end (ETIMEDOUT); run by every pump after the dispatch.
+function M.expire(client)
+  local ws = client._watch
+  if not ws or next(ws.timed) == nil then return end
+  local t = now()
+  for w in pairs(ws.timed) do
+    if t >= w.deadline then
+      ws.timed[w] = nil
+      if not w.done then
+        w.done, w.timed_out = true, true
+        ws.waiting = ws.waiting - 1
+        if w.adapter then w.adapter.wake(client, w) end
+      end
+    end
+  end
+end
+
+-- ms until the first wait deadline (-1: none): folded into the client's timeout.
+function M.timeout_ms(client)
+  local ws = client._watch
+  if not ws or next(ws.timed) == nil then return -1 end
+  local first = math.huge
+  for w in pairs(ws.timed) do
+    if w.deadline < first then first = w.deadline end
+  end
+  local left = math.ceil(first - now())
+  return left < 0 and 0 or left
+end
+
+-- Wait record w is given up (its coroutine was closed or collected while waiting).
+function M.drop_wait(client, w)
+  if w.done then return end
+  local ws = state(client)
+  w.done = true
+  ws.timed[w] = nil
+  ws.waiting = ws.waiting - 1
+  local waits = w.watch.waits
+  for i, x in ipairs(waits) do
+    if x == w then table.remove(waits, i) break end
+  end
+end
+
+-- Waits not done (for client:pending()).
+function M.pending(client)
+  local ws = client._watch
+  return ws and ws.waiting or 0
+end
+
+---------------------------------------------------------------- starting reads with a watch
+
+-- Start a read of `kind` ("get", "exists", "children", core op type optype) on path with a
+-- watch. -> core op id, the Watch its answer arms | nil, msg, code. A watch of the same kind
+-- on the same path that is armed and shared is reused: the read then goes without a watch.
+-- opts.private: never share this watch (a recipe's own); opts.on_done(status, result),
+-- opts.on_fire(status): callbacks run from the dispatch (they must not wait).
+function M.start(client, kind, optype, path, ms, opts)
+  local ws = state(client)
+  local key = not (opts and opts.private) and (kind .. "\0" .. path) or nil
+  local shared = key and ws.shared[key]
+  if shared then
+    local id, msg, code = client._c:op(optype, path, nil, 0, -1, 0, ms > 0 and ms or 0)
+    if not id then return nil, msg, code end
+    return id, shared, true
+  end
+  local id, msg, code = client._c:op(optype, path, nil, 0, -1, 0, ms > 0 and ms or 0, true)
+  if not id then return nil, msg, code end
+  local rec = setmetatable({ id = id, client = client, kind = kind, path = path, key = key, waits = {},
+                             on_done = opts and opts.on_done, on_fire = opts and opts.on_fire }, Watch)
+  ws.ops[id] = rec
+  if key then ws.shared[key] = rec end
+  return id, rec, false
+end
+
+-- Forget watch `rec` (a recipe's private one it no longer needs): no event reaches it any more.
+function M.forget(client, rec)
+  local ws = client._watch
+  if not ws or ws.ops[rec.id] ~= rec then return end
+  ws.ops[rec.id] = nil
+  if rec.key and ws.shared[rec.key] == rec then ws.shared[rec.key] = nil end
+  rec.on_done, rec.on_fire = nil, nil
+  if client.state ~= "CLOSED" then pcall(client._c.abandon, client._c, rec.id) end
+end
+
+-- The waiter of a read with a watch was abandoned (its coroutine is gone): nobody will see the
+-- watch object, so forget it unless it is shared with others.
+function M.abandoned(client, id)
+  local ws = client._watch
+  local rec = ws and ws.ops[id]
+  if rec and not rec.armed then M.forget(client, rec) end
+end
+
+---------------------------------------------------------------- the watch object
+
+-- watch:wait(timeout) -> "created" | "deleted" | "changed" | "child"
+--                      | nil, msg, code ("ETIMEDOUT", "ESESSION", "ECLOSED")
+-- Suspends a coroutine an adapter owns, otherwise blocks while pumping the client. Once the
+-- watch has fired every wait returns its outcome at once. timeout: seconds, nil = no limit.
+function Watch:wait(timeout)
+  check.object(self, Watch, "watch", "wait")
+  local ms = check.timeout("wait", 1, timeout)
+  local client = self.client
+  if self._status == nil and client.state == "CLOSED" then
+    self._status = core.errno.ECLOSED
+  end
+  if self._status == nil and ms ~= 0 then
+    local ws = state(client)
+    local w = { id = self.id, watch = self }
+    self.waits[#self.waits + 1] = w
+    ws.waiting = ws.waiting + 1
+    if ms > 0 then
+      w.deadline = now() + ms
+      ws.timed[w] = true
+    end
+    local a = client:_owner()
+    if a then
+      w.adapter = a
+      a.wait(client, w)
+    else
+      while not w.done and client.state ~= "CLOSED" do client:_pump(-1) end
+    end
+    if not w.done then M.drop_wait(client, w) end -- woken otherwise (client closed, foreign resume)
+    w.consumed = true
+  end
+  local st = self._status
+  if st == nil then
+    if client.state == "CLOSED" then
+      return nil, ("ECLOSED: the client was closed while waiting for the watch on %s"):format(check.short(self.path)),
+        "ECLOSED"
+    end
+    return nil, ("ETIMEDOUT: the watch on %s did not fire within %g s"):format(check.short(self.path), ms / 1000),
+      "ETIMEDOUT"
+  end
+  local name = TYPE_NAMES[st]
+  if name then return name end
+  local code = core.errname(st)
+  local text = st == core.errno.ESESSION and "the ZooKeeper session was lost (its watches went with it)"
+    or core.strerror(st)
+  return nil, ("%s: watch on %s: %s"):format(code, check.short(self.path), text), code
+end
+
+-- watch:fired() -> the type it fired with ("changed", ...), the error code name when it ended
+-- without firing ("ESESSION", "ECLOSED"), or nil while armed. Never waits.
+function Watch:fired()
+  check.object(self, Watch, "watch", "fired")
+  local st = self._status
+  if st == nil then return nil end
+  return TYPE_NAMES[st] or core.errname(st)
+end
+
+function Watch:__tostring()
+  return ("zklock.watch(%s %s, %s)"):format(self.kind, self.path, self._status == nil and "armed"
+    or (TYPE_NAMES[self._status] or core.errname(self._status)))
+end
+
+return M
