@@ -285,6 +285,7 @@ function client:multilock(locks, opts) end
 ---Options of `client:mutex` and `client:rwlock`.
 ---@class zklock.MutexOptions
 ---@field acl? zklock.ACL ACL of the queue nodes and of the parents the lock creates (default `"open"`).
+---@field metric? string The `name` label of this object's metrics (default: the client's `metric_label`, else `"-"`).
 ---@field data? string The data of this lock's queue nodes (default: the client's `identity`), e.g. a participant id as Curator's LeaderSelector writes it. Path and data together must fit the client's `max_data`.
 ---@field metric? string The `name` label of this object's metrics (default: the client's `metric_label`, else `"-"`).
 
