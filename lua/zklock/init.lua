@@ -21,6 +21,8 @@ local multi_mod = require("zklock.multilock")
 local txn_mod = require("zklock.txn")
 local watch_mod = require("zklock.watch")
 require("zklock.revoke") -- client:revoke
+local shared_mod = require("zklock.shared") -- client:shared_count, client:atomic_long
+local barrier_mod = require("zklock.barrier") -- client:double_barrier
 
 local M = {
   _NAME = "zklock",
@@ -57,7 +59,8 @@ function M.run(clients, timeout)
 end
 
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
---                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" | nil
+--                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" |
+--                   "shared count" | "atomic long" | "double barrier" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
@@ -66,6 +69,9 @@ function M.type(x)
   if mt == multi_mod.MultiLock then return "multi-lock" end
   if mt == txn_mod.Txn then return "transaction" end
   if mt == watch_mod.Watch then return "watch" end
+  if mt == shared_mod.SharedCount then return "shared count" end
+  if mt == shared_mod.AtomicLong then return "atomic long" end
+  if mt == barrier_mod.Barrier then return "double barrier" end
   return nil
 end
 
