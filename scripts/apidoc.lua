@@ -445,6 +445,9 @@ E.rw = E.client:rwlock("/apidoc/rwlock")
 E.sem = E.client:semaphore("/apidoc/semaphore", 2)
 E.smx = E.client:semaphore_mutex("/apidoc/semaphore-mutex")
 E.ml = E.client:multilock({ E.mutex, E.smx })
+E.sc = E.client:shared_count("/apidoc/count")
+E.al = E.client:atomic_long("/apidoc/long")
+E.bar = E.client:double_barrier("/apidoc/barrier", 2)
 
 local function load_adapter(name)
   local stubs = {}
@@ -484,6 +487,9 @@ local TARGETS = {
   { class = "zklock.SemaphoreMutex", value = E.smx },
   { class = "zklock.MultiLock", value = E.ml },
   { class = "zklock.Watch", value = require("zklock.watch").Watch, methods = true },
+  { class = "zklock.SharedCount", value = E.sc },
+  { class = "zklock.AtomicLong", value = E.al },
+  { class = "zklock.DoubleBarrier", value = E.bar },
   { class = "zklock.testing", value = testing },
   { class = "zklock.testing.Config", value = testing.config },
   { class = "zklock.testing.Server", value = require("zklock.testing.servers").Server, methods = true },
@@ -599,6 +605,7 @@ local PROBES = {
   ["zklock.Client:set"] = function(o) return E.client:set("/apidoc/p", "", -1, o) end,
   ["zklock.Client:delete"] = function(o) return E.client:delete("/apidoc/p", -1, o) end,
   ["zklock.Client:revoke"] = function(o) return E.client:revoke("/apidoc/p", o) end,
+  ["zklock.Client:atomic_long"] = function(o) return E.client:atomic_long("/apidoc/p", o) end,
   ["zklock.Lock:acquire"] = function(o) return E.mutex:acquire(0, o) end,
   ["zklock.Semaphore:acquire"] = function(o) return E.sem:acquire(0, o) end,
   ["zklock.Semaphore:acquire_many"] = function(o) return E.sem:acquire_many(1, 0, o) end,
