@@ -7,7 +7,9 @@
 --   * DistributedDoubleBarrier: Curator and zklock members enter and leave together; with a
 --     Curator member killed (kill -9) its node counts until its session expires: a zklock enter
 --     that times out removes its own node, the others get through, and their leave waits for
---     the dead member's session to end.
+--     the dead member's session to end;
+--   * ZooKeeper's own lock recipe (WriteLock, zookeeper-recipes-lock) and client:zookeeper_lock
+--     on one directory exclude each other both ways, with WriteLock's listener calls.
 --   busted --lua=lua5.4 spec/76-curator-shared_spec.lua
 local zklock = require("zklock")
 local core = require("zklock.core")
@@ -201,5 +203,58 @@ describe("shared values and the double barrier with Apache Curator 5.4 #interop"
     assert.is_true(r[2][1], tostring(r[2][2]))
     assert.is_true(core.now() - killed_at >= 4000, "leave returned before the dead session could end")
     assert.are.same({}, util.children(cs[1], path))
+  end)
+
+  it("ZooKeeper's WriteLock and client:zookeeper_lock on one directory exclude each other", function()
+    local dir = "/interop/shared/writelock"
+    cs = { util.connect(zk.hosts, { identity = "wl-1" }) }
+    local c = cs[1]
+    local acq, rel = 0, 0
+    local lk = c:zookeeper_lock(dir, { on_acquired = function() acq = acq + 1 end,
+                                       on_released = function() rel = rel + 1 end })
+    assert.are.equal("zookeeper lock", zklock.type(lk))
+    -- WriteLock makes its directory but not the parents
+    local ok, msg, code = c:create("/interop/shared", "", { parents = true })
+    assert(ok or code == "ZNODEEXISTS", msg)
+    -- WriteLock holds: zklock waits, and its node goes when it gives up
+    local f = ok_reply(cur:call("wl_hold", { id = "A", dir = dir }, 30, pump))
+    assert.are.equal("true", f.acquired)
+    local java_node = f.node:match("[^/]+$")
+    assert.truthy(java_node:match("^x%-%-?%d+%-%d%d%d%d%d%d%d%d%d%d$"), java_node)
+    assert_code("ETIMEDOUT", pack(lk:acquire(0.5)))
+    assert.are.same({ java_node }, util.children(c, dir))
+    assert.are.equal(0, acq)
+    -- zklock queues behind it and gets the lock when WriteLock unlocks
+    local res
+    c:spawn(function() res = pack(lk:acquire(30)) end)
+    util.drive(cs, 0.3)
+    assert.is_nil(res)
+    local mine = util.children(c, dir)[2]
+    local sid = assert(c:session())
+    local dec = require("zklock.zklock_recipes_lock").session_decimal(type(sid) == "number"
+      and ("%016x"):format(sid) or sid)
+    assert.are.equal("x-" .. dec .. "-", mine:sub(1, #dec + 3))
+    f = ok_reply(cur:call("wl_release", { id = "A" }, 30, pump))
+    assert.are.equal("1", f.acquired_calls)
+    assert.are.equal("1", f.released_calls)
+    assert.is_truthy(util.wait_until(function() return res end, 20, cs))
+    assert.is_true(res[1], tostring(res[2]))
+    assert.is_true(lk:is_held())
+    assert.are.equal(1, acq)
+    -- while zklock holds, WriteLock does not get it
+    f = ok_reply(cur:call("wl_hold", { id = "B", dir = dir, timeout_ms = 1000 }, 30, pump))
+    assert.are.equal("false", f.acquired)
+    -- a WriteLock waiter gets it when zklock releases, not before
+    local seq = cur:send("wl_hold", { id = "C", dir = dir, timeout_ms = 30000 })
+    util.drive(cs, 0.5)
+    assert.is_nil(cur:reply(seq))
+    local released_at = core.now()
+    assert.is_true(lk:release())
+    assert.are.equal(1, rel)
+    f = ok_reply(cur:wait(seq, 30, pump))
+    assert.are.equal("true", f.acquired)
+    assert.is_true(tonumber(f.at) >= released_at - 1)
+    ok_reply(cur:call("wl_release", { id = "C" }, 30, pump))
+    assert.are.same({}, util.children(c, dir))
   end)
 end)

@@ -23,6 +23,7 @@ local watch_mod = require("zklock.watch")
 require("zklock.revoke") -- client:revoke
 local shared_mod = require("zklock.shared") -- client:shared_count, client:atomic_long
 local barrier_mod = require("zklock.barrier") -- client:double_barrier
+local zkl_mod = require("zklock.zklock_recipes_lock") -- client:zookeeper_lock
 
 local M = {
   _NAME = "zklock",
@@ -60,7 +61,8 @@ end
 
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
 --                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" |
---                   "shared count" | "atomic long" | "double barrier" | nil
+--                   "shared count" | "atomic long" | "double barrier" |
+--                   "zookeeper lock" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
@@ -72,6 +74,7 @@ function M.type(x)
   if mt == shared_mod.SharedCount then return "shared count" end
   if mt == shared_mod.AtomicLong then return "atomic long" end
   if mt == barrier_mod.Barrier then return "double barrier" end
+  if mt == zkl_mod.ZkLock then return "zookeeper lock" end
   return nil
 end
 

@@ -18,6 +18,12 @@
 //   enter id= path= qty= [timeout_ms=]     DistributedDoubleBarrier (kept under id) enter
 //                                          -> ok entered=true|false at=<ms>
 //   leave id= [timeout_ms=]                -> ok left=true|false at=<ms>
+//   wl_hold id= dir= [timeout_ms=]         ZooKeeper's own WriteLock (zookeeper-recipes-lock) on
+//                                          the raw ZooKeeper handle: lock(), then wait for its
+//                                          LockListener.lockAcquired up to timeout_ms; not acquired
+//                                          in time: unlock() (its node goes)
+//                                          -> ok acquired=true|false node=<its id> at=<ms>
+//   wl_release id=                         unlock() -> ok acquired_calls=<n> released_calls=<n> at=<ms>
 //   quit                                   -> ok, then exit
 // Clock: System.nanoTime() / 1e6 (CLOCK_MONOTONIC ms), like the other peers.
 import java.io.*;
@@ -33,6 +39,8 @@ import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
 import org.apache.curator.framework.recipes.shared.*;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.RetryNTimes;
+import org.apache.zookeeper.recipes.lock.LockListener;
+import org.apache.zookeeper.recipes.lock.WriteLock;
 
 public class SharedPeer {
     static CuratorFramework client;
@@ -41,6 +49,8 @@ public class SharedPeer {
     static final String PID = String.valueOf(ProcessHandle.current().pid());
     static final ConcurrentHashMap<String, DistributedDoubleBarrier> barriers = new ConcurrentHashMap<>();
     static final ConcurrentHashMap<String, int[]> seen = new ConcurrentHashMap<>();
+    static final ConcurrentHashMap<String, WriteLock> writeLocks = new ConcurrentHashMap<>();
+    static final ConcurrentHashMap<String, int[]> wlCalls = new ConcurrentHashMap<>();
 
     static double now() { return System.nanoTime() / 1e6; }
 
@@ -152,6 +162,32 @@ public class SharedPeer {
                 boolean ok = true;
                 if (t < 0) b.leave(); else ok = b.leave(t, TimeUnit.MILLISECONDS);
                 reply(seq, "ok left=" + ok + " at=" + fmt(now()));
+                break;
+            }
+            case "wl_hold": {
+                String id = a.get("id");
+                int[] calls = new int[2];
+                CountDownLatch got = new CountDownLatch(1);
+                WriteLock wl = new WriteLock(client.getZookeeperClient().getZooKeeper(), a.get("dir"), null);
+                wl.setLockListener(new LockListener() {
+                    public void lockAcquired() { synchronized (calls) { calls[0]++; } got.countDown(); }
+                    public void lockReleased() { synchronized (calls) { calls[1]++; } }
+                });
+                writeLocks.put(id, wl);
+                wlCalls.put(id, calls);
+                boolean ok = wl.lock();
+                if (!ok) ok = got.await(iarg(a, "timeout_ms", 10000), TimeUnit.MILLISECONDS);
+                if (!ok) { wl.unlock(); ok = wl.isOwner(); }
+                reply(seq, "ok acquired=" + ok + " node=" + wl.getId() + " at=" + fmt(now()));
+                break;
+            }
+            case "wl_release": {
+                WriteLock wl = writeLocks.get(a.get("id"));
+                wl.unlock();
+                int[] calls = wlCalls.get(a.get("id"));
+                synchronized (calls) {
+                    reply(seq, "ok acquired_calls=" + calls[0] + " released_calls=" + calls[1] + " at=" + fmt(now()));
+                }
                 break;
             }
             case "quit":

@@ -77,6 +77,8 @@ function M.curator_classes(name)
   name = name or "CuratorPeer"
   local src = ROOT .. "/spec/support/peers/" .. name .. ".java"
   local cp = M.classpath()
+  -- SharedPeer also drives ZooKeeper's own lock recipe (WriteLock)
+  if name == "SharedPeer" then cp = cp .. ":" .. M.JAVA_DIR .. "/zookeeper-recipes-lock.jar" end
   local hash = sh(("{ cat %s; echo %s; javac -version 2>&1; } | sha1sum"):format(shq(src), shq(cp))):match("^(%x+)")
   assert(hash, "sha1sum failed")
   local base = os.getenv("TMPDIR") or "/tmp"
