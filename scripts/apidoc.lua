@@ -448,6 +448,7 @@ E.ml = E.client:multilock({ E.mutex, E.smx })
 E.sc = E.client:shared_count("/apidoc/count")
 E.al = E.client:atomic_long("/apidoc/long")
 E.bar = E.client:double_barrier("/apidoc/barrier", 2)
+E.zkl = E.client:zookeeper_lock("/apidoc/zklock")
 
 local function load_adapter(name)
   local stubs = {}
@@ -490,6 +491,7 @@ local TARGETS = {
   { class = "zklock.SharedCount", value = E.sc },
   { class = "zklock.AtomicLong", value = E.al },
   { class = "zklock.DoubleBarrier", value = E.bar },
+  { class = "zklock.ZookeeperLock", value = E.zkl },
   { class = "zklock.testing", value = testing },
   { class = "zklock.testing.Config", value = testing.config },
   { class = "zklock.testing.Server", value = require("zklock.testing.servers").Server, methods = true },
@@ -606,6 +608,7 @@ local PROBES = {
   ["zklock.Client:delete"] = function(o) return E.client:delete("/apidoc/p", -1, o) end,
   ["zklock.Client:revoke"] = function(o) return E.client:revoke("/apidoc/p", o) end,
   ["zklock.Client:atomic_long"] = function(o) return E.client:atomic_long("/apidoc/p", o) end,
+  ["zklock.Client:zookeeper_lock"] = function(o) return E.client:zookeeper_lock("/apidoc/p", o) end,
   ["zklock.Lock:acquire"] = function(o) return E.mutex:acquire(0, o) end,
   ["zklock.Semaphore:acquire"] = function(o) return E.sem:acquire(0, o) end,
   ["zklock.Semaphore:acquire_many"] = function(o) return E.sem:acquire_many(1, 0, o) end,

@@ -59,7 +59,7 @@ function zklock.run(clients, timeout) end
 
 ---What kind of zklock object `x` is.
 ---@param x any
----@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"shared count"|"atomic long"|"double barrier"|nil kind `nil` for anything else.
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|nil kind `nil` for anything else.
 function zklock.type(x) end
 
 ---The text of an error code.
@@ -434,6 +434,18 @@ function client:atomic_long(path, opts) end
 ---@param member_qty integer
 ---@return zklock.DoubleBarrier barrier
 function client:double_barrier(path, member_qty) end
+
+---A lock that shares a directory with ZooKeeper's own lock recipe
+---(`org.apache.zookeeper.recipes.lock.WriteLock`): nodes `<dir>/x-<session id in decimal>-<seq10>`,
+---ordered by their sequence as WriteLock's `ZNodeName` does, so the two exclude each other.
+---Not reentrant; one hold per object. Not for directories shared with Curator or zklock mutexes
+---(they order names differently; docs/design.md).
+---
+---Errors: raises on a bad directory (not the root) or option, or a closed client.
+---@param dir string
+---@param opts? zklock.ZookeeperLockOptions
+---@return zklock.ZookeeperLock lock
+function client:zookeeper_lock(dir, opts) end
 
 ---Options of `client:create`.
 ---@class zklock.CreateOptions

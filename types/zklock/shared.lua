@@ -170,3 +170,42 @@ function double_barrier:leave(timeout) end
 ---This member's node path while it is in (or entering), else nil.
 ---@return string|nil node
 function double_barrier:node() end
+
+---Options of `client:zookeeper_lock`.
+---@class zklock.ZookeeperLockOptions
+---@field on_acquired? fun(lock: zklock.ZookeeperLock) Called when acquired (WriteLock's `LockListener.lockAcquired`).
+---@field on_released? fun(lock: zklock.ZookeeperLock) Called after release (`LockListener.lockReleased`).
+---@field data? string Node data (default the bytes 0x12 0x34, as WriteLock writes).
+
+---A lock on ZooKeeper's WriteLock protocol (`client:zookeeper_lock(dir, opts)`).
+---`zklock.type(l)` is `"zookeeper lock"`.
+---@class zklock.ZookeeperLock
+---@field client zklock.Client The client it runs on.
+---@field dir string The lock directory.
+---@field data string The data of its nodes.
+local zookeeper_lock = {}
+
+---Create the node and wait until it is first (watching the immediate predecessor). Unlike
+---WriteLock, a waiter whose predecessor is already gone lists again rather than stall.
+---
+---Errors: `nil, msg, code`: `ETIMEDOUT`, `ELOST` (its node vanished), `ECONNECTING`, the plain
+---calls' codes; the node is deleted on every failure. Raises when held or on a bad timeout.
+---@param timeout? number Seconds; nil waits forever, 0 tries once.
+---@return true|nil ok
+---@return string? msg
+---@return string? code
+function zookeeper_lock:acquire(timeout) end
+
+---Delete the node and call `on_released`. Raises when not held.
+---@return true|nil ok
+---@return string? msg
+---@return string? code
+function zookeeper_lock:release() end
+
+---Whether this object holds the lock.
+---@return boolean held
+function zookeeper_lock:is_held() end
+
+---The node's full path while held or waiting, else nil.
+---@return string|nil node
+function zookeeper_lock:node() end
