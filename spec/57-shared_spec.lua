@@ -62,7 +62,9 @@ describe("shared values", function()
   end)
 
   it("shared_count:on_change sees every change made elsewhere, across deletion and recreation", function()
-    local a, b = connect("ch-a"), connect("ch-b")
+    local logged = {}
+    local a = connect({ identity = "ch-a", log = function(line) logged[#logged + 1] = line end })
+    local b = connect("ch-b")
     local sc = a:shared_count("/sh/listen", 0)
     assert(sc:get())
     local seen = {}
@@ -90,6 +92,9 @@ describe("shared values", function()
     sc:on_change(function() n2 = n2 + 1 end)
     assert(other:set(3))
     assert.is_true(util.wait_until(function() return n2 == 1 end, 10, { a, b }))
+    local found = false
+    for _, l in ipairs(logged) do found = found or (l:find("on_change handler failed", 1, true) ~= nil) end
+    assert.is_true(found, "the failing listener was not logged")
     -- close: no more calls, no watch left on the server for a
     assert.is_true(sc:close())
     assert.is_true(sc:close())

@@ -253,12 +253,20 @@ function SharedCount:on_change(fn)
     check.argerror("on_change", 1, "expected a function(value, version, shared_count), got " .. check.describe(fn))
   end
   self._listeners[#self._listeners + 1] = fn
-  if not self._session_hooked then
-    self._session_hooked = true
-    self.client:on_session(function(state)
-      if state == "CONNECTED" and not self._closed then sc_arm(self) end
+  -- one session handler per client re-arms every listening shared count (weak: a dropped
+  -- shared count is not kept alive by it)
+  local c = self.client
+  if not c._shared_counts then
+    local set = setmetatable({}, { __mode = "k" })
+    c._shared_counts = set
+    c:on_session(function(state)
+      if state ~= "CONNECTED" then return end
+      for sc in pairs(set) do
+        if not sc._closed then sc_arm(sc) end
+      end
     end)
   end
+  c._shared_counts[self] = true
   sc_arm(self)
   return true
 end
@@ -269,6 +277,7 @@ function SharedCount:close()
   if self._closed then return true end
   self._closed = true
   self._listeners = {}
+  if self.client._shared_counts then self.client._shared_counts[self] = nil end
   local rec = self._watch
   self._watch = nil
   if rec and self.client.state ~= "CLOSED" then watch.forget(self.client, rec) end
