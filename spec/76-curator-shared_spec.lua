@@ -244,6 +244,7 @@ describe("shared values and the double barrier with Apache Curator 5.4 #interop"
     -- while zklock holds, WriteLock does not get it
     f = ok_reply(cur:call("wl_hold", { id = "B", dir = dir, timeout_ms = 1000 }, 30, pump))
     assert.are.equal("false", f.acquired)
+    assert.are.same({ lk:node():match("[^/]+$") }, util.children(c, dir)) -- its node went
     -- a WriteLock waiter gets it when zklock releases, not before
     local seq = cur:send("wl_hold", { id = "C", dir = dir, timeout_ms = 30000 })
     util.drive(cs, 0.5)

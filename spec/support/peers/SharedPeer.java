@@ -21,7 +21,7 @@
 //   wl_hold id= dir= [timeout_ms=]         ZooKeeper's own WriteLock (zookeeper-recipes-lock) on
 //                                          the raw ZooKeeper handle: lock(), then wait for its
 //                                          LockListener.lockAcquired up to timeout_ms; not acquired
-//                                          in time: unlock() (its node goes)
+//                                          in time: unlock() then close() (no later re-lock)
 //                                          -> ok acquired=true|false node=<its id> at=<ms>
 //   wl_release id=                         unlock() -> ok acquired_calls=<n> released_calls=<n> at=<ms>
 //   quit                                   -> ok, then exit
@@ -177,7 +177,10 @@ public class SharedPeer {
                 wlCalls.put(id, calls);
                 boolean ok = wl.lock();
                 if (!ok) ok = got.await(iarg(a, "timeout_ms", 10000), TimeUnit.MILLISECONDS);
-                if (!ok) { wl.unlock(); ok = wl.isOwner(); }
+                // not acquired in time: unlock() and then close(): an unlocked WriteLock whose
+                // predecessor watch fires later runs lock() again and makes a new node, and
+                // close() alone deletes nothing (unlock() does nothing once closed)
+                if (!ok) { wl.unlock(); wl.close(); }
                 reply(seq, "ok acquired=" + ok + " node=" + wl.getId() + " at=" + fmt(now()));
                 break;
             }
