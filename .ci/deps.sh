@@ -5,10 +5,10 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config
   libzookeeper-st-dev zookeeper default-jre-headless socat
-  lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev lua-busted luarocks
+  lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev lua-busted luarocks lua-argparse
   lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev
   clang libclang-rt-14-dev valgrind clang-format lua-check
-  libcurator-recipes-java python3-kazoo
+  libcurator-recipes-java python3-kazoo python3
   lua-cqueues lua-luv
   nginx-core libnginx-mod-http-lua lua-resty-core curl
 )

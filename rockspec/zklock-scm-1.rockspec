@@ -12,13 +12,18 @@ Fair reentrant mutex (Curator InterProcessMutex) and friends over the ZooKeeper 
 acquire() suspends the calling coroutine instead of blocking the thread; every acquisition
 carries a fencing token; loss of a lock is reported per lock (SUSPENDED / LOST).
 Includes zklock.testing (lua/zklock/testing/), the harness its own specs use: throwaway real
-ZooKeeper servers and ensembles with kill, pause, restart and session expiry, for busted specs
-of code that takes these locks (needs java and the zookeeper package at test time only).
+ZooKeeper servers and ensembles with kill, pause, restart and session expiry, per-client network
+faults through a fault proxy, seeded fault schedules and history checkers, for busted specs of
+code that takes these locks (needs java and the zookeeper package at test time only, and python3,
+part of Debian's base system, for the fault proxy).
+Installs the `zklock` command: run a program under a lock from a shell script or cron (flock-like,
+with signal forwarding and a kill on lock loss), list holders and waiters, reap orphaned nodes.
 ]],
   license = "Apache-2.0",
 }
 dependencies = {
   "lua >= 5.1",
+  "argparse >= 0.7", -- the zklock command's options (Debian: lua-argparse)
 }
 external_dependencies = {
   ZOOKEEPER = { header = "zookeeper/zookeeper.h", library = "zookeeper_st" },
@@ -36,6 +41,9 @@ build = {
     LUADIR = "$(LUADIR)",
     LIBDIR = "$(LIBDIR)",
     CMAKE_INSTALL_PREFIX = "$(PREFIX)",
+  },
+  install = {
+    bin = { zklock = "bin/zklock" }, -- luarocks wraps it for the Lua it installs for
   },
 }
 test_dependencies = { "busted" }

@@ -449,6 +449,8 @@ E.sc = E.client:shared_count("/apidoc/count")
 E.al = E.client:atomic_long("/apidoc/long")
 E.bar = E.client:double_barrier("/apidoc/barrier", 2)
 E.zkl = E.client:zookeeper_lock("/apidoc/zklock")
+E.leader = E.client:leader("/apidoc/leader", function() end, { id = "apidoc" })
+E.latch = E.client:latch("/apidoc/latch", { id = "apidoc" })
 
 local function load_adapter(name)
   local stubs = {}
@@ -492,15 +494,27 @@ local TARGETS = {
   { class = "zklock.AtomicLong", value = E.al },
   { class = "zklock.DoubleBarrier", value = E.bar },
   { class = "zklock.ZookeeperLock", value = E.zkl },
+  { class = "zklock.Leader", value = E.leader },
+  { class = "zklock.Latch", value = E.latch },
   { class = "zklock.testing", value = testing },
   { class = "zklock.testing.Config", value = testing.config },
   { class = "zklock.testing.Server", value = require("zklock.testing.servers").Server, methods = true },
   { class = "zklock.testing.Ensemble", value = require("zklock.testing.ensemble").Ensemble, methods = true },
+  { class = "zklock.testing.Net", value = require("zklock.testing.net").Net, methods = true },
+  { class = "zklock.testing.Nemesis", value = require("zklock.testing.nemesis").Nemesis, methods = true },
+  { class = "zklock.testing.Worker", value = require("zklock.testing.workers").Worker, methods = true },
+  { class = "zklock.testing.Fenced", value = require("zklock.testing.fenced").Fenced, methods = true },
+  { class = "zklock.testing.check", value = testing.check },
+  { class = "zklock.testing.Recorder", value = testing.check.Recorder, methods = true },
 }
 for _, f in ipairs(lines_of("cd " .. shq(ROOT .. "/lua/zklock/adapters") .. " && ls *.lua | LC_ALL=C sort")) do
   local name = f:gsub("%.lua$", "")
   local m = load_adapter(name)
   if m then TARGETS[#TARGETS + 1] = { class = "zklock.adapters." .. name, value = m } end
+  if m and name == "openresty" then -- one_worker's handle and job context (need nginx to make)
+    TARGETS[#TARGETS + 1] = { class = "zklock.adapters.openresty.OneWorker", value = m._OneWorker, methods = true }
+    TARGETS[#TARGETS + 1] = { class = "zklock.adapters.openresty.Job", value = m._Job, methods = true }
+  end
 end
 
 -- Every non-underscore string key of v and of its metatables' __index chain: name -> type.
@@ -599,6 +613,8 @@ local PROBES = {
   ["zklock.Client:semaphore"] = function(o) return E.client:semaphore("/apidoc/p", 2, o) end,
   ["zklock.Client:semaphore_mutex"] = function(o) return E.client:semaphore_mutex("/apidoc/p", o) end,
   ["zklock.Client:multilock"] = function(o) return E.client:multilock({ E.mutex }, o) end,
+  ["zklock.Client:leader"] = function(o) return E.client:leader("/apidoc/p", function() end, o) end,
+  ["zklock.Client:latch"] = function(o) return E.client:latch("/apidoc/p", o) end,
   ["zklock.Client:create"] = function(o) return E.client:create("/apidoc/p", "", o) end,
   ["zklock.Transaction:create"] = function(o) return E.client:transaction():create("/apidoc/p", "", o) end,
   ["zklock.Client:get"] = function(o) return E.client:get("/apidoc/p", o) end,
@@ -621,6 +637,7 @@ local SCANS = {
   ["zklock.adapters.cqueues.attach"] = { { "lua/zklock/adapters/cqueues.lua", "M.attach", { "opts" } } },
   ["zklock.adapters.luv.attach"] = { { "lua/zklock/adapters/luv.lua", "M.attach", { "opts" } } },
   ["zklock.adapters.openresty.attach"] = { { "lua/zklock/adapters/openresty.lua", "M.attach", { "opts" } } },
+  ["zklock.adapters.openresty.one_worker"] = { { "lua/zklock/adapters/openresty.lua", "M.one_worker", { "opts" } } },
   ["zklock.testing.server"] = {
     { "lua/zklock/testing/servers.lua", "defaults", { "o" } },
     { "lua/zklock/testing/servers.lua", "Server:_spawn", { "self.opts" } },
@@ -633,6 +650,10 @@ local SCANS = {
   },
   ["zklock.testing.Server:stop"] = { { "lua/zklock/testing/servers.lua", "Server:stop", { "opts" } } },
   ["zklock.testing.spawn"] = { { "lua/zklock/testing/processes.lua", "M.spawn", { "o" } } },
+  ["zklock.testing.proxy"] = { { "lua/zklock/testing/net.lua", "M.proxy", { "opts" } } },
+  ["zklock.testing.nemesis"] = { { "lua/zklock/testing/nemesis.lua", "M.new", { "opts" } } },
+  ["zklock.testing.worker"] = { { "lua/zklock/testing/workers.lua", "M.worker", { "opts" } } },
+  ["zklock.testing.fenced"] = { { "lua/zklock/testing/fenced.lua", "M.fenced", { "opts" } } },
 }
 
 local function esc(s) return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end

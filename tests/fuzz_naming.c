@@ -4,8 +4,8 @@
  * '*' marks the caller's own node (the '*' is dropped); without one, own is picked from a hash of
  * the input (sometimes a name that is not in the list). Control bytes 0x10..0x1d expand to the
  * tokens that matter (lock-, __READ__, a Curator prefix, a wrapped sequence...), so one mutation
- * can insert a whole token. Every input is run under the mutex, read, write rules and a value that
- * is not a recipe.
+ * can insert a whole token. Every input is run under the mutex, read, write and latch rules and a
+ * value that is not a recipe.
  *
  * Invariants (abort on violation):
  *   - sort_key agrees with a reference model written from the peers' rules (Curator: the text after
@@ -115,6 +115,10 @@ static const char *ref_kazoo(const char *s, const char *tok) {
 
 static const char *ref_key(const char *s, zkl_recipe r) {
     const char *k;
+    if (r == ZKL_LATCH) { /* Curator's LeaderLatch sorter: the text after the last "latch-" */
+        k = ref_after_last(s, "latch-");
+        return k ? k : s;
+    }
     if (r != ZKL_READ && r != ZKL_WRITE) {
         if ((k = ref_after_last(s, "lock-")) != NULL) return k;
         if ((k = ref_kazoo(s, "__lock__")) != NULL) return k;
@@ -194,7 +198,7 @@ static void check_sort(const char **names, int n, zkl_recipe r, const char **sor
 
 static void check_pick(const char **sorted, int n, const char *own, zkl_recipe r) {
     zkl__pick p;
-    zkl_recipe rr = (r == ZKL_READ || r == ZKL_WRITE) ? r : ZKL_MUTEX;
+    zkl_recipe rr = (r == ZKL_READ || r == ZKL_WRITE || r == ZKL_LATCH) ? r : ZKL_MUTEX;
     int i, want_own = -1, first_writer = -1, wrapped = 0;
     memset(&p, 0xa5, sizeof p);
     zkl__pick_predecessor(sorted, n, own, r, &p);
@@ -221,7 +225,8 @@ static void check_pick(const char **sorted, int n, const char *own, zkl_recipe r
         if (p.watch_is_head) FAIL("read: watch_is_head");
     } else {
         if (p.watch != p.own - 1) FAIL("watch %d is not the predecessor of %d", p.watch, p.own);
-        if (p.watch_is_head != (rr == ZKL_MUTEX && p.watch == 0)) FAIL("watch_is_head");
+        if (p.watch_is_head != ((rr == ZKL_MUTEX || rr == ZKL_LATCH) && p.watch == 0))
+            FAIL("watch_is_head");
     }
 }
 
@@ -322,9 +327,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                              : "_c_00000000-0000-4000-8000-000000000000-lock-0000000000";
     }
 
-    const zkl_recipe recipes[4] = {ZKL_MUTEX, ZKL_READ, ZKL_WRITE,
+    const zkl_recipe recipes[5] = {ZKL_MUTEX, ZKL_READ, ZKL_WRITE, ZKL_LATCH,
                                    (zkl_recipe)((int)(next_rand() % 9) - 2)};
-    for (int ri = 0; ri < 4; ri++) {
+    for (int ri = 0; ri < 5; ri++) {
         zkl_recipe r = recipes[ri];
         check_keys(names, n, r);
         check_sort(names, n, r, sorted);
@@ -340,7 +345,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *k = zkl__sort_key(names[next_rand() % (uint64_t)n], ZKL_MUTEX);
         seq = (int32_t)strtol(k, NULL, 10);
     }
-    for (int r = ZKL_MUTEX; r <= ZKL_WRITE; r++) {
+    for (int r = ZKL_MUTEX; r <= ZKL_LATCH; r++) {
         check_round_trip(rnd, seq, (zkl_recipe)r, zkl__recipe_token((zkl_recipe)r));
         char prefix[64], built[96];
         zkl__protected_prefix(prefix, sizeof prefix, rnd, (zkl_recipe)r);

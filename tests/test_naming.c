@@ -312,6 +312,19 @@ static void test_sort_key(void) {
         {K2 "__rlock__00000000002", ZKL_READ, NULL},
         {"config", ZKL_WRITE, NULL},
         {"", ZKL_READ, NULL},
+        /* Curator LeaderLatch: the text after the last "latch-", else the whole name; no
+         * Kazoo forms and no mutex token */
+        {U1 "latch-0000000007", ZKL_LATCH, "0000000007"},
+        {"latch-0000000001", ZKL_LATCH, "0000000001"},
+        {"x-latch-latch-0000000003", ZKL_LATCH, "0000000003"},
+        {U1 "latch-", ZKL_LATCH, ""},
+        {U1 "latch--2147483648", ZKL_LATCH, "-2147483648"},
+        {U1 "lock-0000000004", ZKL_LATCH, NULL},
+        {K1 "__lock__0000000009", ZKL_LATCH, NULL},
+        {"LATCH-0000000001", ZKL_LATCH, NULL},
+        {"leader", ZKL_LATCH, NULL},
+        {"", ZKL_LATCH, NULL},
+        {U1 "latch-0000000001", ZKL_MUTEX, NULL}, /* the latch token means nothing to a mutex */
         /* not a recipe: the mutex rules, consistent with zkl__recipe_token() */
         {U1 "lock-0000000001", (zkl_recipe)0, "0000000001"},
         {U1 "lock-0000000001", (zkl_recipe)42, "0000000001"},
@@ -555,6 +568,30 @@ static void test_pick_mutex(void) {
     CHECK_PICK(p, 0, 1, -1, 0, 0);
 }
 
+/* The latch: sorted by the text after "latch-" whatever the uuid; immediate predecessor; the
+ * head's deletion hands over; a foreign child ("config") sorts by its whole name (after digits). */
+static void test_pick_latch(void) {
+    const char *in[] = {U5 "latch-0000000003", "config", U1 "latch-0000000010",
+                        U2 "latch-0000000001", U3 "latch-0000000002"};
+    const char *want[] = {U2 "latch-0000000001", U3 "latch-0000000002", U5 "latch-0000000003",
+                          U1 "latch-0000000010", "config"};
+    CHECK_SORTED(in, ZKL_LATCH, want);
+    zkl__pick p;
+    p = pick(want, 5, U2 "latch-0000000001", ZKL_LATCH);
+    CHECK_PICK(p, 0, 1, -1, 0, 0);
+    p = pick(want, 5, U3 "latch-0000000002", ZKL_LATCH);
+    CHECK_PICK(p, 1, 0, 0, 1, 0);
+    p = pick(want, 5, U1 "latch-0000000010", ZKL_LATCH);
+    CHECK_PICK(p, 3, 0, 2, 0, 0);
+    p = pick(want, 5, U4 "latch-0000000011", ZKL_LATCH);
+    CHECK_PICK(p, -1, 0, -1, 0, 0);
+    /* a wrapped sequence before ours is reported */
+    const char *w[] = {U1 "latch--000000001", U2 "latch-0000000005"};
+    p = pick(w, 2, U2 "latch-0000000005", ZKL_LATCH);
+    CHECK_PICK(p, 1, 0, 0, 1, 1);
+    CHECK_STR(zkl__recipe_token(ZKL_LATCH), "latch-");
+}
+
 static void test_pick_wrapped(void) {
     /* sorted as strings: the wrapped nodes come first */
     const char *q[] = {U1 "lock--000000001", U2 "lock--2147483648", U3 "lock-0000000005",
@@ -761,6 +798,7 @@ int main(void) {
     test_sort_children();
     test_pick_mutex();
     test_pick_wrapped();
+    test_pick_latch();
     test_pick_rw();
     test_pick_bad();
     test_has_prefix();

@@ -59,7 +59,7 @@ function zklock.run(clients, timeout) end
 
 ---What kind of zklock object `x` is.
 ---@param x any
----@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|nil kind `nil` for anything else.
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|nil kind `nil` for anything else.
 function zklock.type(x) end
 
 ---The text of an error code.
@@ -234,7 +234,7 @@ local client = {}
 ---
 ---Errors: raises on a closed client, an invalid path or an invalid option.
 ---@param path string Lock path, e.g. `"/locks/orders"`.
----@param opts? zklock.LockOptions
+---@param opts? zklock.MutexOptions
 ---@return zklock.Lock mutex
 function client:mutex(path, opts) end
 
@@ -244,7 +244,7 @@ function client:mutex(path, opts) end
 ---
 ---Errors: raises on a closed client, an invalid path or an invalid option.
 ---@param path string
----@param opts? zklock.LockOptions
+---@param opts? zklock.MutexOptions
 ---@return zklock.RWLock rwlock
 function client:rwlock(path, opts) end
 
@@ -281,6 +281,62 @@ function client:multilock(locks, opts) end
 ---@class zklock.LockOptions
 ---@field acl? zklock.ACL ACL of the queue nodes and of the parents the lock creates (default `"open"`).
 ---@field metric? string The `name` label of this object's metrics (default: the client's `metric_label`, else `"-"`).
+
+---Options of `client:mutex` and `client:rwlock`.
+---@class zklock.MutexOptions
+---@field acl? zklock.ACL ACL of the queue nodes and of the parents the lock creates (default `"open"`).
+---@field data? string The data of this lock's queue nodes (default: the client's `identity`), e.g. a participant id as Curator's LeaderSelector writes it. Path and data together must fit the client's `max_data`.
+---@field metric? string The `name` label of this object's metrics (default: the client's `metric_label`, else `"-"`).
+
+---Join the leader election at `path` (Curator `LeaderSelector`; the participants queue on a
+---mutex at `path` whose node data is their `id`). A coroutine spawned on the client queues and,
+---while it holds the mutex, runs `fn(leader)`; the term ends when `fn` returns or raises (the
+---node is deleted) or when the hold is `LOST` (`is_leader()` turns false at once; zklock cannot
+---interrupt a coroutine, so `fn` should wait through `leader:sleep` or check `is_leader()`).
+---`SUSPENDED` keeps leadership (LOST is reported before the server can expire the session);
+---see the README. With `requeue = true` it queues again after each term.
+---
+---```lua
+---local l = client:leader("/election/jobs", function(l)
+---  while l:sleep(1) do run_job(l:token()) end
+---end, { id = "worker-1", requeue = true })
+---```
+---
+---Errors: raises on a closed client, an invalid path, `fn` not a function or an invalid option.
+---@param path string The election path.
+---@param fn fun(leader: zklock.Leader) Run while leader.
+---@param opts? zklock.LeaderOptions
+---@return zklock.Leader leader
+function client:leader(path, fn, opts) end
+
+---Options of `client:leader`.
+---@class zklock.LeaderOptions
+---@field id? string The participant id, written as the node data (default: the client's `identity`).
+---@field requeue? boolean Queue again after each term (Curator's `autoRequeue`; default false).
+---@field acl? zklock.ACL ACL of the nodes (default `"open"`).
+
+---Join the leader latch at `path` (Curator `LeaderLatch`: `_c_<uuid>-latch-<seq10>` nodes whose
+---data is the `id`; the first leads, on a node the core checked to be owned by the current
+---session). Joins at once through a coroutine spawned on the client; after `LOST` it joins
+---again with a new node on the new session (leadership false in between). `SUSPENDED` keeps
+---leadership. Lives until `latch:close()` or the client closes.
+---
+---```lua
+---local latch = client:latch("/election/cron", { id = "host-a" })
+---latch:on_change(function(leading) print("leader:", leading) end)
+---if latch:await(10) then ... end
+---```
+---
+---Errors: raises on a closed client, an invalid path or an invalid option.
+---@param path string The latch path.
+---@param opts? zklock.LatchOptions
+---@return zklock.Latch latch
+function client:latch(path, opts) end
+
+---Options of `client:latch`.
+---@class zklock.LatchOptions
+---@field id? string The participant id, written as the node data (default: the client's `identity`).
+---@field acl? zklock.ACL ACL of the nodes (default `"open"`).
 
 ---Options of `client:multilock`.
 ---@class zklock.MultiLockOptions
@@ -492,6 +548,9 @@ function client:delete(path, version, opts) end
 ---@field version integer Data version.
 ---@field num_children integer Number of children.
 ---@field ephemeral_owner string Session id of the owner of an ephemeral node (16 hex digits; zeros if not ephemeral).
+---@field ctime integer Creation time, ms since the epoch (the server's clock).
+---@field mtime integer Time of the last data change, ms since the epoch (the server's clock).
+---@field cversion integer Changes to the children so far (0: the node never had a child).
 ---@field data? string The data (get).
 ---@field children? string[] The children (children).
 ---@field rc integer Result code (0).
@@ -988,5 +1047,127 @@ function multilock:release() end
 ---Held when the calling coroutine holds every component.
 ---@return boolean
 function multilock:is_held() end
+
+---A participant of a leader election (`client:leader`).
+---@class zklock.Leader
+---@field client zklock.Client
+---@field path string The election path.
+---@field id string? The participant id (nil: the client's identity is the node data).
+local leader = {}
+
+---Leading now (`fn` runs, the hold is not lost, not closed)? Drives the client first, so a loss
+---nobody pumped for is noticed.
+---@return boolean
+function leader:is_leader() end
+
+---The fencing token of the current term (the czxid of its node; it grows from term to term
+---across every participant, Curator's included), nil when not leading.
+---@return integer?
+function leader:token() end
+
+---The ids (node data) of the participants in queue order, the leader first.
+---
+---Errors: `nil, msg, code` from the listing (`ZNONODE` gives `{}`). Raises on a closed client.
+---@return string[]? ids
+---@return string? msg
+---@return string? code
+function leader:participants() end
+
+---The current leader's id (whoever leads), nil when nobody is queued.
+---
+---Errors: as `participants`.
+---@return string? id
+---@return string? msg
+---@return string? code
+function leader:leader() end
+
+---Terms this participant has led so far.
+---@return integer
+function leader:terms() end
+
+---Sleep up to `seconds` while leading: true after the whole time if still leader, false as soon
+---as leadership ended (lost, closed). The way for `fn` to hear of a loss promptly.
+---
+---Errors: raises on an invalid duration.
+---@param seconds? number nil = until leadership ends.
+---@return boolean still_leader
+function leader:sleep(seconds) end
+
+---Queue again after a term ended without `requeue` (Curator's `requeue()`).
+---@return boolean queued false when already queued or leading, or closed.
+function leader:requeue() end
+
+---`fn(state, leader)` for the connection and session events of a term: `SUSPENDED` (leadership
+---kept), `RECONNECTED`, `LOST` (the term is over). Replaces the previous handler.
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", leader: zklock.Leader)
+---@return zklock.Leader leader
+function leader:on_lost(fn) end
+
+---Leave the election: a queued participant withdraws at once (its node is deleted in the
+---background); a running term ends as `is_leader()` turns false, and its node is deleted when
+---`fn` returns. Idempotent.
+function leader:close() end
+
+---A participant of a leader latch (`client:latch`).
+---@class zklock.Latch
+---@field client zklock.Client
+---@field path string The latch path.
+---@field id string? The participant id (nil: the client's identity is the node data).
+---@field kind "leader latch"
+local latch = {}
+
+---Leading now? Drives the client first, so a loss nobody pumped for is noticed.
+---@return boolean
+function latch:has_leadership() end
+
+---The fencing token (the czxid of our latch node) while leading, else nil.
+---@return integer?
+function latch:token() end
+
+---Wait until this latch leads.
+---
+---Errors: `nil, "ETIMEDOUT: ...", "ETIMEDOUT"`; `nil, "ECLOSED: ...", "ECLOSED"` when the latch
+---or the client is (or gets) closed. Raises on an invalid timeout.
+---@param timeout? number Seconds; nil = forever; 0 = look once.
+---@return true? ok
+---@return string? msg
+---@return string? code
+function latch:await(timeout) end
+
+---Add a listener: `fn(is_leader, why)` on every change of leadership, `why` being `"LEADER"`,
+---`"LOST"` (with the session) or `"CLOSED"` (by `close()`).
+---
+---Errors: raises if `fn` is not a function.
+---@param fn fun(is_leader: boolean, why: "LEADER"|"LOST"|"CLOSED")
+---@return zklock.Latch latch
+function latch:on_change(fn) end
+
+---The ids (node data) of the participants in latch order, the leader first.
+---
+---Errors: `nil, msg, code` from the listing (`ZNONODE` gives `{}`). Raises on a closed client.
+---@return string[]? ids
+---@return string? msg
+---@return string? code
+function latch:participants() end
+
+---The current leader's id, nil when nobody is queued.
+---
+---Errors: as `participants`.
+---@return string? id
+---@return string? msg
+---@return string? code
+function latch:leader() end
+
+---Leave: leadership is given up at once (`on_change(false, "CLOSED")`) and the node deleted
+---(when leading, this waits for the delete; a waiting entry's node is deleted in the
+---background). Idempotent.
+---
+---Errors: `nil, msg, code` if the delete failed (e.g. `ELOST`: the session ended first).
+---@return true? ok
+---@return string? msg
+---@return string? code
+function latch:close() end
 
 return zklock

@@ -147,6 +147,9 @@ int zkl_lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int tim
                      uint64_t *id) {
     LOCKED(c, int, zkl__lock_acquire(c, recipe, path, timeout_ms, acl, id));
 }
+int zkl_lock_acquire_ex(zkl_client *c, const zkl_lock_args *a, uint64_t *id) {
+    LOCKED(c, int, zkl__lock_acquire_ex(c, a, id));
+}
 int zkl_client_acl(zkl_client *c, const zkl_acl_entry *entries, int n) {
     LOCKED(c, int, zkl__client_acl(c, entries, n));
 }

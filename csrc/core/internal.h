@@ -194,6 +194,7 @@ int zkl__client_session_timeout(const zkl_client *c);
 int64_t zkl__client_session(const zkl_client *c, char passwd[16]);
 int zkl__client_add_auth(zkl_client *c, const char *scheme, const char *cred, size_t len);
 void zkl__client_destroy(zkl_client *c);
+int zkl__lock_acquire_ex(zkl_client *c, const zkl_lock_args *a, uint64_t *id);
 int zkl__lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
                       uint64_t *id);
 int zkl__client_acl(zkl_client *c, const zkl_acl_entry *entries, int n);

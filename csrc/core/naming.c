@@ -9,6 +9,7 @@
 #define TOKEN_MUTEX "lock-"
 #define TOKEN_READ "__READ__"
 #define TOKEN_WRITE "__WRIT__"
+#define TOKEN_LATCH "latch-"
 #define KAZOO_WRITE "__lock__"
 #define KAZOO_READ "__rlock__"
 
@@ -18,6 +19,8 @@ const char *zkl__recipe_token(zkl_recipe r) {
         return TOKEN_READ;
     case ZKL_WRITE:
         return TOKEN_WRITE;
+    case ZKL_LATCH:
+        return TOKEN_LATCH;
     default:
         return TOKEN_MUTEX;
     }
@@ -80,15 +83,16 @@ static const char *kazoo_seq(const char *name, const char *token) {
     return is_seq(s) ? s : NULL;
 }
 
-/* Anything that is not a read-write side is ordered as the mutex, as zkl__recipe_token() names it.
- */
+/* Anything that is not a read-write side or a latch is ordered as the mutex, as
+ * zkl__recipe_token() names it. */
 static zkl_recipe recipe_of(zkl_recipe r) {
-    return r == ZKL_READ || r == ZKL_WRITE ? r : ZKL_MUTEX;
+    return r == ZKL_READ || r == ZKL_WRITE || r == ZKL_LATCH ? r : ZKL_MUTEX;
 }
 
 const char *zkl__sort_key(const char *name, zkl_recipe r) {
     const char *k;
     if (!name) return NULL;
+    if (recipe_of(r) == ZKL_LATCH) return after_last(name, TOKEN_LATCH); /* Curator's sorter */
     if (recipe_of(r) == ZKL_MUTEX) {
         if (last_of(name, TOKEN_MUTEX)) return after_last(name, TOKEN_MUTEX);
         if ((k = kazoo_seq(name, KAZOO_WRITE)) != NULL) return k;
@@ -172,6 +176,6 @@ void zkl__pick_predecessor(const char *const *sorted, int n, const char *own, zk
     out->holds = prev < 0;
     if (!out->holds) {
         out->watch = prev; /* the immediate predecessor */
-        out->watch_is_head = r == ZKL_MUTEX && prev == first;
+        out->watch_is_head = (r == ZKL_MUTEX || r == ZKL_LATCH) && prev == first;
     }
 }

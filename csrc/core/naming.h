@@ -18,7 +18,8 @@ int zkl__protected_prefix_named(char *buf, size_t size, const unsigned char rnd[
                                 const char *token);
 
 /* Sort key of a child name under recipe r, as Curator computes it, extended so that Kazoo's
- * "__lock__<seq>" (and for read-write "__rlock__<seq>") names sort by their sequence too.
+ * "__lock__<seq>" (and for read-write "__rlock__<seq>") names sort by their sequence too. The
+ * latch (Curator LeaderLatch) keys by the text after the last "latch-" only, as Curator does.
  * Returns a pointer into name. */
 const char *zkl__sort_key(const char *name, zkl_recipe r);
 
@@ -41,12 +42,14 @@ typedef struct zkl__pick {
     int own;           /* index of own node in the sorted list, -1 if missing */
     int holds;         /* 1 if own node holds the lock */
     int watch;         /* index of the node to watch when not holding, else -1 */
-    int watch_is_head; /* mutex only: the watched node is the head, so its deletion hands over */
+    int watch_is_head; /* mutex and latch: the watched node is the head, so its deletion hands over
+                        */
     int wrapped;       /* some key before own node is a negative (wrapped) sequence */
 } zkl__pick;
 
 /* Decide, on a sorted child list, whether `own` (a child name) holds the lock, and whom to watch:
- * mutex and write side: the immediate predecessor; read side: the first earlier writer. */
+ * mutex, latch and write side: the immediate predecessor; read side: the first earlier writer.
+ * watch_is_head for the mutex and the latch. */
 void zkl__pick_predecessor(const char *const *sorted, int n, const char *own, zkl_recipe r,
                            zkl__pick *out);
 

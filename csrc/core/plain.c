@@ -311,6 +311,9 @@ int zkl__op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out) {
     out->ephemeral_owner = P(op)->res_stat.ephemeralOwner;
     out->version = P(op)->res_stat.version;
     out->num_children = P(op)->res_stat.numChildren;
+    out->ctime = P(op)->res_stat.ctime;
+    out->mtime = P(op)->res_stat.mtime;
+    out->cversion = P(op)->res_stat.cversion;
     return ZKL_OK;
 }
 

@@ -9,6 +9,7 @@
  *           lives. The user is told at once; the cleanup finishes in the background.
  */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,21 @@ void zkl__queue_free_fields(zkl_client *c, zkl_op *op) {
     zkl__strfree(c, q->node);
     zkl__strfree(c, q->watch_path);
     zkl__strfree(c, q->fixed_name);
+    if (q->data) zkl__free(c, q->data, q->data_len + 1);
+}
+
+int zkl__queue_set_data(zkl_client *c, zkl_op *op, const char *data, size_t len) {
+    zkl_qop *q = QOP(op);
+    if (q->data) zkl__free(c, q->data, q->data_len + 1);
+    q->data = NULL;
+    q->data_len = 0;
+    if (!data) return ZKL_OK;
+    q->data = zkl__alloc(c, len + 1);
+    if (!q->data) return ZKL_ENOMEM;
+    memcpy(q->data, data, len);
+    q->data[len] = '\0';
+    q->data_len = len;
+    return ZKL_OK;
 }
 
 static void ignore_reply(int rc, const void *data) {
@@ -249,10 +265,11 @@ static void issue_create_and_list(zkl_client *c, zkl_op *op) {
     QOP(op)->step = S_CREATE;
     QOP(op)->create_inflight = 1;
     c->stats.creates++;
-    int rc =
-        c->zk->acreate2(c->zh, path, c->identity, (int)c->identity_len, zkl__acl(c, QOP(op)->acl),
-                        QOP(op)->fixed_name ? ZOO_EPHEMERAL : ZOO_EPHEMERAL_SEQUENTIAL,
-                        create_reply, ZKL_TOKEN(op));
+    const char *data = QOP(op)->data ? QOP(op)->data : c->identity;
+    size_t dlen = QOP(op)->data ? QOP(op)->data_len : c->identity_len;
+    int rc = c->zk->acreate2(c->zh, path, data, (int)dlen, zkl__acl(c, QOP(op)->acl),
+                             QOP(op)->fixed_name ? ZOO_EPHEMERAL : ZOO_EPHEMERAL_SEQUENTIAL,
+                             create_reply, ZKL_TOKEN(op));
     zkl__strfree(c, path);
     if (rc != ZOK) {
         QOP(op)->create_inflight = 0;
@@ -371,6 +388,7 @@ static void create_reply(int rc, const char *name, const struct Stat *st, const 
     if (rc == ZOK) {
         zkl__set_str(c, &QOP(op)->node, zkl__strdup(c, name));
         QOP(op)->czxid = st ? st->czxid : 0;
+        QOP(op)->owner = st ? st->ephemeralOwner : 0;
         QOP(op)->unknown = 0;
         if (!QOP(op)->node) {
             QOP(op)->unknown = 1; /* out of memory: find it again by prefix and delete it */
@@ -417,6 +435,15 @@ static void restart_attempt(zkl_client *c, zkl_op *op) {
     KICK(c, op);
 }
 
+/* The latch claims leadership only on a node whose ephemeralOwner is this client's current
+ * session (Curator's double-leader bugs came from leading on a node of a session that was gone).
+ * Other recipes trust their node: it was created or adopted on the live session. */
+static int own_session_node(zkl_client *c, zkl_op *op) {
+    if (QOP(op)->recipe != ZKL_LATCH) return 1;
+    const clientid_t *id = c->zh ? c->zk->client_id(c->zh) : NULL;
+    return id && QOP(op)->owner != 0 && QOP(op)->owner == id->client_id;
+}
+
 static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
     int n = v ? v->count : 0;
     const char *own = strrchr(QOP(op)->node, '/') + 1;
@@ -453,6 +480,11 @@ static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
         zkl__emit(c, op, ZKL_EV_WARNING, ZKL_ESEQWRAP);
     }
     if (pick.own < 0) {
+        restart_attempt(c, op);
+    } else if (pick.holds && !own_session_node(c, op)) {
+        /* a latch node this session does not own (never expected: a node of an old session is
+         * forgotten when the session ends): never lead on it; delete it and queue anew */
+        zkl__queue_cleanup(c, QOP(op)->dir, QOP(op)->prefix, QOP(op)->node, 0);
         restart_attempt(c, op);
     } else if (pick.holds || QOP(op)->grant_on_create) {
         zkl__queue_acquired(c, op);
@@ -507,9 +539,10 @@ static void list_reply(int rc, const struct String_vector *v, const void *token)
  * through a cleanup op marked held_head. */
 static int own_exclusive_predecessor(zkl_client *c, zkl_op *op) {
     zkl_qop *q = QOP(op);
-    if (q->recipe != ZKL_MUTEX || q->stage > 1 || !q->watch_path) return 0;
+    if ((q->recipe != ZKL_MUTEX && q->recipe != ZKL_LATCH) || q->stage > 1 || !q->watch_path)
+        return 0;
     for (zkl_op *o = c->ops; o; o = o->next) {
-        if (o == op || !(o->kind->flags & ZKL_KIND_QUEUE) || QOP(o)->recipe != ZKL_MUTEX) continue;
+        if (o == op || !(o->kind->flags & ZKL_KIND_QUEUE) || QOP(o)->recipe != q->recipe) continue;
         /* a held user mutex, or the semaphore's internal mutex given back by its holder */
         int head =
             (QOP(o)->granted && !QOP(o)->stage) || (QOP(o)->held_head && o->phase == P_CLEANUP);
@@ -519,7 +552,7 @@ static int own_exclusive_predecessor(zkl_client *c, zkl_op *op) {
 }
 
 static void predecessor_gone(zkl_client *c, zkl_op *op) {
-    if (QOP(op)->watch_is_head || own_exclusive_predecessor(c, op)) {
+    if ((QOP(op)->watch_is_head || own_exclusive_predecessor(c, op)) && own_session_node(c, op)) {
         c->stats.handoffs++;
         zkl__queue_acquired(c, op);
     } else
@@ -648,6 +681,7 @@ static void stat_reply(int rc, const struct Stat *st, const void *token) {
             not_ours(c, op);
         } else if (rc == ZOK && st) {
             QOP(op)->czxid = st->czxid;
+            QOP(op)->owner = st->ephemeralOwner;
             issue_list(c, op);
         } else if (rc == ZNONODE) {
             restart_attempt(c, op);
@@ -705,18 +739,35 @@ int zkl__lock_new(zkl_client *c, zkl_recipe recipe, const char *path, int timeou
     int why = zkl__startable(c);
     if (why) return why;
     if (!path || zkl_path_error(path, strlen(path))) return ZKL_EINVAL;
-    if (recipe != ZKL_MUTEX && recipe != ZKL_READ && recipe != ZKL_WRITE) return ZKL_EINVAL;
+    if (recipe != ZKL_MUTEX && recipe != ZKL_READ && recipe != ZKL_WRITE && recipe != ZKL_LATCH)
+        return ZKL_EINVAL;
     int rc =
         zkl__queue_new(c, &zkl__queue_kind, path, zkl__recipe_token(recipe), timeout_ms, acl, out);
     if (rc == ZKL_OK) QOP(*out)->recipe = recipe;
     return rc;
 }
 
+int zkl__lock_acquire_ex(zkl_client *c, const zkl_lock_args *a, uint64_t *id) {
+    zkl_op *op;
+    if (!a || !id) return c->closed ? ZKL_ECLOSED : ZKL_EINVAL;
+    if ((!a->data && a->len != 0) || a->len > (size_t)INT_MAX) {
+        int why = zkl__startable(c);
+        return why ? why : ZKL_EINVAL;
+    }
+    int rc = zkl__lock_new(c, a->recipe, a->path, a->timeout_ms, a->acl, &op);
+    if (rc != ZKL_OK) return rc;
+    if (a->data && zkl__queue_set_data(c, op, a->data, a->len) != ZKL_OK) {
+        op->phase = P_DONE;
+        zkl__op_maybe_free(c, op);
+        return ZKL_ENOMEM;
+    }
+    return zkl__queue_start(c, op, id);
+}
+
 int zkl__lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
                       uint64_t *id) {
-    zkl_op *op;
-    int rc = zkl__lock_new(c, recipe, path, timeout_ms, acl, &op);
-    return rc != ZKL_OK ? rc : zkl__queue_start(c, op, id);
+    zkl_lock_args a = {recipe, path, timeout_ms, acl, NULL, 0};
+    return zkl__lock_acquire_ex(c, &a, id);
 }
 
 int zkl__lock_downgrade(zkl_client *c, uint64_t write_id, uint64_t *id) {

@@ -51,6 +51,10 @@ typedef struct zkl_qop {
      */
     char *fixed_name;
     int grant_on_create;
+    /* node data of this acquisition (zkl_lock_args.data); NULL: the client's identity */
+    char *data;
+    size_t data_len;
+    int64_t owner; /* ephemeralOwner of own node (create or adopt reply), 0 unknown */
 } zkl_qop;
 
 #define QOP(o) ((zkl_qop *)(o))
@@ -65,6 +69,8 @@ int zkl__queue_start(zkl_client *c, zkl_op *op, uint64_t *id);
 /* a lock or semaphore acquisition made but not started (the multi-lock links it first) */
 int zkl__lock_new(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
                   zkl_op **out);
+/* set the node data of an acquisition made but not started (a copy; NULL: the identity) */
+int zkl__queue_set_data(zkl_client *c, zkl_op *op, const char *data, size_t len);
 int zkl__semaphore_new(zkl_client *c, const char *path, int max_leases, int qty, int timeout_ms,
                        int acl, zkl_op **out);
 void zkl__queue_kick(zkl_client *c, zkl_op *op);

@@ -250,7 +250,11 @@ typedef struct zkl_event {
 typedef enum {
     ZKL_MUTEX = 1, /* Curator InterProcessMutex: _c_<uuid>-lock-<seq> */
     ZKL_READ = 2,  /* Curator InterProcessReadWriteLock, read side: _c_<uuid>-__READ__<seq> */
-    ZKL_WRITE = 3  /* write side: _c_<uuid>-__WRIT__<seq> */
+    ZKL_WRITE = 3, /* write side: _c_<uuid>-__WRIT__<seq> */
+    ZKL_LATCH = 4  /* Curator LeaderLatch: _c_<uuid>-latch-<seq>, ordered by the text after the
+                      last "latch-"; held (leader) while first. Before granting, the node's
+                      ephemeralOwner is checked to be this client's current session. Pass the
+                      participant id as the node data (zkl_lock_acquire_ex). */
 } zkl_recipe;
 
 typedef struct zkl_allocator {
@@ -410,6 +414,27 @@ ZKL_EXTERN const char *zkl_path_error(const char *path, size_t len);
 ZKL_EXTERN int zkl_lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms,
                                 int acl, uint64_t *id);
 
+/* zkl_lock_acquire() with more to say, for recipes whose nodes carry their own data (a leader
+ * election's participant id, as Curator's LeaderSelector and LeaderLatch write it):
+ *   data, len: the queue node's data for this acquisition (len bytes, may contain NULs; "" with
+ *              len 0 for empty data); data NULL (len must then be 0) = the client's identity
+ *              (zkl_config.identity), as zkl_lock_acquire() writes.
+ * The other fields are zkl_lock_acquire()'s arguments. zkl_lock_acquire(c, r, p, t, acl, id) is
+ * zkl_lock_acquire_ex with {r, p, t, acl, NULL, 0}. Events and errors as for zkl_lock_acquire(),
+ * plus ZKL_EINVAL for a NULL args or id, data NULL with len not 0, or len > INT_MAX. (The server
+ * refuses a request larger than its jute.maxbuffer, 1 MiB by default, by dropping the
+ * connection: keep path + data well below it.) */
+typedef struct zkl_lock_args {
+    zkl_recipe recipe; /* ZKL_MUTEX, ZKL_READ, ZKL_WRITE or ZKL_LATCH */
+    const char *path;
+    int timeout_ms;
+    int acl;
+    const char *data;
+    size_t len;
+} zkl_lock_args;
+
+ZKL_EXTERN int zkl_lock_acquire_ex(zkl_client *c, const zkl_lock_args *a, uint64_t *id);
+
 /* Downgrade: while holding write acquisition `write_id` of a read-write lock, take its read side
  * at once (Curator 5.5+: a non-sequential read node carrying the writer's sequence, so no queued
  * writer can slip in between). One ACQUIRED or FAILED event follows; the write side stays held
@@ -567,6 +592,8 @@ typedef struct zkl_op_result {
     const char *const *children;
     int64_t czxid, mzxid, pzxid, ephemeral_owner;
     int32_t version, num_children;
+    int64_t ctime, mtime; /* ms since the epoch, server clock (create, last set) */
+    int32_t cversion;     /* changes to the children: 0 for a node that never had a child */
 } zkl_op_result;
 
 /* Errors: ZKL_ENOTFOUND (id is not the operation whose OP_DONE event next_event() just returned).

@@ -185,7 +185,8 @@ static int l_session_count(lua_State *L) {
     return 1;
 }
 
-/* c:acquire(recipe, path, timeout_ms, acl) -> id | nil, msg, code */
+/* c:acquire(recipe, path, timeout_ms, acl, data) -> id | nil, msg, code
+ * data: the node's data for this acquisition (nil: the client's identity) */
 static int l_acquire(lua_State *L) {
     lclient *u = check(L);
     int recipe = (int)luaL_checkinteger(L, 2);
@@ -194,9 +195,10 @@ static int l_acquire(lua_State *L) {
     int timeout = (int)luaL_checkinteger(L, 4);
     const char *why = zkl_path_error(path, len);
     if (why) return luaL_argerror(L, 3, lua_pushfstring(L, "lock path %s", why));
+    zkl_lock_args a = {(zkl_recipe)recipe, path, timeout, (int)luaL_optinteger(L, 5, 0), NULL, 0};
+    if (!lua_isnoneornil(L, 6)) a.data = luaL_checklstring(L, 6, &a.len);
     uint64_t id;
-    int rc = zkl_lock_acquire(u->c, (zkl_recipe)recipe, path, timeout,
-                              (int)luaL_optinteger(L, 5, 0), &id);
+    int rc = zkl_lock_acquire_ex(u->c, &a, &id);
     if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
     lua_pushinteger(L, (lua_Integer)id);
     return 1;
@@ -443,8 +445,8 @@ static int push_txn_result(lua_State *L, zkl_client *c, uint64_t id) {
     return 1;
 }
 
-/* c:result(id) -> { rc, data, children, czxid, mzxid, version, ephemeral_owner, num_children },
- * or for a transaction { rc, results } */
+/* c:result(id) -> { rc, data, children, czxid, mzxid, pzxid, version, ephemeral_owner,
+ * num_children, ctime, mtime, cversion }, or for a transaction { rc, results } */
 static int l_result(lua_State *L) {
     lclient *u = check(L);
     zkl_op_result r;
@@ -477,6 +479,12 @@ static int l_result(lua_State *L) {
     lua_setfield(L, -2, "version");
     lua_pushinteger(L, r.num_children);
     lua_setfield(L, -2, "num_children");
+    lua_pushinteger(L, (lua_Integer)r.ctime);
+    lua_setfield(L, -2, "ctime");
+    lua_pushinteger(L, (lua_Integer)r.mtime);
+    lua_setfield(L, -2, "mtime");
+    lua_pushinteger(L, r.cversion);
+    lua_setfield(L, -2, "cversion");
     char hex[32];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r.ephemeral_owner);
     lua_pushstring(L, hex);

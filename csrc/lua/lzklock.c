@@ -141,6 +141,7 @@ int luaopen_zklock_core(lua_State *L) {
     lua_newtable(L);
     luaL_setfuncs(L, funcs, 0);
     zkl_lua_client_register(L);
+    zkl_lua_proc_register(L);
 
     lua_newtable(L); /* errno: NAME -> code */
 #define XX(name, code, msg) SETINT(#name, code);
@@ -151,6 +152,7 @@ int luaopen_zklock_core(lua_State *L) {
     SETINT("MUTEX", ZKL_MUTEX);
     SETINT("READ", ZKL_READ);
     SETINT("WRITE", ZKL_WRITE);
+    SETINT("LATCH", ZKL_LATCH);
     SETINT("EV_ACQUIRED", ZKL_EV_ACQUIRED);
     SETINT("EV_FAILED", ZKL_EV_FAILED);
     SETINT("EV_RELEASED", ZKL_EV_RELEASED);

@@ -17,4 +17,7 @@ int zkl_lua_fail(lua_State *L, int code, const char *context);
 
 void zkl_lua_client_register(lua_State *L);
 
+/* core.proc: process control for the zklock command (l_proc.c) */
+void zkl_lua_proc_register(lua_State *L);
+
 #endif

@@ -54,9 +54,10 @@ end
 ---------------------------------------------------------------- objects that acquire
 
 -- Set obj up to acquire through `client` with ACL option `acl` (already validated).
-function M.init(obj, client, acl)
+function M.init(obj, client, acl, data)
   obj[STATE] = {
     client = client,
+    data = data,
     acl = R.acl_id(client, acl),
     -- owner -> hold (mutex and read-write lock sides: one hold per owner). Weak keys: the
     -- library keeps no owner coroutine alive; a collected owner's hold is reaped (Client:_reap).
@@ -69,6 +70,24 @@ function M.init(obj, client, acl)
   }
   return obj
 end
+
+-- The node data option of a constructor: nil, or a string that fits in one request with the
+-- path (the client's max_data). Raises naming the option otherwise. -> data
+function M.check_data(client, fname, argn, path, data)
+  if data == nil then return nil end
+  if type(data) ~= "string" then
+    check.argerror(fname, argn, "option 'data': expected a string (the node data), got " .. check.describe(data))
+  end
+  local max = R.max_data(client)
+  if #data + #path + 64 > max then
+    check.argerror(fname, argn, ("option 'data': %d bytes (with the path and node name) is more than the server"
+      .. " accepts in one request (client option max_data, %d bytes)"):format(#data + #path + 64, max))
+  end
+  return data
+end
+
+-- The node data of obj's acquisitions (nil: the client's identity).
+function M.data(obj) return obj[STATE].data end
 
 -- The core's ACL id of obj.
 function M.acl(obj) return obj[STATE].acl end

@@ -24,6 +24,7 @@ require("zklock.revoke") -- client:revoke
 local shared_mod = require("zklock.shared") -- client:shared_count, client:atomic_long
 local barrier_mod = require("zklock.barrier") -- client:double_barrier
 local zkl_mod = require("zklock.zklock_recipes_lock") -- client:zookeeper_lock
+local leader_mod = require("zklock.leader")
 
 local M = {
   _NAME = "zklock",
@@ -62,7 +63,7 @@ end
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
 --                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" |
 --                   "shared count" | "atomic long" | "double barrier" |
---                   "zookeeper lock" | nil
+--                   "zookeeper lock" | "leader" | "leader latch" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
@@ -75,6 +76,8 @@ function M.type(x)
   if mt == shared_mod.AtomicLong then return "atomic long" end
   if mt == barrier_mod.Barrier then return "double barrier" end
   if mt == zkl_mod.ZkLock then return "zookeeper lock" end
+  if mt == leader_mod.Leader then return "leader" end
+  if mt == leader_mod.Latch then return "leader latch" end
   return nil
 end
 

@@ -21,10 +21,14 @@ end
 
 local KIND_NAMES = { [core.MUTEX] = "mutex", [core.READ] = "read lock", [core.WRITE] = "write lock" }
 
+-- the data option: a string (its size, which needs the client, is checked by hold.check_data)
+local DATA_OPTION = check.is.string
+
 -- rw: the read-write lock this object is a side of (nil for a mutex)
 local function new(client, recipe, path, fname, opts, rw)
   check.path(fname, 1, path)
-  opts = check.options(fname, 2, opts, { acl = check.acl_option, metric = check.is.string })
+  opts = check.options(fname, 2, opts, { acl = check.acl_option, data = DATA_OPTION, metric = check.is.string })
+  hold.check_data(client, fname, 2, path, opts.data)
   local self = setmetatable({
     client = client,
     path = path,
@@ -33,7 +37,7 @@ local function new(client, recipe, path, fname, opts, rw)
     metric = opts.metric, -- the `name` label of its metrics (zklock.metrics)
     _rw = rw,
   }, Lock)
-  hold.init(self, client, opts.acl)
+  hold.init(self, client, opts.acl, opts.data)
   hold.gc_proxy(self)
   return self
 end
@@ -72,7 +76,7 @@ function Lock:_acquire_once(timeout)
     -- downgrade: granted at once, on a read node that keeps the writer's place in the queue
     id, msg, code = hold.core(client):downgrade(hold.of(rw.write, co).id)
   else
-    id, msg, code = hold.core(client):acquire(self.recipe, self.path, ms, hold.acl(self))
+    id, msg, code = hold.core(client):acquire(self.recipe, self.path, ms, hold.acl(self), hold.data(self))
   end
   if not id then return nil, msg, code end
   local w = hold.await(self, id)
@@ -189,20 +193,21 @@ Lock.__gc = hold.collected
 -- client:rwlock(path): Curator InterProcessReadWriteLock. Two lock objects on one path.
 local function new_rw(client, path, opts)
   check.path("rwlock", 1, path)
-  opts = check.options("rwlock", 2, opts, { acl = check.acl_option, metric = check.is.string })
+  opts = check.options("rwlock", 2, opts, { acl = check.acl_option, data = DATA_OPTION, metric = check.is.string })
+  hold.check_data(client, "rwlock", 2, path, opts.data)
   local rw = { path = path }
   rw.read = new(client, core.READ, path, "rwlock", opts, rw)
   rw.write = new(client, core.WRITE, path, "rwlock", opts, rw)
   return rw
 end
 
--- client:mutex(path, { acl = }) -> Curator InterProcessMutex-compatible fair reentrant lock.
+-- client:mutex(path, { acl =, data = }) -> Curator InterProcessMutex-compatible fair reentrant lock.
 function Client:mutex(path, opts)
   check.open(self, "mutex")
   return new(self, core.MUTEX, path, "mutex", opts)
 end
 
--- client:rwlock(path, { acl = }) -> { read = lock, write = lock, path = path }
+-- client:rwlock(path, { acl =, data = }) -> { read = lock, write = lock, path = path }
 -- (Curator InterProcessReadWriteLock: readers share, writers exclude, FIFO across both).
 function Client:rwlock(path, opts)
   check.open(self, "rwlock")

@@ -5,18 +5,19 @@
 --   local fw = require("support.fault_worker")
 --   fw.interpreter(), fw.cpath()      the interpreter and build this process runs: a worker
 --                                     started by fw.worker() uses the same ones
---   fw.proxy(target_hosts [, opts])   start spec/support/proxy.py in front of a server;
---                                     p.hosts, p.port, p:send("drop"|"cut"|"heal"|"new blackhole"|...),
---                                     p:status(), p:stop()
+--   fw.proxy(target_hosts [, opts])   the public fault proxy (testing.proxy, zklock.testing.net)
+--                                     in front of a server: p.hosts, p:cut(), p:blackhole(), ...,
+--                                     p:send("drop"|"cut"|"heal"|...), p:status(), p:stop()
 --   fw.worker(mode, args)             start this file as a worker process (see below); w.pid,
 --                                     w:lines(), w:wait_line(pattern, timeout [, pump]), w:alive(),
 --                                     w:signal(sig), w:wait_exit(timeout), w:stop()
 --   fw.stop_all()                     stop every proxy and worker started here (teardown)
---   fw.check(holds, capacity)         exclusion / overlap / fencing check of hold intervals
+--   fw.check(holds, capacity)         exclusion / overlap / fencing counts of hold intervals (the
+--                                     public zklock.testing.check.stats)
 --   fw.read_log(path)                 a soak worker's log parsed
 --   fw.log_records(path)              iterator over a worker log's lines: f (tab-separated fields), line
 --   fw.summary_of(f), fw.hold_of(f)   a C (summary) / H or S (hold) record's fields as a table
---   fw.rng(seed)                      a seeded generator: r() in [0,1), r(lo, hi) integer
+--   fw.rng(seed)                      testing.rng: r() in [0,1), r(lo, hi) integer
 --   fw.scope(prefix)                  processes and temp dirs to clean up together: s.tmpdir(tag)
 --                                     ($TMPDIR/<prefix>-<tag>.*), s.add(obj with :stop()) -> obj,
 --                                     s.stop_all() (what fw.tmpdir/fw.stop_all use, "zklock-fault")
@@ -37,7 +38,9 @@
 --   soak   hosts= session= locks= lock_root= sem= sem_max= cos= seconds= seed= id= log=
 --          acquire_timeout= hold_ms= p_sem= parent= [zklog=path: the ZooKeeper client's log]
 --          `cos` coroutines loop for `seconds` over `locks` mutexes (lock_root/1..n) and one
---          semaphore, logging every hold interval and every outcome (format in read_log).
+--          semaphore, logging every hold interval and every outcome (format in read_log), each
+--          hold also as acquire/release events of the public history format
+--          (zklock.testing.check; process "pid/coroutine", key the lock or semaphore path).
 --   counter hosts= session= lock_root= locks= cos= iters= counters= [store=znode] go= seed= id= log=
 --          acquire_timeout= hold_ms= parent= [unlocked=1: the control, the same without the lock]
 --          connect, log "R <session>", wait (bounded, pumping) until the file `go` exists, then
@@ -60,21 +63,12 @@ local MODNAME = ...
 -- Shell, file and process helpers from the public test harness (the worker's package.path,
 -- set by fw.worker(), includes lua/ as well).
 local testing = require("zklock.testing")
-local read_file, write_file, shq, sh = testing.read_file, testing.write_file, testing.shq, testing.sh
+local read_file, shq, sh = testing.read_file, testing.shq, testing.sh
 local proc_stat, pid_alive, sleep, mono = testing.proc_stat, testing.pid_alive, testing.sleep, testing.now
 local MY_PID = testing.pid
 
--- Park-Miller minimal standard generator in doubles (exact: 16807 * 2^31 < 2^53).
-local function rng(seed)
-  local s = math.floor(tonumber(seed) or 1) % 2147483646 + 1
-  for _ = 1, 5 do s = (s * 16807) % 2147483647 end
-  return function(lo, hi)
-    s = (s * 16807) % 2147483647
-    local u = (s - 1) / 2147483646
-    if lo then return lo + math.floor(u * (hi - lo + 1)) end
-    return u
-  end
-end
+-- the public kit's seeded generator (Park-Miller in doubles): r() in [0,1), r(lo, hi) integer
+local function rng(seed) return testing.rng(tonumber(seed) or 1) end
 
 ---------------------------------------------------------------- module role
 
@@ -82,7 +76,6 @@ local M = { rng = rng, pid = MY_PID }
 
 local ROOT = (sh("pwd"):gsub("%s+$", ""))
 M.ROOT = ROOT
-M.PYTHON = "/usr/bin/python3"
 
 -- A set of started processes (objects with :stop()) and temp dirs named $TMPDIR/<prefix>-<tag>.*;
 -- scope.stop_all() stops the processes (newest first) and removes the dirs.
@@ -166,88 +159,9 @@ end
 
 ---------------------------------------------------------------- proxy
 
-local Proxy = {}
-Proxy.__index = Proxy
-
--- opts.max_seconds (600): the proxy exits after that long in any case.
+-- fw.proxy(target [, opts]): the public fault proxy (testing.proxy), stopped by fw.stop_all() too.
 function M.proxy(target, opts)
-  opts = opts or {}
-  local dir = tmpdir("proxy")
-  local control = dir .. "/control"
-  write_file(control, "")
-  local cmd = ("env -u LD_PRELOAD %s %s 0 %s %s --parent %d --max-seconds %d"):format(
-    M.PYTHON, shq(ROOT .. "/spec/support/proxy.py"), shq(target), shq(control), MY_PID,
-    opts.max_seconds or 600)
-  local pid, start = spawn_bg(cmd, dir .. "/proxy.log")
-  local self = setmetatable({ pid = pid, start = start, dir = dir, control = control, seq = 0,
-                              target = target }, Proxy)
-  scope.add(self)
-  local deadline = mono() + 10
-  while true do
-    local p = read_file(control .. ".port")
-    if p and p:match("%d+%s*\n") then
-      self.port = tonumber(p:match("%d+"))
-      break
-    end
-    if not pid_alive(pid, start) or mono() > deadline then
-      local log = read_file(dir .. "/proxy.log") or ""
-      self:stop()
-      error("proxy did not start: " .. log)
-    end
-    sleep(0.02)
-  end
-  self.hosts = "127.0.0.1:" .. self.port
-  return self
-end
-
--- Send a command and wait (bounded) until the proxy has applied it. `pump` (optional) is called
--- while waiting, so that clients keep being driven.
-function Proxy:send(cmd, timeout, pump)
-  self.seq = self.seq + 1
-  write_file(self.control, ("%d %s\n"):format(self.seq, cmd), "a")
-  local deadline = mono() + (timeout or 5)
-  while true do
-    local ack = tonumber((read_file(self.control .. ".ack") or ""):match("%d+"))
-    if ack and ack >= self.seq then return true end
-    if not pid_alive(self.pid, self.start) then error("proxy died before applying " .. cmd) end
-    if mono() > deadline then error("proxy did not apply '" .. cmd .. "' in time") end
-    if pump then pump(0.01) else sleep(0.01) end
-  end
-end
-
--- Apply `cmd` after `delay` seconds, from a background shell (for when this process will be
--- blocked meanwhile). Returns the command's sequence number, for wait_ack().
-function Proxy:send_later(cmd, delay)
-  self.seq = self.seq + 1
-  os.execute(("(sleep %.3f; printf '%%d %%s\\n' %d %s >> %s) </dev/null >/dev/null 2>&1 &"):format(
-    delay, self.seq, shq(cmd), shq(self.control)))
-  return self.seq
-end
-
-function Proxy:wait_ack(seq, timeout, pump)
-  local deadline = mono() + (timeout or 5)
-  while true do
-    local ack = tonumber((read_file(self.control .. ".ack") or ""):match("%d+"))
-    if ack and ack >= seq then return true end
-    if mono() > deadline then return false end
-    if pump then pump(0.01) else sleep(0.01) end
-  end
-end
-
-function Proxy:status()
-  local t = {}
-  for k, v in (read_file(self.control .. ".status") or ""):gmatch("(%S+) (%S+)") do
-    t[k] = tonumber(v) or v
-  end
-  return t
-end
-
-function Proxy:alive() return pid_alive(self.pid, self.start) end
-
-function Proxy:stop()
-  if self.stopped then return true end
-  self.stopped = true
-  return terminate(self.pid, self.start, "TERM")
+  return scope.add(testing.proxy(target, opts))
 end
 
 ---------------------------------------------------------------- workers
@@ -332,91 +246,12 @@ M.stop_all = scope.stop_all
 
 ---------------------------------------------------------------- checker
 
--- holds: array of { key = lock name, owner = any, start = ms, finish = ms, token = number|nil,
---                   interrupted = bool }
--- capacity: how many may overlap (1 = mutex).
--- Returns a report:
---   holds, clean        counts
---   violations          overlaps beyond capacity among clean (uninterrupted) holds
---   max_overlap         per key: the highest number of clean holds at one instant
---   interrupted_overlaps  overlaps beyond capacity only when interrupted holds are counted too
---   token_violations    clean holds whose token is not above the previous clean hold's
---   examples            a few violating pairs as text
+-- fw.check(holds, capacity): the public kit's counting check (zklock.testing.check.stats over
+-- check.from_holds): holds are { key, owner, start = ms, finish = ms, token, interrupted };
+-- capacity how many may overlap (1 = mutex). -> { holds, clean, violations, max_overlap,
+-- interrupted_overlaps, token_violations, examples }.
 function M.check(holds, capacity)
-  capacity = capacity or 1
-  local by = {}
-  for _, h in ipairs(holds) do
-    local list = by[h.key]
-    if not list then list = {} by[h.key] = list end
-    list[#list + 1] = h
-  end
-  local r = { holds = #holds, clean = 0, violations = 0, interrupted_overlaps = 0,
-              token_violations = 0, max_overlap = {}, examples = {} }
-  local function sweep(list, include_interrupted)
-    local ev = {}
-    for _, h in ipairs(list) do
-      if include_interrupted or not h.interrupted then
-        ev[#ev + 1] = { t = h.start, d = 1, h = h }
-        ev[#ev + 1] = { t = h.finish, d = -1, h = h }
-      end
-    end
-    -- ends before starts at the same instant: touching intervals do not overlap
-    table.sort(ev, function(a, b)
-      if a.t ~= b.t then return a.t < b.t end
-      return a.d < b.d
-    end)
-    local cur, max, excess, open = 0, 0, 0, {}
-    for _, e in ipairs(ev) do
-      cur = cur + e.d
-      if e.d > 0 then
-        if cur > capacity then
-          excess = excess + 1
-          if #r.examples < 8 and not include_interrupted then
-            local others = {}
-            for o in pairs(open) do
-              others[#others + 1] = ("%s[%s token=%s %.3f..%.3f]"):format(tostring(o.owner), tostring(o.key),
-                tostring(o.token), o.start, o.finish)
-            end
-            r.examples[#r.examples + 1] = ("%s[%s token=%s %.3f..%.3f] overlaps %s"):format(tostring(e.h.owner),
-              tostring(e.h.key), tostring(e.h.token), e.h.start, e.h.finish, table.concat(others, ", "))
-          end
-        end
-        open[e.h] = true
-      else
-        open[e.h] = nil
-      end
-      if cur > max then max = cur end
-    end
-    return max, excess
-  end
-  for key, list in pairs(by) do
-    table.sort(list, function(a, b)
-      if a.start ~= b.start then return a.start < b.start end
-      return a.finish < b.finish
-    end)
-    local max, excess = sweep(list, false)
-    local _, excess_all = sweep(list, true)
-    r.max_overlap[key] = max
-    r.violations = r.violations + excess
-    r.interrupted_overlaps = r.interrupted_overlaps + math.max(0, excess_all - excess)
-    local prev
-    for _, h in ipairs(list) do
-      if not h.interrupted then
-        r.clean = r.clean + 1
-        if capacity == 1 and h.token then
-          if prev and h.token <= prev.token then
-            r.token_violations = r.token_violations + 1
-            if #r.examples < 12 then
-              r.examples[#r.examples + 1] = ("token order on %s: %s after %s"):format(tostring(key),
-                tostring(h.token), tostring(prev.token))
-            end
-          end
-          prev = h
-        end
-      end
-    end
-  end
-  return r
+  return testing.check.stats(testing.check.from_holds(holds), { limit = capacity or 1 })
 end
 
 -- A soak worker's log, parsed:
@@ -828,6 +663,7 @@ local function failed(kind, code, t0)
   emit("F", kind, code, fmt(now() - t0))
 end
 
+local recs = {}            -- [i] a zklock.testing.check recorder per coroutine (process "pid/i")
 local function one_op(i, r)
   local use_sem = r() < p_sem
   local kind, key, obj = "lock"
@@ -872,6 +708,15 @@ local function one_op(i, r)
   else
     rel = tostring(rcode)
   end
+  -- the hold in the public history format too (zklock.testing.check), through the same file
+  local rec = recs[i]
+  if not rec then
+    rec = testing.check.recorder(out, MY_PID .. "/" .. i)
+    recs[i] = rec
+  end
+  local key_path = use_sem and sem_path or (lock_root .. "/" .. key)
+  rec:log("acquire", key_path, { token = h.token }, h.start)
+  rec:log("release", key_path, { interrupted = h.sess ~= "-" or h.lev ~= "-" }, h.finish)
   emit(use_sem and "S" or "H", key, tostring(MY_PID), tostring(i),
        h.token and ("%.0f"):format(h.token) or "-", fmt(h.start), fmt(h.finish), h.sess, h.lev,
        held and "1" or "0", rel)

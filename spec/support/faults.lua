@@ -2,9 +2,9 @@
 -- timeout they use, state recorders, a child-name watcher and sampler, the interval report, a small
 -- concurrent workload, and the fixture of a server behind a fault-injecting proxy.
 -- The fault specs run against real ZooKeeper servers (test catalogue 1H, 1I, 2, 3): lost create
--- replies (ghost nodes, through spec/support/proxy.py), session expiry during recovery, connection
--- resets, server restart, leader failover, quorum loss, and a client process that dies between
--- its create and its list.
+-- replies (ghost nodes, through the public fault proxy testing.proxy), session expiry during
+-- recovery, connection resets, server restart, leader failover, quorum loss, and a client process
+-- that dies between its create and its list.
 -- Every server, proxy and worker process is stopped in teardown, also when a test fails; every
 -- loop is bounded. Runtime: ~80 s under Lua 5.4, ~55 s under LuaJIT (2 cores).
 --
@@ -132,7 +132,7 @@ end
 
 -- The fixture of "faults: lost replies ..." (spec/90-faults-replies, -connection): one server for
 -- the describe (its ephemeral count at start in baseline_ephemerals); before each test a fresh
--- proxy (support/proxy.py) in front of it and an observer client straight to the server; after
+-- proxy (testing.proxy, the public fault proxy) in front of it and an observer client straight to the server; after
 -- each, the proxy heals (so close() ends the clients' sessions at once), clients close, the proxy
 -- stops. bind(fx) runs whenever zk, proxy, obs or baseline_ephemerals change.
 --   fx.connect_proxied(identity)  a client through the proxy, session timeout SESSION

@@ -75,5 +75,16 @@ describe("installed zklock", function()
       a:close()
       b:close()
     end)
+
+    it("installs the zklock command, which runs a command under a lock", function()
+      assert.is_table(zk, "no server (zklock.testing did not load, see the first test)")
+      local bin = TREE .. "/bin/zklock"
+      local f = io.popen(("ZKLOCK_HOSTS=%s %s run /smoke/cli -- sh -c 'echo token=$ZKLOCK_TOKEN; exit 3' 2>&1; "
+        .. "echo rc=$?"):format(zk.hosts, bin))
+      local out = f:read("*a")
+      f:close()
+      assert.truthy(out:match("token=%d+"), out)
+      assert.truthy(out:match("rc=3"), out)
+    end)
   end)
 end)

@@ -416,8 +416,17 @@ int fz_create_ok(fz_req *r, int seq, int64_t czxid) {
         snprintf(buf, sizeof buf, "%s", r->path);
     r->created = xstrdup(buf);
     r->priv->stat.czxid = r->priv->stat.mzxid = czxid;
+    r->priv->stat.ephemeralOwner = (r->mode & ZOO_EPHEMERAL) ? r->session : 0;
     if (r->mode & ZOO_EPHEMERAL) live_add(buf);
     return answer(r, ZOK);
+}
+
+int fz_create_ok_owner(fz_req *r, int seq, int64_t czxid, int64_t owner) {
+    if (!r || r->kind != FZ_CREATE || r->status != FZ_PENDING) return -1;
+    r->priv->stat.ephemeralOwner = owner; /* kept: fz_create_ok sets it only for ephemerals */
+    int rc = fz_create_ok(r, seq, czxid);
+    r->priv->stat.ephemeralOwner = owner;
+    return rc;
 }
 
 int fz_children_ok(fz_req *r, const char *const *names) {

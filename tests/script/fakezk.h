@@ -74,10 +74,11 @@ int fz_queued(void);     /* deliveries waiting for process() */
 const char *fz_base(const char *path); /* text after the last '/' */
 
 /* scripted answers: 0, or -1 if the request was already answered or completed */
-int fz_reply(fz_req *r, int rc);                         /* any kind, empty payload */
-int fz_create_ok(fz_req *r, int seq, int64_t czxid);     /* sequential: path + %010d seq */
-int fz_children_ok(fz_req *r, const char *const *names); /* NULL-terminated */
-int fz_children_v(fz_req *r, ...);                       /* names..., NULL */
+int fz_reply(fz_req *r, int rc);                     /* any kind, empty payload */
+int fz_create_ok(fz_req *r, int seq, int64_t czxid); /* sequential: path + %010d seq */
+int fz_create_ok_owner(fz_req *r, int seq, int64_t czxid, int64_t owner); /* ephemeralOwner */
+int fz_children_ok(fz_req *r, const char *const *names);                  /* NULL-terminated */
+int fz_children_v(fz_req *r, ...);                                        /* names..., NULL */
 int fz_data_ok(fz_req *r, const char *data, int64_t czxid);
 int fz_stat_ok(fz_req *r, int64_t czxid); /* an ephemeral node of r's own session */
 int fz_stat_owner(fz_req *r, int64_t czxid, int64_t owner); /* ... of session `owner` */

@@ -234,6 +234,7 @@ H_GROUP(g_rw);
 H_GROUP(g_sem);
 H_GROUP(g_alloc);
 H_GROUP(g_watch);
+H_GROUP(g_latch);
 
 static const struct {
     const char *name;
@@ -248,6 +249,7 @@ static const struct {
     {"sem", g_sem, &g_sem_n},
     {"alloc", g_alloc, &g_alloc_n},
     {"watch", g_watch, &g_watch_n},
+    {"latch", g_latch, &g_latch_n},
 };
 
 /* an argument names a group ("mutex") or one test ("mutex.grant") */

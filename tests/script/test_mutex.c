@@ -483,7 +483,58 @@ static void mutex_parent_reaped_while_making_parents(void) {
     h_free(c);
 }
 
-H_DEFINE_GROUP(g_mutex,
+/* zkl_lock_acquire_ex: the create carries the acquisition's own data (NULs included), empty data
+ * when asked, the identity without data; bad arguments are refused before anything is sent. */
+static void acquire_ex_data(void) {
+    zkl_client *c = h_client();
+    uint64_t id = 0, id2 = 0, id3 = 0;
+    zkl_lock_args a = {ZKL_MUTEX, DIR, -1, 0, "part\0-1", 7};
+    CHECK_INT(zkl_lock_acquire_ex(c, &a, &id), ZKL_OK);
+    fz_req *cr = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
+    CHECK(h_is_protected(cr->path, DIR, "lock-"));
+    CHECK_INT(cr->len, 7);
+    CHECK(memcmp(cr->data, "part\0-1", 7) == 0);
+    zkl_client_process(c);
+    fz_req *ls = EXPECT_REQ(FZ_CHILDREN, DIR);
+    zkl_lock_args e = {ZKL_MUTEX, DIR, -1, 0, "", 0};
+    CHECK_INT(zkl_lock_acquire_ex(c, &e, &id2), ZKL_OK);
+    fz_req *cr2 = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
+    CHECK_INT(cr2->len, 0);
+    zkl_lock_args n = {ZKL_MUTEX, DIR, -1, 0, NULL, 0};
+    CHECK_INT(zkl_lock_acquire_ex(c, &n, &id3), ZKL_OK);
+    fz_req *cr3 = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
+    CHECK_STR(cr3->data, "me");
+    /* refused: nothing sent, nothing started */
+    uint64_t bad = 0;
+    zkl_lock_args b1 = {ZKL_MUTEX, DIR, -1, 0, NULL, 3};
+    CHECK_INT(zkl_lock_acquire_ex(c, &b1, &bad), ZKL_EINVAL);
+    zkl_lock_args b2 = {(zkl_recipe)99, DIR, -1, 0, "x", 1};
+    CHECK_INT(zkl_lock_acquire_ex(c, &b2, &bad), ZKL_EINVAL);
+    zkl_lock_args b3 = {ZKL_MUTEX, "rel", -1, 0, "x", 1};
+    CHECK_INT(zkl_lock_acquire_ex(c, &b3, &bad), ZKL_EINVAL);
+    zkl_lock_args b4 = {ZKL_MUTEX, DIR, -1, 7, "x", 1};
+    CHECK_INT(zkl_lock_acquire_ex(c, &b4, &bad), ZKL_EINVAL);
+    CHECK_INT(zkl_lock_acquire_ex(c, NULL, &bad), ZKL_EINVAL);
+    CHECK_INT(zkl_lock_acquire_ex(c, &a, NULL), ZKL_EINVAL);
+    zkl_client_process(c);
+    fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR);
+    EXPECT_NO_REQ();
+    /* the first is granted, the others watch their predecessors */
+    CHECK_INT(fz_create_ok(cr, 1, 0x11), 0);
+    CHECK_INT(fz_create_ok(cr2, 2, 0x12), 0);
+    CHECK_INT(fz_create_ok(cr3, 3, 0x13), 0);
+    CHECK_INT(fz_children_v(ls, h_seqname(cr, 1), NULL), 0);
+    CHECK_INT(fz_children_v(ls2, h_seqname(cr, 1), h_seqname(cr2, 2), h_seqname(cr3, 3), NULL), 0);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
+    fz_req *g1 = EXPECT_REQ(FZ_GET, DIR "/");
+    fz_req *g2 = EXPECT_REQ(FZ_GET, DIR "/");
+    (void)g1, (void)g2;
+    /* closing frees the copies (the alloc group checks the accounting) */
+    h_free(c);
+}
+
+H_DEFINE_GROUP(g_mutex, {"acquire_ex_data", acquire_ex_data},
                {"parent_reaped_while_making_parents", mutex_parent_reaped_while_making_parents},
                {"grant", mutex_grant}, {"handoff", mutex_handoff},
                {"predecessor_gone_before_watch", mutex_predecessor_gone_before_watch},

@@ -19,6 +19,7 @@
 ---@field pid_start string This process's start time (from /proc/self/stat), to tell a reused pid.
 ---@field _NAME string `"zklock.testing"`.
 ---@field _VERSION string Its version (equal to `zklock._VERSION`).
+---@field check zklock.testing.check The history format and the checkers (also `require("zklock.testing.check")`).
 local testing = {}
 
 ---Start one standalone ZooKeeper server (ZooKeeperServerMain) and wait until it answers `ruok`.
@@ -174,6 +175,8 @@ function testing.free_ports(n, avoid) end
 ---@field stop_timeout number Seconds of SIGTERM grace before SIGKILL (default 10).
 ---@field port_min integer Lowest port `free_ports` picks (default 20000).
 ---@field port_max integer Highest port `free_ports` picks (default 40000).
+---@field python string The python3 command that runs the fault proxy of `testing.proxy` (default `$ZKLOCK_PYTHON` or `"python3"`).
+---@field net_fault_max number Seconds after which a network fault heals by itself unless given its own bound (default 120).
 testing.config = {}
 
 ---A server from `testing.server` (or a node of an ensemble).
@@ -280,5 +283,469 @@ function ensemble:running() end
 ---Stop all nodes and remove the directory. Idempotent.
 ---@return true
 function ensemble:stop() end
+
+---------------------------------------------------------------- the lock-test kit
+
+---Start a fault proxy (a python3 program shipped with zklock.testing) on a free loopback port in
+---front of one server; connect a client to `net.hosts` to be able to cut it off alone. The proxy
+---exits with this process, after `opts.max_seconds`, and in `testing.stop_all()`.
+---
+---Errors: raises if `target` is not one loopback `HOST:PORT`, on a bad option, or if the proxy
+---does not start (python3 missing).
+---@param target string One server's `"127.0.0.1:PORT"` (such as `zk.hosts` or `ens.nodes[i].hosts`).
+---@param opts? zklock.testing.ProxyOptions
+---@return zklock.testing.Net net
+function testing.proxy(target, opts) end
+
+---Options of `testing.proxy`.
+---@class zklock.testing.ProxyOptions
+---@field max_seconds? number The proxy exits after this long in any case (default 900).
+---@field start_timeout? number Seconds to wait for it to listen (default 30).
+
+---A seeded fault schedule over a run (see `zklock.testing.nemesis` for the faults and what each
+---needs). The schedule is a pure function of the seed and the options.
+---
+---Errors: raises on a bad option, naming it (a fault without targets included).
+---@param opts zklock.testing.NemesisOptions
+---@return zklock.testing.Nemesis nemesis
+function testing.nemesis(opts) end
+
+---Options of `testing.nemesis`.
+---@class zklock.testing.NemesisOptions
+---@field seed number The seed: the same seed and options give the same schedule.
+---@field server? zklock.testing.Server Target of `pause`, `kill`, `restart`.
+---@field ensemble? zklock.testing.Ensemble Target of `pause`, `kill`, `restart` (a random node) and `kill_leader`.
+---@field nets? zklock.testing.Net[] Targets of `cut`, `blackhole`, `drop_replies`, `delay`, `reset`.
+---@field clients? zklock.Client[] Targets of `expire`.
+---@field workers? zklock.testing.Worker[] Targets of `pause_worker`.
+---@field faults? string[]|table<string, number> The mix: names (equal weights) or `{ name = weight }`; default: every fault the given targets allow among pause, restart, kill_leader, reset, blackhole, expire.
+---@field schedule? table[] A fixed schedule instead of a drawn one: `{ { at = s, fault = name, target = i, seconds = d }, ... }`.
+---@field gap? number|number[] Seconds between faults, or `{ min, max }` (default `{ 2, 5 }`).
+---@field duration? number|number[] Seconds a fault lasts, or `{ min, max }` (default `{ 1, 2 }`).
+---@field delay_ms? number|number[] The `delay` fault's milliseconds, or `{ min, max }` (default `{ 200, 1500 }`).
+---@field quiet? number Seconds at the end of a run with no fault (default 2).
+---@field sleep? fun(seconds: number) How to wait between steps (default `testing.sleep`; pass `function(s) client:sleep(s) end` to keep this process's clients running).
+---@field clock? fun(): number Seconds, monotonic (default `testing.now`).
+---@field log? string|fun(line: string) Where each step's line goes: a file (appended) or a function.
+---@field recorder? zklock.testing.Recorder Also log each step as a `nemesis` event in a history.
+---@field expire_hosts? string Where `expire` connects (default: the server's or ensemble's hosts).
+
+---The nemesis's seeded generator (Park-Miller, exact in doubles: the same numbers under every
+---Lua): `r()` in [0, 1), `r(lo, hi)` an integer in lo..hi.
+---@param seed number
+---@return fun(lo?: integer, hi?: integer): number r
+function testing.rng(seed) end
+
+---Start a Lua worker process: `opts.script` (or the source `opts.code`) run by this interpreter
+---with this process's `package.path` and `package.cpath`, output to a file, killed once this
+---process is gone, stopped by `testing.stop_all()` and by `with_server`/`with_ensemble`. In the
+---worker, `os.getenv("ZKLOCK_TEST_PARENT")` is the test process's pid.
+---
+---Errors: raises on a bad option or if the worker cannot be started.
+---@param opts zklock.testing.WorkerOptions
+---@return zklock.testing.Worker worker
+function testing.worker(opts) end
+
+---Options of `testing.worker`.
+---@class zklock.testing.WorkerOptions
+---@field script? string The Lua file to run (exactly one of `script` and `code`).
+---@field code? string Lua source to run.
+---@field args? (string|number)[] The script's `...` and `arg[1..n]`.
+---@field lua? string The interpreter (default: `luajit` or `lua5.X`, as this process).
+---@field env? table<string, string|number> More environment variables.
+---@field cwd? string Working directory (default: the current one).
+
+---A fenced resource kept in one znode: it takes a write only with a fencing token at least as
+---high as the highest it took, atomically (versioned set).
+---
+---Errors: raises on a bad argument.
+---@param client zklock.Client The client that reads and writes the znode.
+---@param path string The znode (created with its parents on the first write).
+---@param opts? zklock.testing.FencedOptions
+---@return zklock.testing.Fenced resource
+function testing.fenced(client, path, opts) end
+
+---Options of `testing.fenced`.
+---@class zklock.testing.FencedOptions
+---@field recorder? zklock.testing.Recorder Log every write as `accept` (with `token=`, `zxid=`) or `reject` (`token=`).
+---@field timeout? number Seconds for each ZooKeeper call (default: the client's `op_timeout`).
+
+---Call `fn` until it returns a true first value without raising, and return its results; after
+---`timeout` seconds raise `"eventually: <what> not within N s: <fn's last error or values>"`.
+---`opts` as a number is the interval. Its options: `interval` (seconds between calls, 0.05),
+---`pump` (`fun(seconds)`: how to wait, such as `function(s) client:sleep(s) end`), `what`
+---(described in the message).
+---
+---Errors: raises on timeout, or on a bad argument.
+---@param fn fun(): any
+---@param timeout? number Seconds (default 10).
+---@param opts? number|table
+---@return any ...
+function testing.eventually(fn, timeout, opts) end
+
+---Start a server, call `fn(server)`, then stop it and every server, ensemble, proxy and worker
+---started meanwhile, whether `fn` returns or raises (then re-raises, with its traceback).
+---@param opts? zklock.testing.ServerOptions May be left out: `with_server(fn)`.
+---@param fn fun(server: zklock.testing.Server): any
+---@return any ... `fn`'s results.
+function testing.with_server(opts, fn) end
+
+---`with_server` for an ensemble: `fn(ensemble)`, then everything started meanwhile is stopped.
+---@param opts? zklock.testing.EnsembleOptions May be left out: `with_ensemble(fn)`.
+---@param fn fun(ensemble: zklock.testing.Ensemble): any
+---@return any ... `fn`'s results.
+function testing.with_ensemble(opts, fn) end
+
+---A fault proxy from `testing.proxy`. Each fault applies to the connections open now and those
+---made later until `heal()`; its `seconds` bound it: the proxy heals by itself after that long
+---(default `config.net_fault_max`), even if this process is blocked. Each call waits until the
+---proxy has applied it (calling `net.pump` meanwhile, if set).
+---@class zklock.testing.Net
+---@field hosts string `"127.0.0.1:PORT"`: connect clients here.
+---@field port integer
+---@field target string The server it forwards to.
+---@field pid integer The proxy process.
+---@field pump? fun(seconds: number) Called while a command waits to be applied.
+local net = {}
+
+---Close every connection and refuse new ones: the client notices at once and cannot reconnect.
+---@param seconds? number Bound (default `config.net_fault_max`).
+---@return true
+function net:cut(seconds) end
+
+---Forward nothing either way and close nothing; new connections are accepted and swallowed. The
+---client notices only through its own timeouts (two thirds of the session timeout).
+---@param seconds? number Bound.
+---@return true
+function net:blackhole(seconds) end
+
+---Requests still reach the server, replies never come back (the unknown-outcome case).
+---@param seconds? number Bound.
+---@return true
+function net:drop_replies(seconds) end
+
+---Forward every byte `ms` milliseconds late, both ways, order kept.
+---@param ms number 0..600000.
+---@param seconds? number Bound.
+---@return true
+function net:delay(ms, seconds) end
+
+---Close every connection once; reconnects pass (nothing to heal).
+---@return true
+function net:reset() end
+
+---End every fault: broken connections are closed (clients reconnect through a clean proxy), no delay.
+---@return true
+function net:heal() end
+
+---The proxy's counters: `open`, `accepted`, `c2s`, `s2c`, `c2s_dropped`, `s2c_dropped`,
+---`dropping`, `new` (`"pass"`, `"refuse"`, `"blackhole"`, `"drop"`), `delay`, `healing`, `applied`.
+---@return table<string, number|string>
+function net:status() end
+
+---Whether the proxy process runs.
+---@return boolean
+function net:alive() end
+
+---Stop the proxy (SIGTERM, then SIGKILL) and remove its directory. Idempotent.
+---@return boolean gone
+function net:stop() end
+
+---Send a raw proxy command (see lua/zklock/testing/proxy.py) and wait until it is applied.
+---@param cmd string
+---@param timeout? number Seconds (default 5).
+---@param pump? fun(seconds: number)
+---@return true
+function net:send(cmd, timeout, pump) end
+
+---Have a background shell send `cmd` after `delay` seconds (for when this process blocks).
+---@param cmd string
+---@param delay number Seconds.
+---@return integer seq For `wait_ack`.
+function net:send_later(cmd, delay) end
+
+---Wait until the proxy has applied command `seq`.
+---@param seq integer
+---@param timeout? number Seconds (default 5).
+---@param pump? fun(seconds: number)
+---@return boolean applied
+function net:wait_ack(seq, timeout, pump) end
+
+---A seeded fault schedule from `testing.nemesis`.
+---@class zklock.testing.Nemesis
+---@field seed number
+---@field history table[] Every logged step: `{ t, what, detail, line }`.
+local nemesis = {}
+
+---The schedule for a run of `seconds`: `{ { at, fault, target, seconds [, delay_ms] }, ... }`.
+---@param seconds number
+---@return table[] steps
+function nemesis:plan(seconds) end
+
+---Apply the schedule, one fault at a time at its offset, each undone after its duration, every
+---step logged with its time; `heal()` at the end, also after an error (which is then raised).
+---@param seconds number
+---@return table report `{ seed, steps, counts = { fault = n }, faults, log = { line, ... }, summary }`.
+function nemesis:run(seconds) end
+
+---Undo every fault still in effect: resume paused servers and workers, restart killed servers,
+---heal every proxy, wait for an ensemble's quorum.
+---@return true? ok
+---@return string? err
+function nemesis:heal() end
+
+---A worker process from `testing.worker`.
+---@class zklock.testing.Worker
+---@field pid integer
+---@field out string The file with its output (stdout and stderr).
+---@field dir string Its temporary directory.
+local worker = {}
+
+---Whether it is still running.
+---@return boolean
+function worker:alive() end
+
+---Its exit status, once it has exited.
+---@return integer? status
+function worker:status() end
+
+---Wait until it exits.
+---@param timeout? number Seconds (default 60).
+---@param pump? fun(seconds: number) Called between looks (default: sleep).
+---@return integer? status
+---@return string? err `"timeout"`.
+function worker:wait(timeout, pump) end
+
+---Its output so far.
+---@return string
+function worker:output() end
+
+---Send a signal (`"TERM"`, `"USR1"`, ...) if it runs.
+---@param sig string
+function worker:signal(sig) end
+
+---SIGSTOP (a process pause: a GC pause, a VM stall).
+function worker:pause() end
+
+---SIGCONT after `pause()`.
+function worker:resume() end
+
+---SIGKILL to it and its children, and wait. Idempotent; its output stays readable.
+---@param opts? table `{ keep_dir = false }` also removes its directory.
+---@return boolean gone
+function worker:stop(opts) end
+
+---A fenced resource from `testing.fenced`.
+---@class zklock.testing.Fenced
+---@field path string
+local fenced = {}
+
+---Write `value` with fencing token `token`.
+---@param token number
+---@param value? string
+---@return true? ok
+---@return string? err `"ESTALE: fencing token N is older than M, ..."` or a ZooKeeper error.
+---@return string? code `"ESTALE"`, `"EBUSY"` or the ZooKeeper code.
+function fenced:write(token, value) end
+
+---The value and the token of the last accepted write (`nil, nil` if none).
+---@return string? value
+---@return number|string|nil token_or_err
+---@return string? code
+function fenced:read() end
+
+---`zklock.testing.check`: a history of what processes did and checkers over it. Record format:
+---one event a line, tab-separated, one file per process: `<time ms> <process> <event> <key>
+---[name=value]...`. The checkers read `acquire`/`release` (`token=`, `seq=`, `mode=read|write`,
+---`limit=`, `id=`, `interrupted=1`), `request`, `lead`/`unlead`, `accept`/`reject` (`token=`,
+---`zxid=`), `enqueue`/`dequeue` (`item=`). Each checker returns `true, n` (n: what it checked), or
+---`nil, message, { first = hold|event, second = hold|event }`: the first violation with both
+---events and where they were logged. Their `opts`: `ignore_interrupted` (skip holds whose
+---release says `interrupted=1`), `limit` (semaphore), `complete` (queue; default true).
+---@class zklock.testing.check
+---@field CHECKS string[] The checker names.
+---@field Recorder table The recorder class.
+local check = {}
+
+---A recorder of one process's events: to the file `path` (appended, line-buffered), through an
+---open file (its owner flushes and closes it), or only in memory (`rec.events`) when `path` is nil.
+---@param path? string|file*
+---@param process string|number The process's name in the history.
+---@param clock? fun(): number Milliseconds on a clock all processes share (default `zklock.core.now`).
+---@return zklock.testing.Recorder
+function check.recorder(path, process, clock) end
+
+---A history: the events of files, directories (their `*.log` files), recorders and event lists,
+---in time order.
+---@param ... string|zklock.testing.Recorder|table
+---@return table history `{ events = { { t, p, ev, key, f = { name = value }, src }, ... } }`.
+function check.load(...) end
+
+---`h` as a history (`load(h)` unless it is one already).
+---@param h any
+---@return table history
+function check.history(h) end
+
+---One event as text: `"p1 acquire /l at 12.000 ms (token=5) [file:line]"`.
+---@param ev table
+---@return string
+function check.describe(ev) end
+
+---The hold intervals of a history: `{ key, p, start, finish, a, r, token, seq, mode, interrupted, open }`.
+---@param h any A history or what `load` takes.
+---@param open_ev? string Default `"acquire"`.
+---@param close_ev? string Default `"release"`.
+---@return table[]
+function check.intervals(h, open_ev, close_ev) end
+
+---Holds made from what processes did: per process, key and `token=`, one hold from its first to
+---its last `event`; `opts.as = "lead"` makes lead/unlead events (for `leader`).
+---@param h any
+---@param event string Such as `"write"`.
+---@param opts? table `{ as = "acquire"|"lead" }`.
+---@return table history
+function check.spans(h, event, opts) end
+
+---The events of `h` for which `pred(event)` is true (say, those of one key), as a history.
+---@param h any
+---@param pred fun(event: table): boolean
+---@return table history
+function check.filter(h, pred) end
+
+---A history from hold records kept as tables, one acquire/release pair each: `{ key =, owner =,
+---start = ms, finish = ms [, token =] [, interrupted = true] [, mode =] }` (owner is the process).
+---
+---Errors: raises if a hold lacks numeric `start` and `finish`.
+---@param list table[]
+---@return table history
+function check.from_holds(list) end
+
+---Counts over every key's holds instead of the first violation (a soak's summary): `{ holds,
+---clean, violations, interrupted_overlaps, token_violations, max_overlap = { [key] = n },
+---examples = { text, ... } }`; `opts.limit` holders allowed at once (default 1).
+---@param h any
+---@param opts? table `{ limit = n }`.
+---@return table counts
+function check.stats(h, opts) end
+
+---No two holds of one key overlap (touching is fine).
+---@param h any
+---@param opts? table
+---@return true? ok
+---@return string|integer|nil msg_or_count
+---@return table? pair
+function check.mutex(h, opts) end
+
+---At most `opts.limit` (or the acquire's `limit=`) holds of a key at once.
+---@param h any
+---@param opts? table
+---@return true? ok
+---@return string|integer|nil msg_or_count
+---@return table? pair
+function check.semaphore(h, opts) end
+
+---A `mode=write` hold overlaps no other hold of its key; reads may overlap reads.
+---@param h any
+---@param opts? table
+---@return true? ok
+---@return string|integer|nil msg_or_count
+---@return table? pair
+function check.rwlock(h, opts) end
+
+---Per key, fencing tokens strictly rise in grant order.
+---@param h any
+---@param opts? table
+---@return true? ok
+---@return string|integer|nil msg_or_count
+---@return table? pair
+function check.tokens(h, opts) end
+
+---A fenced resource never accepted a token below one it accepted before (in `zxid=` order when
+---every accept has one, else in time order).
+---@param h any
+---@return true? ok
+---@return string|integer|nil msg_or_count
+---@return table? pair
+function check.fenced(h) end
+
+---Per key, grants in queue order: by the acquire's `seq=`, else by the process's last `request`.
+---@param h any
+---@param opts? table
+---@return true? ok
+---@return string|integer|nil msg_or_count
+---@return table? pair
+function check.fifo(h, opts) end
+
+---At most one leader of a key at once (lead / unlead events).
+---@param h any
+---@param opts? table
+---@return true? ok
+---@return string|integer|nil msg_or_count
+---@return table? pair
+function check.leader(h, opts) end
+
+---Every dequeued item was enqueued and is dequeued once; every enqueued item is dequeued unless
+---`opts.complete == false`.
+---@param h any
+---@param opts? table
+---@return true? ok
+---@return string|integer|nil msg_or_count
+---@return table? pair
+function check.queue(h, opts) end
+
+---Run the named checks (a list or `"mutex,tokens"`) and return the first failure and its name.
+---
+---Errors: raises on an unknown or empty list of names.
+---@param h any
+---@param names string|string[]
+---@param opts? table
+---@return true? ok
+---@return string? msg
+---@return table? pair
+---@return string? name
+function check.all(h, names, opts) end
+
+---The command line: `lua -e 'require("zklock.testing.check").main(arg)' /dev/null CHECKS PATH...
+---[--limit N] [--ignore-interrupted] [--partial]`: prints `ok: ...` lines or the first violation;
+---exit status 0, 1 (a violation) or 2 (usage).
+---@param argv string[]
+---@param exit? fun(status: integer) Default `os.exit`.
+---@param write? fun(...: string) Default `io.write`.
+function check.main(argv, exit, write) end
+
+---A recorder from `check.recorder`.
+---@class zklock.testing.Recorder
+---@field path? string
+---@field process string
+---@field events table[] Every event it logged.
+local recorder = {}
+
+---Log one event; `fields` values true become 1, false and nil are left out.
+---@param event string A word.
+---@param key any
+---@param fields? table<string, any>
+---@param t? number Milliseconds (default: its clock).
+---@return table event
+function recorder:log(event, key, fields, t) end
+
+---`log("acquire", key, fields, t)`.
+---@param key any
+---@param fields? table<string, any>
+---@param t? number
+---@return table event
+function recorder:acquire(key, fields, t) end
+
+---`log("release", key, fields, t)`.
+---@param key any
+---@param fields? table<string, any>
+---@param t? number
+---@return table event
+function recorder:release(key, fields, t) end
+
+---Flush the file.
+function recorder:flush() end
+
+---Close the file.
+function recorder:close() end
 
 return testing

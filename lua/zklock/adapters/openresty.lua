@@ -54,10 +54,25 @@
 -- the critical section), with a warning in the error log. Use one lock object per request.
 -- A request that dies while waiting (aborted, worker shutdown timeout) does not keep the lock
 -- either: the grant nobody picks up is released in the background.
+--
+-- One worker across the fleet
+--   zngx.one_worker(path, job, opts) -> handle | nil, msg, code
+--       keeps `job` running in exactly one nginx worker of all the nginx instances (all the
+--       processes) that call it with the same ZooKeeper `path`. Call it in init_worker_by_lua*:
+--       every worker queues on a mutex at `path` (Curator's LeaderSelector protocol: an
+--       InterProcessMutex whose node data is the participant id) under a session of its own;
+--       the holder runs job(ctx) in a light thread, releases when it returns, raises or is told
+--       to stop, and queues again. opts: hosts (required), id, session_timeout (10 s),
+--       stop_grace (5 s), acl. ctx: token, node, id, path, pid, worker, client,
+--       ctx:stopping() -> nil | "SUSPENDED" | "LOST" | "EXITING" | "CLOSED",
+--       ctx:sleep(s) -> true | nil, reason. handle: running(), token(), close().
+--       See README ("One worker across the fleet") for what happens on SUSPENDED, LOST,
+--       reload, quit and a crashed worker.
 if type(ngx) ~= "table" or not ngx.timer then
   error("zklock.adapters.openresty needs lua-nginx-module (OpenResty): no ngx here", 2)
 end
 local zklock = require("zklock")
+local check = require("zklock.check")
 local semaphore = require("ngx.semaphore")
 
 local ngx = ngx
@@ -259,5 +274,289 @@ function M.stop()
     c:close()
   end
 end
+
+---------------------------------------------------------------- one worker across the fleet
+--
+-- Election: every worker's supervisor (a timer) queues on a zklock mutex at `path` under a
+-- client of its own (node data = the participant id: Curator's LeaderSelector on the wire). The
+-- holder runs the job in a light thread it spawned, so it can stop it; `elect` and the body of
+-- `run_term` are the only places that know it is a mutex (a leader-election call that runs a
+-- function while leader can replace `elect` + `run_term`'s release).
+
+local POLL = 0.1        -- s: how often a supervisor looks at ngx.worker.exiting() and the job
+local RETRY_DELAY = 1   -- s: before queueing again after a failed acquire or a job that raised
+
+local Job = {}
+Job.__index = Job
+Job.__name = "zklock.adapters.openresty.Job"
+
+local Fleet = {}
+Fleet.__index = Fleet
+Fleet.__name = "zklock.adapters.openresty.OneWorker"
+
+-- Why this worker's supervisor must stop for good (nil: it goes on).
+local function ending(st)
+  if st.closed then return "CLOSED" end
+  if ngx.worker.exiting() then return "EXITING" end
+  if st.client.state == "CLOSED" then return "CLOSED" end
+  return nil
+end
+
+local function flog(st, level, ...)
+  ngx.log(level, "zklock: one_worker ", st.path, ": ", ...)
+end
+
+-- nil while the job may run; otherwise why it must stop: "SUSPENDED" (the connection dropped:
+-- this worker may no longer be the one), "LOST" (the session is gone), "EXITING" (the worker
+-- is exiting: reload or quit), "CLOSED" (handle:close(), or the client was closed).
+function Job:stopping()
+  if getmetatable(self) ~= Job then check.raise("zklock: use job:stopping() (with a colon)") end
+  if not self._why then
+    local why = ending(self._st)
+    if why then self._why = why end
+  end
+  return self._why
+end
+
+-- Sleep `s` seconds unless told to stop meanwhile. -> true, or nil, reason as soon as
+-- job:stopping() says so (at once on SUSPENDED, LOST, close(); within 0.1 s on worker exit).
+function Job:sleep(s)
+  if getmetatable(self) ~= Job then check.raise("zklock: use job:sleep(s) (with a colon)") end
+  if type(s) ~= "number" or s ~= s or s < 0 then
+    check.argerror("sleep", 1, "expected a number of seconds >= 0, got " .. check.describe(s))
+  end
+  ngx.update_time()
+  local deadline = ngx.now() + s
+  while true do
+    local why = self:stopping()
+    if why then return nil, why end
+    ngx.update_time()
+    local left = deadline - ngx.now()
+    if left <= 0 then return true end
+    self._wake:wait(left < POLL and left or POLL)
+  end
+end
+
+-- Tell the job to stop (first reason wins) and wake it and its supervisor, once per term: a
+-- semaphore with a resource left makes wait() return without yielding, so posting again from
+-- the supervisor's own loop would spin it.
+local function tell(st, job, why)
+  if not job._why then job._why = why end
+  if job._told then return end
+  job._told = true
+  local n = -job._wake:count() -- the job's threads waiting in job:sleep
+  job._wake:post(n > 0 and n or 1)
+  if st.kick:count() < 1 then st.kick:post(1) end
+end
+
+-- Queue for the job; -> the mutex, held by the calling coroutine, and the term's loss record
+-- ({ why = "SUSPENDED" | "LOST", lost = bool, job = ctx once it runs }), or nil, msg, code.
+-- The loss handler is set before the acquire: a SUSPENDED that arrives between the grant and the
+-- start of the job is kept. While waiting, a light thread cancels the acquire when the worker
+-- exits or close() is called.
+local function elect(st)
+  local m = st.client:mutex(st.path, { acl = st.acl })
+  local term = {}
+  m:on_lost(function(state)
+    if state ~= "SUSPENDED" and state ~= "LOST" then return end
+    term.why = term.why or state
+    local job = term.job
+    if job then tell(st, job, state) end
+    if state == "LOST" and not term.lost then
+      term.lost = true -- the supervisor kills the job at once
+      if st.kick:count() < 1 then st.kick:post(1) end
+    end
+  end)
+  local waiting, done = true, assert(semaphore.new(0))
+  st.watch = done -- close() posts it too
+  ngx.thread.spawn(function()
+    while waiting do
+      if ending(st) then m:cancel() return end
+      done:wait(POLL)
+    end
+  end)
+  local ok, msg, code = m:acquire()
+  waiting = false
+  st.watch = nil
+  done:post(1) -- the watcher ends now, not at its next poll
+  if not ok then
+    m:on_lost(nil)
+    return nil, msg, code
+  end
+  return m, term
+end
+
+-- Run one term of the job on the held mutex m; returns once the job ended and m is released.
+local function run_term(st, m, term)
+  local job = setmetatable({
+    token = m:token(), node = m:node(), id = st.id, path = st.path, client = st.client,
+    pid = ngx.worker.pid(), worker = ngx.worker.id(),
+    _st = st, _wake = assert(semaphore.new(0)),
+  }, Job)
+  local why = ending(st)
+  if why or term.why or st.client.state ~= "CONNECTED" or not m:is_held() then
+    -- granted just as this worker began to exit, or while the connection is down (or lost at
+    -- once): hand it on without running
+    m:on_lost(nil)
+    if m:is_held() then m:release() end
+    return
+  end
+  term.job = job
+  st.job = job
+  flog(st, ngx.NOTICE, "worker ", job.pid, " runs the job (token ", tostring(job.token), ", id ", st.id, ")")
+  local done, failed = false, nil
+  local thread, err = ngx.thread.spawn(function()
+    local ok, e = xpcall(st.fn, debug.traceback, job)
+    if not ok then failed = e end
+    done = true
+    if st.kick:count() < 1 then st.kick:post(1) end
+  end)
+  if not thread then
+    failed, done = "cannot spawn the job thread: " .. tostring(err), true
+  end
+  local kill_at, outcome
+  while not done do
+    why = job:stopping()
+    if why then
+      tell(st, job, why)
+      ngx.update_time()
+      local t = ngx.now()
+      kill_at = kill_at or (t + st.stop_grace)
+      -- LOST: the server may hand the job to another worker any moment now: no grace left
+      if term.lost or t >= kill_at then
+        ngx.thread.kill(thread)
+        outcome = term.lost and ("killed at once: the session was lost (told to stop: %s)"):format(job._why)
+          or ("killed: it did not return within %g s of being told to stop (%s)"):format(st.stop_grace, job._why)
+        break
+      end
+    end
+    st.kick:wait(POLL)
+  end
+  st.job = nil
+  if failed then
+    flog(st, ngx.ERR, "the job raised in worker ", job.pid, ": ", tostring(failed))
+  end
+  flog(st, outcome and ngx.WARN or ngx.NOTICE, "worker ", job.pid, " ended the job (token ",
+    tostring(job.token), "): ", outcome or (job._why and ("told to stop: " .. job._why)) or "it returned")
+  m:on_lost(nil)
+  if m:is_held() then
+    local ok, msg = m:release()
+    if not ok then flog(st, ngx.WARN, "release: ", tostring(msg)) end
+  end
+  return failed ~= nil
+end
+
+local function supervise(premature, st)
+  if not premature then
+    local ok, err = pcall(function()
+      while not ending(st) do
+        local m, term, code = elect(st)
+        local pause = false
+        if m then
+          pause = run_term(st, m, term)
+        elseif code ~= "ECANCELED" and code ~= "ECLOSED" then
+          flog(st, ngx.WARN, "acquire failed, queueing again in ", RETRY_DELAY, " s: ", tostring(term))
+          pause = true
+        end
+        if pause then
+          ngx.update_time()
+          local until_t = ngx.now() + RETRY_DELAY
+          while not ending(st) and ngx.now() < until_t do
+            st.kick:wait(POLL)
+            ngx.update_time()
+          end
+        end
+      end
+    end)
+    if not ok then flog(st, ngx.ERR, "supervisor failed: ", tostring(err)) end
+  end
+  st.stopped = true
+  -- closing the session deletes our queue node at once: the next worker does not wait for
+  -- the session to expire
+  if st.client.state ~= "CLOSED" then st.client:close() end
+end
+
+local ONE_WORKER_OPTS = {
+  hosts = check.is.string,
+  id = check.is.string,
+  session_timeout = check.is.positive,
+  stop_grace = check.is.nonneg,
+  acl = check.acl_option,
+}
+
+local function host_name()
+  local f = io.open("/proc/sys/kernel/hostname", "r")
+  local name = f and f:read("*l")
+  if f then f:close() end
+  return (name and name ~= "") and name or "nginx"
+end
+
+function M.one_worker(path, fn, opts)
+  check.path("one_worker", 1, path)
+  if type(fn) ~= "function" then
+    check.argerror("one_worker", 2, "job: expected a function, got " .. check.describe(fn))
+  end
+  opts = check.options("one_worker", 3, opts, ONE_WORKER_OPTS)
+  if opts.hosts == nil then
+    check.argerror("one_worker", 3, 'option \'hosts\' is required: "host:port[,host:port...][/chroot]"')
+  end
+  check.hosts("one_worker", 3, opts.hosts)
+  if opts.stop_grace and opts.stop_grace * 1000 > check.MAX_MS then
+    check.argerror("one_worker", 3, "option 'stop_grace': expected a number of seconds >= 0 (finite), got "
+      .. check.describe(opts.stop_grace))
+  end
+  local phase = ngx.get_phase()
+  if phase == "init" then
+    check.raise("zklock: one_worker must be called in init_worker_by_lua* (or later), not in init_by_lua*:"
+      .. " the master process runs no job")
+  end
+  local stop_grace = opts.stop_grace or 5
+  local id = opts.id or (host_name() .. "/" .. ngx.worker.pid())
+  local client, msg, code = zklock.connect(opts.hosts, {
+    wait = false, session_timeout = opts.session_timeout or 10, identity = id,
+  })
+  if not client then return nil, msg, code end
+  -- the pump closes the session at worker exit only if the supervisor did not (it releases as
+  -- soon as the job returned, at most stop_grace after the exit began)
+  M.attach(client, { exit_grace = stop_grace + 5 })
+  local st = {
+    path = path, fn = fn, id = id, acl = opts.acl, client = client, stop_grace = stop_grace,
+    kick = assert(semaphore.new(0)), watch = nil, job = nil, closed = false, stopped = false,
+  }
+  local ok, err = ngx.timer.at(0, supervise, st)
+  if not ok then
+    client:close()
+    return nil, "ESYSTEM: one_worker: cannot start the supervisor timer: " .. tostring(err), "ESYSTEM"
+  end
+  return setmetatable({ _st = st }, Fleet)
+end
+
+-- This worker runs the job now.
+function Fleet:running()
+  if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:running() (with a colon)") end
+  local job = self._st.job
+  return job ~= nil and not job._why
+end
+
+-- The fencing token of the job this worker runs now, or nil.
+function Fleet:token()
+  if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:token() (with a colon)") end
+  local job = self._st.job
+  return job and not job._why and job.token or nil
+end
+
+-- This worker leaves the election for good: a running job is told "CLOSED" (killed after
+-- stop_grace), the mutex is released and the session closed. Returns at once.
+function Fleet:close()
+  if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:close() (with a colon)") end
+  local st = self._st
+  st.closed = true
+  if st.job then tell(st, st.job, "CLOSED") end
+  if st.kick:count() < 1 then st.kick:post(1) end
+  if st.watch and st.watch:count() < 1 then st.watch:post(1) end
+end
+
+-- the classes, for scripts/apidoc.lua (not an API)
+M._Job, M._OneWorker = Job, Fleet
 
 return M

@@ -8,4 +8,6 @@ return {
   jvm_opts = { "-Xmx256m", "-Dzookeeper.jmx.log4j.disable=true" },
   stop_timeout = 10,                               -- s: SIGTERM grace before SIGKILL
   port_min = 20000, port_max = 40000,
+  python = os.getenv("ZKLOCK_PYTHON") or "python3", -- runs the fault proxy (zklock.testing.net)
+  net_fault_max = 120,                             -- s: a network fault heals by itself after this
 }

@@ -90,6 +90,22 @@
 --                                       `stop` signal, KILL after `grace` s) -> pid | nil, err
 --   testing.pid, testing.pid_start      this process's pid (number) and its starttime (string)
 --
+-- The lock-test kit (README "A Jepsen-style lock test in busted"; each module's header has the
+-- details):
+--   testing.proxy(target [, opts]) -> net   a fault proxy in front of one server (python3):
+--       net.hosts, net:cut([s]), net:blackhole([s]), net:drop_replies([s]), net:delay(ms [, s]),
+--       net:reset(), net:heal(), net:status(), net:stop()          (zklock.testing.net)
+--   testing.nemesis(opts) -> nem             a seeded fault schedule: nem:plan(seconds),
+--       nem:run(seconds) -> report, nem:heal()                      (zklock.testing.nemesis)
+--   testing.rng(seed)                        the nemesis's seeded generator: r(), r(lo, hi)
+--   testing.check                            the history format and checkers: recorder, load,
+--       mutex, semaphore, rwlock, tokens, fenced, fifo, leader, queue, all, main
+--   testing.worker(opts) -> worker           a Lua worker process that goes away with this one
+--   testing.fenced(client, path [, opts])    a znode that refuses stale fencing tokens
+--   testing.eventually(fn [, timeout [, opts]])  poll fn until it returns true; raise on timeout
+--   testing.with_server([opts,] fn), testing.with_ensemble([opts,] fn)  fn(server) and stop
+--       it, and every proxy, worker and server started meanwhile, whatever happens
+--
 -- Failure convention: a server that cannot be started raises an error that carries the
 -- tail of its log; four()/mntr()/mode()/leader()/wait_quorum()/expire() return nil, err.
 --
@@ -109,9 +125,16 @@
 --   zklock.testing.ensemble   ensemble()
 --   zklock.testing.registry   every server/ensemble started here; stop_all(), also at state close
 --   zklock.testing.faults     expire()
+--   zklock.testing.net        proxy() (and proxy.py, the fault proxy it runs)
+--   zklock.testing.nemesis    new(), rng()
+--   zklock.testing.check      recorder(), load(), the checkers, main()
+--   zklock.testing.workers    worker()
+--   zklock.testing.fenced     fenced()
+--   zklock.testing.fixtures   eventually(), with_server(), with_ensemble()
 --
 -- Requirements: Linux (/proc), POSIX sh, java, the `zookeeper` package
--- (/usr/share/java/zookeeper.jar), and socat or bash for four-letter words. Pure Lua:
+-- (/usr/share/java/zookeeper.jar), socat or bash for four-letter words, and python3 (Debian's
+-- base system has it) for the fault proxy of testing.proxy() only. Pure Lua:
 -- runs under Lua 5.1-5.4 and LuaJIT. Paths can be changed in testing.config before use.
 
 local config = require("zklock.testing.config")
@@ -122,6 +145,11 @@ local registry = require("zklock.testing.registry")
 local servers = require("zklock.testing.servers")
 local ensemble = require("zklock.testing.ensemble")
 local faults = require("zklock.testing.faults")
+local net = require("zklock.testing.net")
+local nemesis = require("zklock.testing.nemesis")
+local workers = require("zklock.testing.workers")
+local fenced = require("zklock.testing.fenced")
+local fixtures = require("zklock.testing.fixtures")
 
 local M = { _NAME = "zklock.testing", _VERSION = "0.1.0" }
 
@@ -144,5 +172,15 @@ M.proc_stat, M.pid_alive = processes.proc_stat, processes.pid_alive
 M.pid, M.pid_start = processes.pid, processes.pid_start
 M.spawn, M.exit_with_parent = processes.spawn, processes.exit_with_parent
 M.free_ports = ports.free_ports
+
+-- the lock-test kit
+M.proxy = net.proxy
+M.nemesis = nemesis.new
+M.rng = nemesis.rng
+M.worker = workers.worker
+M.fenced = fenced.fenced
+M.eventually = fixtures.eventually
+M.with_server, M.with_ensemble = fixtures.with_server, fixtures.with_ensemble
+M.check = require("zklock.testing.check")
 
 return M

@@ -5,10 +5,14 @@ local M = {}
 ---------------------------------------------------------------- registry and shutdown
 
 local live = {}   -- servers and ensembles with something left to clean up
+local serial = 0  -- every registration gets the next number (mark / stop_since)
+local serials = setmetatable({}, { __mode = "k" })
 
 local function register(obj)
   for _, o in ipairs(live) do if o == obj then return end end
   live[#live + 1] = obj
+  serial = serial + 1
+  serials[obj] = serial
 end
 
 local function unregister(obj)
@@ -59,5 +63,27 @@ do
   if ok and type(reg) == "table" then reg["zklock.testing.sentinel"] = sentinel end
 end
 M.register, M.unregister = register, unregister
+
+-- mark() -> a number; stop_since(mark) stops (newest first) what was registered after it and is
+-- still live: servers, ensembles, proxies, workers. -> true | nil, errors
+function M.mark() return serial end
+
+function M.stop_since(mark)
+  local objs = {}
+  for _, o in ipairs(live) do
+    if (serials[o] or 0) > mark then objs[#objs + 1] = o end
+  end
+  table.sort(objs, function(a, b) return serials[a] > serials[b] end)
+  local errs = {}
+  for _, o in ipairs(objs) do
+    local ok, err
+    if o.nodes then ok, err = pcall(o.stop, o)
+    else ok, err = pcall(o.stop, o, { keep_dir = false }) end
+    if not ok then errs[#errs + 1] = tostring(err) end
+    unregister(o)
+  end
+  if #errs > 0 then return nil, table.concat(errs, "\n") end
+  return true
+end
 
 return M

@@ -24,6 +24,18 @@
 //        [write_pct=] [max=] [timeout_ms=] [seed=] [key=]
 //        threads acquire/hold/release in a loop; every hold interval goes to `log`;
 //        -> ok holds=<n> timeouts=<n> errors=<n> [error=<first error>]   when all threads ended
+//   leader path= id= log= [hold_ms=] [seconds=] [key=]
+//        a LeaderSelector (autoRequeue, setId(id)) leading for hold_ms (interruptible: Curator
+//        interrupts on SUSPENDED and LOST) each term, for `seconds` or until leader_stop;
+//        -> ok terms=<n> when it has stopped
+//   latch path= id= log= [hold_ms=] [seconds=] [key=]
+//        a loop of LeaderLatch(path, id): start, await, lead hold_ms or until leadership is lost
+//        (notLeader), close; again, for `seconds` or until leader_stop; -> ok terms=<n>
+//   leader_stop id=                        end a leader/latch loop early -> ok
+//   leader_participants kind=selector|latch path=
+//        -> ok list=<id:1|0,...> leader=<id>  (getParticipants / getLeader of that recipe)
+//        Leader and latch logs: B key owner id czxid start node  when a term begins (flushed),
+//        then the H line (format below, mode leader|latch) when it ends.
 //   quit                                   -> ok, then exit
 // Revocation (spec/74-curator-revoke_spec.lua):
 //   hold ... revocable=1                   mutex/read/write: makeRevocable before acquiring; each
@@ -58,6 +70,7 @@ import java.util.concurrent.atomic.*;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.*;
 import org.apache.curator.framework.recipes.locks.*;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.RetryNTimes;
@@ -292,6 +305,13 @@ public class CuratorPeer {
             case "loop":
                 loop(seq, a);
                 break;
+            // leader election commands: see LeaderPeer at the end of this file
+            case "leader":
+            case "latch":
+            case "leader_stop":
+            case "leader_participants":
+                LeaderPeer.handle(seq, cmd, a);
+                break;
             case "quit":
                 client.close(); // ends the session: its ephemeral nodes go at once
                 reply(seq, "ok");
@@ -471,5 +491,143 @@ public class CuratorPeer {
         }
         client.close();
         System.exit(0);
+    }
+
+    // ------------------------------------------------------------ leader election (LeaderPeer)
+
+    static class LeaderPeer {
+        static final ConcurrentHashMap<String, AtomicBoolean> stops = new ConcurrentHashMap<>();
+
+        static PrintWriter open(String path) throws IOException {
+            return new PrintWriter(new BufferedWriter(new OutputStreamWriter(
+                new FileOutputStream(path, true), StandardCharsets.UTF_8)));
+        }
+
+        static void line(PrintWriter log, String text) {
+            synchronized (log) { log.println(text); log.flush(); }
+        }
+
+        static String sessSince(int ev0) {
+            synchronized (events) {
+                return events.size() > ev0 ? String.join(",", events.subList(ev0, events.size())) : "-";
+            }
+        }
+
+        static void handle(long seq, String cmd, Map<String, String> a) throws Exception {
+            switch (cmd) {
+            case "leader_stop": {
+                AtomicBoolean st = stops.get(a.get("id"));
+                if (st == null) { reply(seq, "err no_such_leader"); return; }
+                st.set(true);
+                reply(seq, "ok");
+                return;
+            }
+            case "leader_participants": {
+                Collection<Participant> ps;
+                Participant lead;
+                if ("latch".equals(a.get("kind"))) {
+                    LeaderLatch l = new LeaderLatch(client, a.get("path"), "observer");
+                    ps = l.getParticipants();
+                    lead = l.getLeader();
+                } else {
+                    LeaderSelector sel = new LeaderSelector(client, a.get("path"), new LeaderSelectorListenerAdapter() {
+                        public void takeLeadership(CuratorFramework cf) {}
+                    });
+                    ps = sel.getParticipants();
+                    lead = sel.getLeader();
+                }
+                List<String> out = new ArrayList<>();
+                for (Participant p : ps) out.add(p.getId() + ":" + (p.isLeader() ? 1 : 0));
+                reply(seq, "ok list=" + String.join(",", out) + " leader=" + lead.getId());
+                return;
+            }
+            case "leader": selector(seq, a); return;
+            case "latch": latch(seq, a); return;
+            default: reply(seq, "err unknown_command_" + cmd);
+            }
+        }
+
+        static void selector(long seq, Map<String, String> a) throws Exception {
+            String path = a.get("path"), id = a.get("id"), key = a.getOrDefault("key", path);
+            double holdMs = darg(a, "hold_ms", 100), seconds = darg(a, "seconds", 30);
+            AtomicBoolean stop = new AtomicBoolean();
+            stops.put(id, stop);
+            AtomicLong terms = new AtomicLong();
+            PrintWriter log = open(a.get("log"));
+            java.lang.reflect.Field mf = LeaderSelector.class.getDeclaredField("mutex");
+            mf.setAccessible(true);
+            final LeaderSelector[] self = new LeaderSelector[1];
+            LeaderSelector sel = new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
+                public void takeLeadership(CuratorFramework cf) throws Exception {
+                    double start = now();
+                    int ev0 = events.size();
+                    String node = (String) getLockPath.invoke(mf.get(self[0]));
+                    long z = czxid(node);
+                    line(log, String.join("\t", "B", key, "curator-" + PID, id, Long.toString(z), fmt(start),
+                        basename(node)));
+                    String how = "ok";
+                    try {
+                        double until = start + holdMs;
+                        while (now() < until && !stop.get()) Thread.sleep(1);
+                    } catch (InterruptedException e) {
+                        how = "interrupted";
+                    }
+                    double end = now();
+                    terms.incrementAndGet();
+                    line(log, String.join("\t", "H", key, "curator-" + PID, id, Long.toString(z), fmt(start),
+                        fmt(end), sessSince(ev0), "-", "0", how, basename(node), "leader"));
+                    if (how.equals("interrupted")) Thread.currentThread().interrupt();
+                }
+            });
+            self[0] = sel;
+            sel.setId(id);
+            sel.autoRequeue();
+            sel.start();
+            double deadline = now() + seconds * 1000;
+            while (now() < deadline && !stop.get()) Thread.sleep(5);
+            stop.set(true);
+            sel.close();
+            stops.remove(id);
+            reply(seq, "ok terms=" + terms.get());
+        }
+
+        static void latch(long seq, Map<String, String> a) throws Exception {
+            String path = a.get("path"), id = a.get("id"), key = a.getOrDefault("key", path);
+            double holdMs = darg(a, "hold_ms", 100), seconds = darg(a, "seconds", 30);
+            AtomicBoolean stop = new AtomicBoolean();
+            stops.put(id, stop);
+            long terms = 0;
+            PrintWriter log = open(a.get("log"));
+            double deadline = now() + seconds * 1000;
+            while (now() < deadline && !stop.get()) {
+                LeaderLatch l = new LeaderLatch(client, path, id);
+                AtomicReference<Double> lostAt = new AtomicReference<>();
+                l.addListener(new LeaderLatchListener() {
+                    public void isLeader() {}
+                    public void notLeader() { lostAt.compareAndSet(null, now()); }
+                });
+                l.start();
+                boolean led = false;
+                while (!led && now() < deadline && !stop.get()) led = l.await(50, TimeUnit.MILLISECONDS);
+                if (!led) { l.close(); break; }
+                double start = now();
+                int ev0 = events.size();
+                String node = l.getOurPath();
+                long z = czxid(node);
+                line(log, String.join("\t", "B", key, "curator-" + PID, id, Long.toString(z), fmt(start),
+                    basename(node)));
+                double until = start + holdMs;
+                while (now() < until && l.hasLeadership() && !stop.get()) Thread.sleep(1);
+                Double lost = lostAt.get();
+                double end = lost != null ? lost : now();
+                String how = lost != null ? "lost" : "ok";
+                l.close();
+                terms++;
+                line(log, String.join("\t", "H", key, "curator-" + PID, id, Long.toString(z), fmt(start),
+                    fmt(end), sessSince(ev0), "-", "0", how, basename(node), "latch"));
+            }
+            stops.remove(id);
+            reply(seq, "ok terms=" + terms);
+        }
     }
 }

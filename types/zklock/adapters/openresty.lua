@@ -43,4 +43,78 @@ function zngx.client() end
 ---Close this worker's client now (its pump ends).
 function zngx.stop() end
 
+---Keep `job` running in exactly one nginx worker of all the nginx instances that call this with
+---the same `path` (leader election: every worker queues on a mutex at `path`, Curator's
+---LeaderSelector protocol, under a session of its own; node data = `id`). Call it in
+---`init_worker_by_lua*`; it never blocks the worker. The holder runs `job(ctx)` in a light
+---thread of a timer, releases when the job returns, raises or was told to stop, and queues
+---again (a job that raised: after 1 s). The job must return soon after `ctx:stopping()` turns
+---non-nil (poll it, or wait with `ctx:sleep`): on `SUSPENDED`, on worker exit (reload, quit)
+---and on `handle:close()` it is killed (`ngx.thread.kill`) if it has not returned after
+---`stop_grace`; on `LOST` it is killed at once (the server may give the job to another worker
+---any moment). A crashed worker's node goes with its session: another worker takes over within
+---the session timeout. One more ZooKeeper session per worker.
+---
+---Errors: bad arguments raise (naming the argument, before anything connects); calling it in
+---`init_by_lua*` raises; `nil, msg, code` from `zklock.connect`, or
+---`nil, "ESYSTEM: ...", "ESYSTEM"` when the supervisor timer cannot start.
+---@param path string The election path, shared by every worker of every instance.
+---@param job fun(ctx: zklock.adapters.openresty.Job) Runs while this worker is the one.
+---@param opts zklock.adapters.openresty.OneWorkerOptions `hosts` is required.
+---@return zklock.adapters.openresty.OneWorker? handle
+---@return string? msg
+---@return string? code
+function zngx.one_worker(path, job, opts) end
+
+---Options of `one_worker`.
+---@class zklock.adapters.openresty.OneWorkerOptions
+---@field hosts string Required: as for `zklock.connect`.
+---@field id? string Participant id, the data of this worker's queue node (default `"<host name>/<worker pid>"`).
+---@field session_timeout? number Seconds (default 10): how long a crashed worker keeps the job before another takes over.
+---@field stop_grace? number Seconds a job told to stop may take to return before it is killed (default 5; on LOST: none).
+---@field acl? zklock.ACL ACL of the queue nodes and the parents made for them (as for `client:mutex`).
+
+---What `one_worker` returns, one per worker.
+---@class zklock.adapters.openresty.OneWorker
+local OneWorker = {}
+
+---This worker runs the job now (and was not told to stop).
+---@return boolean
+function OneWorker:running() end
+
+---The fencing token of the job this worker runs now, or nil.
+---@return integer?
+function OneWorker:token() end
+
+---Leave the election in this worker for good: a running job is told `"CLOSED"` (killed after
+---`stop_grace`), then the mutex is released and the session closed. Returns at once.
+function OneWorker:close() end
+
+---The context a job receives. Fields: `token` (the fencing token: the czxid of the queue node;
+---it grows from term to term), `node` (the queue node's path), `id`, `path`, `pid`
+---(`ngx.worker.pid()`), `worker` (`ngx.worker.id()`), `client` (the election's client).
+---@class zklock.adapters.openresty.Job
+---@field token integer The fencing token of this term.
+---@field node string Full path of this worker's queue node.
+---@field id string The participant id.
+---@field path string The election path.
+---@field pid integer The worker's pid.
+---@field worker integer The worker's number (`ngx.worker.id()`).
+---@field client zklock.Client The election's client (its own session).
+local Job = {}
+
+---nil while the job may run; otherwise why it must return: `"SUSPENDED"` (the connection
+---dropped: this worker may no longer be the one), `"LOST"` (the session is gone; the job is
+---killed at once), `"EXITING"` (the worker exits: reload or quit), `"CLOSED"` (`handle:close()`).
+---Once non-nil it stays so for this term.
+---@return ("SUSPENDED"|"LOST"|"EXITING"|"CLOSED")?
+function Job:stopping() end
+
+---Sleep `s` seconds unless told to stop meanwhile: `true` after the full time, or
+---`nil, reason` (as `stopping()`) as soon as the job must stop.
+---@param s number Seconds, >= 0.
+---@return true? ok
+---@return ("SUSPENDED"|"LOST"|"EXITING"|"CLOSED")? reason
+function Job:sleep(s) end
+
 return zngx

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""A small TCP proxy for fault tests (stdlib only, one thread, selectors).
+"""zklock.testing's fault proxy: a small TCP proxy for fault tests (python3 stdlib only, one
+thread, selectors). zklock.testing.net starts and drives it; this is its wire of files.
 
-    /usr/bin/python3 spec/support/proxy.py LISTEN_PORT TARGET_HOST:PORT CONTROL_FILE
+    python3 proxy.py LISTEN_PORT TARGET_HOST:PORT CONTROL_FILE
                      [--parent PID] [--max-seconds N]
 
 Listens on 127.0.0.1:LISTEN_PORT (0 = any free port) and forwards every accepted connection to
@@ -19,7 +20,14 @@ Commands:
     cut           close every connection, both sides.
     reset         close every connection with a TCP reset towards the client (SO_LINGER 0), and
                   normally towards the server.
-    heal          close the dropping connections, and `new pass`.
+    heal          close the dropping and blackholed connections, `new pass`, `delay 0`, and
+                  cancel a pending `heal_after`.
+    delay MS      forward every byte (both directions, existing and later connections) MS
+                  milliseconds after it arrived (0 = at once); order is kept.
+    blackhole     existing connections: forward nothing either way and never close (silence);
+                  later connections: `new blackhole`.
+    heal_after S  apply `heal` by itself S seconds from now (a bound on a fault; the last one
+                  given counts).
     new MODE      how later connections are treated: pass (forward), blackhole (accept, connect
                   nowhere, swallow everything), refuse (accept and close at once), drop (forward
                   client to server only).
@@ -29,7 +37,8 @@ Signals: SIGUSR1 = drop, SIGUSR2 = cut, SIGTERM/SIGINT/SIGHUP = exit.
 
 Status: CONTROL_FILE.status is rewritten (atomically) whenever a counter changed, at most every
 20 ms: "key value" lines: open, accepted, c2s, s2c (bytes forwarded), c2s_dropped, s2c_dropped,
-dropping (connections), new (mode), applied (last SEQ).
+dropping (connections), new (mode), applied (last SEQ), delay (ms), healing (1 while a
+heal_after is pending).
 
 Bounds: exits when the parent dies (--parent PID, else the process that started it), after
 --max-seconds (default 900), on SIGTERM; at most 512 connections at once (more are refused);
@@ -82,6 +91,8 @@ class Conn:
         self.drop_s2c = False
         self.drop_c2s = False
         self.closed = False
+        self.delayed = []                 # [due, to_server?, bytes] while a delay is set
+        self.delayed_bytes = 0
 
     def sockets(self):
         return [s for s in (self.client, self.upstream) if s is not None]
@@ -89,12 +100,12 @@ class Conn:
     def interest(self, sock):
         ev = 0
         if sock is self.client:
-            if len(self.to_server) < MAX_BUF:
+            if len(self.to_server) < MAX_BUF and self.delayed_bytes < MAX_BUF:
                 ev |= selectors.EVENT_READ
             if self.to_client:
                 ev |= selectors.EVENT_WRITE
         else:
-            if len(self.to_client) < MAX_BUF:
+            if len(self.to_client) < MAX_BUF and self.delayed_bytes < MAX_BUF:
                 ev |= selectors.EVENT_READ
             if self.to_server:
                 ev |= selectors.EVENT_WRITE
@@ -117,6 +128,28 @@ class Conn:
                 sel.unregister(s)
             elif key.events != ev:
                 sel.modify(s, ev, self)
+
+    def hold(self, to_server, data):
+        """Keep data back until its due time (the `delay` command)."""
+        self.delayed.append([time.monotonic() + self.proxy.delay / 1000.0, to_server, data])
+        self.delayed_bytes += len(data)
+
+    def release_due(self, now):
+        """Move delayed data whose time has come into the send buffers; -> next due time."""
+        while self.delayed and (self.delayed[0][0] <= now or self.proxy.delay <= 0):
+            _, to_server, data = self.delayed.pop(0)
+            self.delayed_bytes -= len(data)
+            if to_server:
+                if self.drop_c2s:
+                    self.proxy.stats["c2s_dropped"] += len(data)
+                else:
+                    self.to_server += data
+            elif self.drop_s2c:
+                self.proxy.stats["s2c_dropped"] += len(data)
+            else:
+                self.to_client += data
+        self.update()
+        return self.delayed[0][0] if self.delayed else None
 
     def reset(self):
         """Close with an RST towards the client (its next send fails with ECONNRESET)."""
@@ -159,11 +192,15 @@ class Conn:
                 if sock is self.client:
                     if self.drop_c2s or self.upstream is None:
                         st["c2s_dropped"] += len(data)
+                    elif self.proxy.delay > 0 or self.delayed:
+                        self.hold(True, data)
                     else:
                         self.to_server += data
                 else:
                     if self.drop_s2c:
                         st["s2c_dropped"] += len(data)
+                    elif self.proxy.delay > 0 or self.delayed:
+                        self.hold(False, data)
                     else:
                         self.to_client += data
                 self.proxy.dirty = True
@@ -196,6 +233,8 @@ class Proxy:
         self.sel = selectors.DefaultSelector()
         self.conns = set()
         self.new_mode = "pass"
+        self.delay = 0
+        self.heal_at = None
         self.applied = 0
         self.pending_signals = []
         self.stop = False
@@ -267,6 +306,24 @@ class Proxy:
                 if c.drop_s2c or c.drop_c2s or c.upstream is None:
                     c.close()
             self.new_mode = "pass"
+            self.delay = 0
+            self.heal_at = None
+        elif cmd == "blackhole":
+            for c in self.conns:
+                c.drop_s2c = c.drop_c2s = True
+                c.to_client.clear()
+                c.to_server.clear()
+            self.new_mode = "blackhole"
+        elif cmd == "delay":
+            try:
+                self.delay = max(0, min(int(arg), 600000))
+            except (TypeError, ValueError):
+                pass
+        elif cmd == "heal_after":
+            try:
+                self.heal_at = time.monotonic() + max(0.0, float(arg))
+            except (TypeError, ValueError):
+                pass
         elif cmd == "new":
             if arg in ("pass", "blackhole", "refuse", "drop"):
                 self.new_mode = arg
@@ -293,6 +350,7 @@ class Proxy:
             self.apply(parts[1], parts[2] if len(parts) > 2 else None)
             self.applied = seq
         if self.applied != acked:
+            self.write_status()  # the status shows a command's effect once its ack is visible
             write_atomic(self.control + ".ack", "%d\n" % self.applied)
 
     def write_status(self, force=False):
@@ -301,7 +359,8 @@ class Proxy:
         self.dirty = False
         dropping = sum(1 for c in self.conns if c.drop_s2c or c.drop_c2s)
         lines = ["open %d" % len(self.conns), "dropping %d" % dropping, "new %s" % self.new_mode,
-                 "applied %d" % self.applied]
+                 "applied %d" % self.applied, "delay %d" % self.delay,
+                 "healing %d" % (1 if self.heal_at is not None else 0)]
         lines += ["%s %d" % (k, v) for k, v in sorted(self.stats.items())]
         text = "\n".join(lines) + "\n"
         if text != self.last_status or force:
@@ -327,9 +386,18 @@ class Proxy:
                     break
                 while self.pending_signals:
                     self.apply(self.pending_signals.pop(0), None)
+                if self.heal_at is not None and now >= self.heal_at:
+                    self.apply("heal", None)
                 self.poll_control()
                 self.write_status()
-            timeout = max(0.0, next_tick - time.monotonic())
+            due = None
+            for c in list(self.conns):
+                if c.delayed:
+                    d = c.release_due(time.monotonic())
+                    if d is not None and (due is None or d < due):
+                        due = d
+            wake = next_tick if due is None else min(next_tick, due)
+            timeout = max(0.0, wake - time.monotonic())
             try:
                 events = self.sel.select(timeout)
             except InterruptedError:
