@@ -445,6 +445,10 @@ E.rw = E.client:rwlock("/apidoc/rwlock")
 E.sem = E.client:semaphore("/apidoc/semaphore", 2)
 E.smx = E.client:semaphore_mutex("/apidoc/semaphore-mutex")
 E.ml = E.client:multilock({ E.mutex, E.smx })
+E.sc = E.client:shared_count("/apidoc/count")
+E.al = E.client:atomic_long("/apidoc/long")
+E.bar = E.client:double_barrier("/apidoc/barrier", 2)
+E.zkl = E.client:zookeeper_lock("/apidoc/zklock")
 E.leader = E.client:leader("/apidoc/leader", function() end, { id = "apidoc" })
 E.latch = E.client:latch("/apidoc/latch", { id = "apidoc" })
 
@@ -486,6 +490,10 @@ local TARGETS = {
   { class = "zklock.SemaphoreMutex", value = E.smx },
   { class = "zklock.MultiLock", value = E.ml },
   { class = "zklock.Watch", value = require("zklock.watch").Watch, methods = true },
+  { class = "zklock.SharedCount", value = E.sc },
+  { class = "zklock.AtomicLong", value = E.al },
+  { class = "zklock.DoubleBarrier", value = E.bar },
+  { class = "zklock.ZookeeperLock", value = E.zkl },
   { class = "zklock.Leader", value = E.leader },
   { class = "zklock.Latch", value = E.latch },
   { class = "zklock.testing", value = testing },
@@ -615,6 +623,8 @@ local PROBES = {
   ["zklock.Client:set"] = function(o) return E.client:set("/apidoc/p", "", -1, o) end,
   ["zklock.Client:delete"] = function(o) return E.client:delete("/apidoc/p", -1, o) end,
   ["zklock.Client:revoke"] = function(o) return E.client:revoke("/apidoc/p", o) end,
+  ["zklock.Client:atomic_long"] = function(o) return E.client:atomic_long("/apidoc/p", o) end,
+  ["zklock.Client:zookeeper_lock"] = function(o) return E.client:zookeeper_lock("/apidoc/p", o) end,
   ["zklock.Lock:acquire"] = function(o) return E.mutex:acquire(0, o) end,
   ["zklock.Semaphore:acquire"] = function(o) return E.sem:acquire(0, o) end,
   ["zklock.Semaphore:acquire_many"] = function(o) return E.sem:acquire_many(1, 0, o) end,

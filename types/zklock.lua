@@ -59,7 +59,7 @@ function zklock.run(clients, timeout) end
 
 ---What kind of zklock object `x` is.
 ---@param x any
----@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|nil kind `nil` for anything else.
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|nil kind `nil` for anything else.
 function zklock.type(x) end
 
 ---The text of an error code.
@@ -459,6 +459,50 @@ function client:create(path, data, opts) end
 ---Errors: raises on a closed client.
 ---@return zklock.Transaction txn
 function client:transaction() end
+
+---A shared count on the wire like Curator's `SharedCount`: the node's data is a 4-byte big-endian
+---signed int. Nothing is sent until a call; the first call that finds the node missing makes it
+---(and its missing parents, as containers) holding `seed`.
+---
+---Errors: raises on a bad path, a seed that is not a 32-bit integer, or a closed client.
+---@param path string
+---@param seed? integer The value the node is made with (default 0).
+---@return zklock.SharedCount sc
+function client:shared_count(path, seed) end
+
+---A shared long on the wire like Curator's `DistributedAtomicLong`: the node's data is an 8-byte
+---big-endian signed long (no data reads 0). Every change is an optimistic read and versioned
+---write, repeated under `opts.retry` after a lost race; with `opts.lock`, lost races are then
+---promoted to a mutex at the lock path (Curator's `PromotedToLock`, an `InterProcessMutex` at
+---that path) and tried again while holding it. Without 64-bit integers (Lua 5.1, 5.2, LuaJIT)
+---values must lie within +-(2^53 - 1); see README "Shared values".
+---
+---Errors: raises on a bad path or option, or a closed client.
+---@param path string
+---@param opts? zklock.AtomicLongOptions
+---@return zklock.AtomicLong al
+function client:atomic_long(path, opts) end
+
+---A double barrier on the wire like Curator's `DistributedDoubleBarrier`: members are ephemeral
+---nodes named by a random UUID under `path`, plus a `ready` node once `member_qty` are in.
+---
+---Errors: raises on a bad path, a `member_qty` that is not an integer >= 1, or a closed client.
+---@param path string
+---@param member_qty integer
+---@return zklock.DoubleBarrier barrier
+function client:double_barrier(path, member_qty) end
+
+---A lock that shares a directory with ZooKeeper's own lock recipe
+---(`org.apache.zookeeper.recipes.lock.WriteLock`): nodes `<dir>/x-<session id in decimal>-<seq10>`,
+---ordered by their sequence as WriteLock's `ZNodeName` does, so the two exclude each other.
+---Not reentrant; one hold per object. Not for directories shared with Curator or zklock mutexes
+---(they order names differently; docs/design.md).
+---
+---Errors: raises on a bad directory (not the root) or option, or a closed client.
+---@param dir string
+---@param opts? zklock.ZookeeperLockOptions
+---@return zklock.ZookeeperLock lock
+function client:zookeeper_lock(dir, opts) end
 
 ---Options of `client:create`.
 ---@class zklock.CreateOptions

@@ -21,6 +21,9 @@ local multi_mod = require("zklock.multilock")
 local txn_mod = require("zklock.txn")
 local watch_mod = require("zklock.watch")
 require("zklock.revoke") -- client:revoke
+local shared_mod = require("zklock.shared") -- client:shared_count, client:atomic_long
+local barrier_mod = require("zklock.barrier") -- client:double_barrier
+local zkl_mod = require("zklock.zklock_recipes_lock") -- client:zookeeper_lock
 local leader_mod = require("zklock.leader")
 
 local M = {
@@ -59,7 +62,8 @@ end
 
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
 --                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" |
---                   "leader" | "leader latch" | nil
+--                   "shared count" | "atomic long" | "double barrier" |
+--                   "zookeeper lock" | "leader" | "leader latch" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
@@ -68,6 +72,10 @@ function M.type(x)
   if mt == multi_mod.MultiLock then return "multi-lock" end
   if mt == txn_mod.Txn then return "transaction" end
   if mt == watch_mod.Watch then return "watch" end
+  if mt == shared_mod.SharedCount then return "shared count" end
+  if mt == shared_mod.AtomicLong then return "atomic long" end
+  if mt == barrier_mod.Barrier then return "double barrier" end
+  if mt == zkl_mod.ZkLock then return "zookeeper lock" end
   if mt == leader_mod.Leader then return "leader" end
   if mt == leader_mod.Latch then return "leader latch" end
   return nil

@@ -71,24 +71,28 @@ function M.classpath()
   return table.concat(parts, ":")
 end
 
--- Compile CuratorPeer.java once per (source, class path); returns the class directory.
-function M.curator_classes()
-  local src = ROOT .. "/spec/support/peers/CuratorPeer.java"
+-- Compile CuratorPeer.java (or another peer, name = "SharedPeer") once per (source, class path);
+-- returns the class directory.
+function M.curator_classes(name)
+  name = name or "CuratorPeer"
+  local src = ROOT .. "/spec/support/peers/" .. name .. ".java"
   local cp = M.classpath()
+  -- SharedPeer also drives ZooKeeper's own lock recipe (WriteLock)
+  if name == "SharedPeer" then cp = cp .. ":" .. M.JAVA_DIR .. "/zookeeper-recipes-lock.jar" end
   local hash = sh(("{ cat %s; echo %s; javac -version 2>&1; } | sha1sum"):format(shq(src), shq(cp))):match("^(%x+)")
   assert(hash, "sha1sum failed")
   local base = os.getenv("TMPDIR") or "/tmp"
   local dir = ("%s/zklock-curator-peer-%s"):format(base, hash:sub(1, 16))
-  if exists(dir .. "/CuratorPeer.class") then return dir, cp end
+  if exists(dir .. "/" .. name .. ".class") then return dir, cp end
   local tmp = (sh("mktemp -d " .. shq(base .. "/zklock-curator-build.XXXXXXXX")):gsub("%s+$", ""))
   local out = sh(("javac -nowarn -d %s -cp %s %s 2>&1; echo rc=$?"):format(shq(tmp), shq(cp), shq(src)))
   if not out:match("rc=0%s*$") then
     sh("rm -rf -- " .. shq(tmp))
-    error("javac CuratorPeer.java failed:\n" .. out)
+    error("javac " .. name .. ".java failed:\n" .. out)
   end
   -- publish atomically; a concurrent build that won the race is just as good
   sh(("mv -T %s %s 2>/dev/null || rm -rf -- %s"):format(shq(tmp), shq(dir), shq(tmp)))
-  assert(exists(dir .. "/CuratorPeer.class"), "compiled classes not found in " .. dir)
+  assert(exists(dir .. "/" .. name .. ".class"), "compiled classes not found in " .. dir)
   return dir, cp
 end
 
@@ -123,6 +127,17 @@ function M.curator(hosts, opts)
     -- as lua/zklock/testing/processes.lua does for its servers: no sanitizer preload into java
     return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx192m -XX:+UseSerialGC "
       .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s CuratorPeer %s %s %d %d %d"):format(
+      shq(classes .. ":" .. cp), shq(hosts), shq(dir), parent, max, session)
+  end, opts)
+end
+
+-- SharedPeer.java: Curator's SharedCount, DistributedAtomicLong and DistributedDoubleBarrier
+-- (spec/76-curator-shared_spec.lua); same protocol as M.curator.
+function M.curator_shared(hosts, opts)
+  local classes, cp = M.curator_classes("SharedPeer")
+  return start_peer("curator-shared", function(dir, parent, max, session)
+    return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx192m -XX:+UseSerialGC "
+      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s SharedPeer %s %s %d %d %d"):format(
       shq(classes .. ":" .. cp), shq(hosts), shq(dir), parent, max, session)
   end, opts)
 end

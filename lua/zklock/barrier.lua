@@ -1,0 +1,245 @@
+-- zklock.barrier: the double barrier, on the wire like Curator's DistributedDoubleBarrier.
+--
+-- Members are ephemeral nodes under the barrier path, each named by a random UUID. enter()
+-- first watches <path>/ready; if it is missing it creates its member node and counts the
+-- children: at member_qty or more it creates "ready" (everyone's watch fires), otherwise it
+-- waits for "ready". leave() deletes the member nodes in Curator's order: a member that is not
+-- the lowest name deletes its own node and waits for the lowest to go; the lowest waits for the
+-- highest and deletes its node last, when it is the only one left. Whoever finds no members
+-- left deletes "ready".
+--
+-- Unlike Curator (CURATOR-80, CURATOR-536), a member that gives up (timeout, error, session
+-- loss) deletes its own node, so it neither counts for an enter nor holds up a leave.
+local core = require("zklock.core")
+local check = require("zklock.check")
+local Client = require("zklock.client").Client
+
+local M = {}
+
+local Barrier = {}
+Barrier.__index = Barrier
+Barrier.__name = "zklock.double_barrier"
+M.Barrier = Barrier
+
+local READY = "ready"
+
+local function uuid()
+  local b = {}
+  for i = 1, 16 do b[i] = math.random(0, 255) end
+  b[7] = b[7] % 16 + 64  -- version 4
+  b[9] = b[9] % 64 + 128 -- variant 10
+  local h = {}
+  for i = 1, 16 do h[i] = ("%02x"):format(b[i]) end
+  local s = table.concat(h)
+  return ("%s-%s-%s-%s-%s"):format(s:sub(1, 8), s:sub(9, 12), s:sub(13, 16), s:sub(17, 20), s:sub(21, 32))
+end
+M.uuid = uuid
+
+local seeded = false
+local function seed()
+  if seeded then return end
+  seeded = true
+  local f = io.open("/dev/urandom", "rb")
+  local s = f and f:read(6)
+  if f then f:close() end
+  local n = core.now()
+  if s then for i = 1, #s do n = n * 256 + s:byte(i) end end
+  math.randomseed(math.floor(n % 2147483647))
+end
+
+local function b_check(self, fname)
+  check.object(self, Barrier, "double_barrier", fname)
+  check.open(self.client, fname)
+end
+
+-- ms left until deadline (nil: none) -> seconds for a wait (nil: forever)
+local function left(deadline)
+  if not deadline then return nil end
+  return math.max(0, (deadline - core.now()) / 1000)
+end
+
+local function deadline_of(fname, timeout)
+  local ms = check.timeout(fname, 1, timeout)
+  if ms < 0 then return nil end
+  return core.now() + ms
+end
+
+-- delete our own node, whatever happened (give-up paths); true when it is gone
+local function drop_own(self)
+  if not self._node then return true end
+  local ok, _, code = self.client:delete(self._node)
+  if ok or code == "ZNONODE" then
+    self._node = nil
+    return true
+  end
+  return false
+end
+
+local function give_up(self, msg, code)
+  drop_own(self)
+  self._state = "idle"
+  return nil, msg, code
+end
+
+-- barrier:enter(timeout) -> true | nil, msg, code (ETIMEDOUT, ESESSION, ...)
+--   timeout: seconds (nil: wait forever). On any failure this member's node is deleted.
+function Barrier:enter(timeout)
+  b_check(self, "enter")
+  local deadline = deadline_of("enter", timeout)
+  if self._state ~= "idle" then
+    check.raise(("zklock: double_barrier:enter while %s (leave first)"):format(self._state))
+  end
+  self._state = "entering"
+  local c = self.client
+  local stat, w, code = c:exists(self.ready, { watch = true })
+  if stat == nil then return give_up(self, w, code) end
+  local node, msg
+  node, msg, code = c:create(self.own, "", { ephemeral = true, parents = true })
+  if not node then return give_up(self, msg, code) end
+  self._node = node
+  if not stat then
+    local kids
+    kids, msg, code = c:children(self.path)
+    if not kids then return give_up(self, msg, code) end
+    if #kids >= self.member_qty then
+      local ok
+      ok, msg, code = c:create(self.ready, "")
+      if not ok and code ~= "ZNODEEXISTS" then return give_up(self, msg, code) end
+    else
+      local fired
+      fired, msg, code = w:wait(left(deadline))
+      if not fired then
+        if code == "ETIMEDOUT" then
+          msg = ("ETIMEDOUT: double barrier %s: fewer than %d members arrived within %g s (this member's node"
+            .. " was removed)"):format(check.short(self.path), self.member_qty, timeout)
+        end
+        return give_up(self, msg, code)
+      end
+    end
+  end
+  self._state = "entered"
+  return true
+end
+
+local function filter_sort(kids)
+  local out = {}
+  for _, k in ipairs(kids) do
+    if k ~= READY then out[#out + 1] = k end
+  end
+  table.sort(out) -- Java's String.compareTo: UTF-16 order; the names are ASCII (UUIDs)
+  return out
+end
+
+-- barrier:leave(timeout) -> true | nil, msg, code
+--   Waits until every member has left (Curator's order, see above). On timeout or error this
+--   member's node is deleted (if it is still there) and "ready" too, as Curator does on timeout.
+function Barrier:leave(timeout)
+  b_check(self, "leave")
+  local deadline = deadline_of("leave", timeout)
+  if self._state ~= "entered" then
+    check.raise(("zklock: double_barrier:leave while %s (enter first)"):format(self._state))
+  end
+  self._state = "leaving"
+  local c = self.client
+  local should_exist = true
+  local result, rmsg, rcode = true, nil, nil
+  for _ = 1, 1e9 do
+    local kids, msg, code = c:children(self.path)
+    if not kids then
+      if code ~= "ZNONODE" then return give_up(self, msg, code) end
+      kids = {}
+    end
+    kids = filter_sort(kids)
+    if #kids == 0 then break end
+    local mine
+    for i, k in ipairs(kids) do
+      if k == self.id then mine = i end
+    end
+    if not mine and should_exist then
+      self._node = nil
+      return give_up(self, ("ELOST: double barrier %s: this member's node is gone (its session ended)")
+        :format(check.short(self.path)), "ELOST")
+    end
+    if #kids == 1 then
+      if should_exist and kids[1] ~= self.id then
+        return give_up(self, ("ELOST: double barrier %s: the last member %s is not this one"):format(
+          check.short(self.path), kids[1]), "ELOST")
+      end
+      if should_exist then
+        local ok
+        ok, msg, code = c:delete(self._node)
+        if not ok and code ~= "ZNONODE" then return give_up(self, msg, code) end
+        self._node = nil
+      end
+      break
+    end
+    local stat, w
+    if mine == 1 then -- the lowest: wait for the highest to go
+      stat, w, code = c:exists(self._base .. "/" .. kids[#kids], { watch = true })
+      if stat == nil then return give_up(self, w, code) end
+    else -- delete our node, wait for the lowest to go
+      stat, w, code = c:exists(self._base .. "/" .. kids[1], { watch = true })
+      if stat == nil then return give_up(self, w, code) end
+      if should_exist then
+        local ok
+        ok, msg, code = c:delete(self._node)
+        if not ok and code ~= "ZNONODE" then return give_up(self, msg, code) end
+        self._node = nil
+        should_exist = false
+      end
+    end
+    if stat then
+      local rem = left(deadline)
+      if rem and rem <= 0 then
+        result, rmsg, rcode = nil, ("ETIMEDOUT: double barrier %s: %d member(s) did not leave within %g s (this"
+          .. " member's node was removed)"):format(check.short(self.path), #kids - (should_exist and 1 or 0),
+          timeout), "ETIMEDOUT"
+        break
+      end
+      local fired
+      fired, msg, code = w:wait(rem)
+      if not fired and code ~= "ETIMEDOUT" then return give_up(self, msg, code) end
+    end
+  end
+  if not result then drop_own(self) end
+  local ok, msg, code = c:delete(self.ready)
+  if not ok and code ~= "ZNONODE" and result then
+    -- the ready node stays for another member to remove; leaving itself is done
+    require("zklock.client").recipe.log(c, "warn", ("double barrier %s: could not delete %s: %s")
+      :format(self.path, self.ready, msg))
+  end
+  self._state = "idle"
+  if not result then return nil, rmsg, rcode end
+  return true
+end
+
+-- barrier:node() -> this member's node path while entered (or entering), else nil
+function Barrier:node()
+  check.object(self, Barrier, "double_barrier", "node")
+  return self._node
+end
+
+function Barrier:__tostring()
+  return ("zklock.double_barrier(%s, %d members, %s)"):format(self.path, self.member_qty, self._state)
+end
+
+-- client:double_barrier(path, member_qty) -> barrier (Curator DistributedDoubleBarrier)
+function Client:double_barrier(path, member_qty)
+  check.open(self, "double_barrier")
+  if type(path) ~= "string" then
+    check.argerror("double_barrier", 1, "path: expected a string like \"/barriers/name\", got " .. check.describe(path))
+  end
+  local why = core.path_error(path)
+  if why then check.argerror("double_barrier", 1, ("path %s, got %s"):format(why, check.describe(path))) end
+  if type(member_qty) ~= "number" or member_qty ~= member_qty or member_qty < 1 or member_qty > 2147483647
+     or math.floor(member_qty) ~= member_qty then
+    check.argerror("double_barrier", 2, "member_qty: expected an integer >= 1, got " .. check.describe(member_qty))
+  end
+  seed()
+  local id = uuid()
+  local base = path == "/" and "" or path
+  return setmetatable({ client = self, path = path, member_qty = member_qty, id = id, _base = base,
+                        own = base .. "/" .. id, ready = base .. "/" .. READY, _state = "idle" }, Barrier)
+end
+
+return M

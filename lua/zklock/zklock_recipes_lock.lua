@@ -1,0 +1,200 @@
+-- zklock.zklock_recipes_lock: a lock that shares a directory with ZooKeeper's own lock recipe
+-- (org.apache.zookeeper.recipes.lock.WriteLock, zookeeper-recipes-lock), on plain calls.
+--
+-- Its nodes are <dir>/x-<session id in decimal>-<seq10> (EPHEMERAL_SEQUENTIAL, data 0x12 0x34
+-- unless opts.data), and it orders the children as WriteLock's ZNodeName does: by the int after
+-- the last '-' (one more '-' before it makes it negative), ties by the text before; names
+-- without such a number sort after those with one. The first holds; a waiter watches (exists)
+-- its immediate predecessor. Both sides pick the same first node, so they exclude each other.
+-- Unlike WriteLock, a waiter whose predecessor is already gone lists again instead of stalling,
+-- and a waiter that gives up (timeout, error) deletes its node. (docs/design.md)
+local core = require("zklock.core")
+local check = require("zklock.check")
+local Client = require("zklock.client").Client
+local R = require("zklock.client").recipe
+
+local M = {}
+
+local ZkLock = {}
+ZkLock.__index = ZkLock
+ZkLock.__name = "zklock.zookeeper_lock"
+M.ZkLock = ZkLock
+
+M.DATA = "\18\52" -- WriteLock's default data, bytes 0x12 0x34
+
+-- 16 hex digits (a 64-bit session id) -> its decimal text as a signed Java long, exactly (no
+-- 64-bit arithmetic needed: base-10^7 limbs).
+function M.session_decimal(hex)
+  hex = hex:lower()
+  local negative = #hex == 16 and tonumber(hex:sub(1, 1), 16) >= 8
+  local digits = {}
+  for i = 1, #hex do digits[i] = tonumber(hex:sub(i, i), 16) end
+  if negative then -- two's complement: 2^64 - v = (~v) + 1
+    for i = 1, #digits do digits[i] = 15 - digits[i] end
+    local i = #digits
+    while i >= 1 do
+      digits[i] = digits[i] + 1
+      if digits[i] < 16 then break end
+      digits[i] = 0
+      i = i - 1
+    end
+  end
+  local limbs = { 0 } -- little-endian, base 10^7
+  for _, d in ipairs(digits) do
+    local carry = d
+    for j = 1, #limbs do
+      local v = limbs[j] * 16 + carry
+      limbs[j] = v % 10000000
+      carry = math.floor(v / 10000000)
+    end
+    if carry > 0 then limbs[#limbs + 1] = carry end
+  end
+  local out = { ("%d"):format(limbs[#limbs]) }
+  for j = #limbs - 1, 1, -1 do out[#out + 1] = ("%07d"):format(limbs[j]) end
+  return (negative and "-" or "") .. table.concat(out)
+end
+
+-- WriteLock's ZNodeName: name -> prefix, sequence (nil when none)
+function M.parse(name)
+  local idx
+  for i = #name, 1, -1 do
+    if name:sub(i, i) == "-" then idx = i break end
+  end
+  if not idx then return name, nil end
+  if idx > 1 and name:sub(idx - 1, idx - 1) == "-" then idx = idx - 1 end
+  local prefix, tail = name:sub(1, idx - 1), name:sub(idx + 1)
+  local seq = tail:match("^[+-]?%d+$") and tonumber(tail) or nil
+  if seq and (seq > 2147483647 or seq < -2147483648) then seq = nil end -- Integer.parseInt fails
+  return prefix, seq
+end
+
+-- WriteLock's order (ZNodeName.compareTo) as a "less than"
+function M.less(a, b)
+  local pa, sa = M.parse(a)
+  local pb, sb = M.parse(b)
+  if sa and sb then
+    if sa ~= sb then return sa < sb end
+    return pa < pb
+  end
+  if sa then return true end
+  if sb then return false end
+  return pa < pb
+end
+
+local function zl_check(self, fname)
+  check.object(self, ZkLock, "zookeeper_lock", fname)
+  check.open(self.client, fname)
+end
+
+local function call(self, which)
+  local fn = self[which]
+  if not fn then return end
+  local ok, err = pcall(fn, self)
+  if not ok then R.log(self.client, "error", ("zookeeper_lock %s: %s handler failed: %s"):format(self.dir, which,
+    tostring(err))) end
+end
+
+local function give_up(self, msg, code)
+  if self._node then
+    local ok, _, c = self.client:delete(self._node)
+    if ok or c == "ZNONODE" then self._node = nil end
+  end
+  return nil, msg, code
+end
+
+-- lock:acquire(timeout) -> true | nil, msg, code (ETIMEDOUT, ELOST, ESESSION, ...)
+--   timeout: seconds, nil = wait forever, 0 = try once. On failure the node is deleted.
+function ZkLock:acquire(timeout)
+  zl_check(self, "acquire")
+  local ms = check.timeout("acquire", 1, timeout)
+  if self._node then check.raise("zklock: zookeeper_lock:acquire while held or acquiring (not reentrant)") end
+  local deadline = ms >= 0 and core.now() + ms or nil
+  local c = self.client
+  local sid = c:session()
+  if not sid then return nil, "ECONNECTING: no session yet", "ECONNECTING" end
+  local prefix = "x-" .. M.session_decimal(type(sid) == "number" and ("%016x"):format(sid) or sid) .. "-"
+  local node, msg, code = c:create(self.dir .. "/" .. prefix, self.data, { ephemeral = true, sequential = true,
+                                                                             parents = true })
+  if not node then return nil, msg, code end
+  self._node = node
+  local mine = node:match("[^/]+$")
+  for _ = 1, 1e9 do
+    local kids
+    kids, msg, code = c:children(self.dir)
+    if not kids then return give_up(self, msg, code) end
+    table.sort(kids, M.less)
+    local idx
+    for i, k in ipairs(kids) do if k == mine then idx = i break end end
+    if not idx then
+      self._node = nil
+      return nil, ("ELOST: zookeeper_lock %s: its node %s is gone (the session ended)"):format(
+        check.short(self.dir), mine), "ELOST"
+    end
+    if idx == 1 then
+      self._held = true
+      call(self, "on_acquired")
+      return true
+    end
+    local stat, w
+    stat, w, code = c:exists(self.dir .. "/" .. kids[idx - 1], { watch = true })
+    if stat == nil then return give_up(self, w, code) end
+    if stat then
+      local left = deadline and math.max(0, (deadline - core.now()) / 1000) or nil
+      if left and left <= 0 then
+        return give_up(self, ("ETIMEDOUT: zookeeper_lock %s: not acquired within %g s"):format(
+          check.short(self.dir), timeout), "ETIMEDOUT")
+      end
+      local fired
+      fired, msg, code = w:wait(left)
+      if not fired and code ~= "ETIMEDOUT" then return give_up(self, msg, code) end
+    end
+  end
+  return give_up(self, "ETIMEDOUT: zookeeper_lock: gave up", "ETIMEDOUT")
+end
+
+-- lock:release() -> true | nil, msg, code. Raises when not held.
+function ZkLock:release()
+  zl_check(self, "release")
+  if not self._held then check.raise("zklock: zookeeper_lock:release while not held") end
+  local ok, msg, code = self.client:delete(self._node)
+  if not ok and code ~= "ZNONODE" then return nil, msg, code end
+  self._node, self._held = nil, false
+  call(self, "on_released")
+  return true
+end
+
+function ZkLock:is_held()
+  check.object(self, ZkLock, "zookeeper_lock", "is_held")
+  return self._held == true
+end
+
+-- the full path of this lock's node while held or waiting, else nil
+function ZkLock:node()
+  check.object(self, ZkLock, "zookeeper_lock", "node")
+  return self._node
+end
+
+function ZkLock:__tostring()
+  return ("zklock.zookeeper_lock(%s%s)"):format(self.dir, self._held and ", held" or "")
+end
+
+local OPTIONS = { on_acquired = check.is.func, on_released = check.is.func, data = check.is.string }
+
+-- client:zookeeper_lock(dir, { on_acquired = fn(lock), on_released = fn(lock), data = })
+--   A lock compatible with ZooKeeper's WriteLock recipe on the same directory (LockListener's
+--   lockAcquired / lockReleased as callbacks). Not reentrant; one hold per object.
+function Client:zookeeper_lock(dir, opts)
+  check.open(self, "zookeeper_lock")
+  if type(dir) ~= "string" then
+    check.argerror("zookeeper_lock", 1, "dir: expected a string like \"/locks/name\", got " .. check.describe(dir))
+  end
+  local why = core.path_error(dir)
+  if why or dir == "/" then
+    check.argerror("zookeeper_lock", 1, ("dir %s, got %s"):format(why or "must not be the root", check.describe(dir)))
+  end
+  opts = check.options("zookeeper_lock", 2, opts, OPTIONS)
+  return setmetatable({ client = self, dir = dir, data = opts.data or M.DATA, on_acquired = opts.on_acquired,
+                        on_released = opts.on_released }, ZkLock)
+end
+
+return M

@@ -1,0 +1,122 @@
+-- client:zookeeper_lock, the lock that shares a directory with ZooKeeper's own WriteLock recipe,
+-- on a real ZooKeeper server (the interop with the real WriteLock is in
+-- spec/76-curator-shared_spec.lua): node names x-<session id in decimal>-<seq10>, WriteLock's
+-- ZNodeName order (by the sequence, whatever the prefix, negative after a wrap), mutual exclusion
+-- and FIFO among many waiters on several clients (hold intervals never overlap), a waiter that
+-- gives up takes its node with it, callbacks, bad input.
+--   busted --lua=lua5.4 spec/59-zookeeper-lock_spec.lua     busted --lua=luajit --run=luajit ...
+local zklock = require("zklock")
+local core = require("zklock.core")
+local zkl = require("zklock.zklock_recipes_lock")
+local util = require("support.util")
+local fixture = require("support.fixture")
+
+local pack, assert_code = util.pack, util.assert_code
+
+local function raises(pattern, fn, ...)
+  local msg = util.error_of(fn, ...)
+  assert.is_string(msg, "expected an error matching " .. pattern)
+  assert.truthy(msg:find(pattern, 1, true), ("%q does not contain %q"):format(msg, pattern))
+end
+
+describe("zookeeper_lock (ZooKeeper's WriteLock recipe)", function()
+  local fx = fixture.server({}, { each = true })
+  local connect = fx.connect
+
+  it("session ids in decimal as Java prints a long, and WriteLock's ZNodeName order", function()
+    assert.are.equal("72057640156328227", zkl.session_decimal("0100000abcdef123"))
+    assert.are.equal("0", zkl.session_decimal("0000000000000000"))
+    assert.are.equal("-1", zkl.session_decimal("ffffffffffffffff"))
+    assert.are.equal("-9223372036854775808", zkl.session_decimal("8000000000000000"))
+    assert.are.equal("9223372036854775807", zkl.session_decimal("7fffffffffffffff"))
+    assert.are.same({ "x-12", 7 }, { zkl.parse("x-12-0000000007") })
+    assert.are.same({ "x-5", -2147483648 }, { zkl.parse("x-5--2147483648") })
+    assert.are.same({ "_c_ab-lock", 3 }, { zkl.parse("_c_ab-lock-0000000003") })
+    assert.are.same({ "plain" }, { zkl.parse("plain") })
+    assert.are.same({ "x-2" }, { zkl.parse("x-2-abc") })
+    local names = { "zz", "x-9-0000000010", "x-2-abc", "_c_a-lock-0000000003", "x-1--0000000002" }
+    table.sort(names, zkl.less)
+    assert.are.same({ "x-1--0000000002", "_c_a-lock-0000000003", "x-9-0000000010", "x-2-abc", "zz" }, names)
+  end)
+
+  it("excludes and queues in order across clients; names x-<sid>-<seq>; callbacks", function()
+    local cs = { connect("z-1"), connect("z-2"), connect("z-3") }
+    local holds, order, errors = {}, {}, {}
+    local inside = 0
+    local calls = { acq = 0, rel = 0 }
+    for round = 1, 4 do
+      for i, c in ipairs(cs) do
+        c:spawn(function()
+          local lk = c:zookeeper_lock("/zl/q", {
+            on_acquired = function() calls.acq = calls.acq + 1 end,
+            on_released = function() calls.rel = calls.rel + 1 end })
+          local ok, msg = lk:acquire(60)
+          if not ok then errors[#errors + 1] = msg return end
+          inside = inside + 1
+          if inside ~= 1 then errors[#errors + 1] = "two holders at once" end
+          local node = lk:node():match("[^/]+$")
+          local sid = c:session()
+          local dec = zkl.session_decimal(type(sid) == "number" and ("%016x"):format(sid) or sid)
+          if node:sub(1, #dec + 3) ~= "x-" .. dec .. "-" then errors[#errors + 1] = "bad name " .. node end
+          order[#order + 1] = select(2, zkl.parse(node))
+          local t0 = core.now()
+          c:sleep(0.02)
+          holds[#holds + 1] = { t0, core.now(), round, i }
+          inside = inside - 1
+          assert(lk:release())
+        end)
+      end
+    end
+    assert(zklock.run(cs, 120))
+    assert.are.same({}, errors)
+    assert.are.equal(12, #holds)
+    for i = 2, #order do assert.is_true(order[i] > order[i - 1], "grants out of sequence order") end
+    table.sort(holds, function(a, b) return a[1] < b[1] end)
+    for i = 2, #holds do assert.is_true(holds[i][1] >= holds[i - 1][2], "hold intervals overlap") end
+    assert.are.same({ acq = 12, rel = 12 }, calls)
+    assert.are.same({}, util.children(cs[1], "/zl/q"))
+  end)
+
+  it("a waiter that gives up removes its node; a holder that goes lets the next one through", function()
+    local a, b = connect("g-1"), connect("g-2")
+    local la, lb = a:zookeeper_lock("/zl/g"), b:zookeeper_lock("/zl/g")
+    assert.is_true(la:acquire(5))
+    local t0 = core.now()
+    local res = pack(lb:acquire(0.4))
+    assert_code("ETIMEDOUT", res)
+    assert.is_true(core.now() - t0 >= 350)
+    assert.is_nil(lb:node())
+    assert.are.equal(1, #util.children(a, "/zl/g"))
+    assert_code("ETIMEDOUT", pack(lb:acquire(0))) -- try once
+    assert.are.equal(1, #util.children(a, "/zl/g"))
+    -- the holder's client closes: its ephemeral node goes, the waiter is through
+    local got
+    b:spawn(function() got = pack(lb:acquire(30)) end)
+    util.drive({ b }, 0.2)
+    a:close()
+    assert.is_truthy(util.wait_until(function() return got end, 20, { b }))
+    assert.is_true(got[1], tostring(got[2]))
+    assert(lb:release())
+  end)
+
+  it("bad input and misuse raise clear errors", function()
+    local a = connect("bad")
+    raises("bad argument #1 to 'zookeeper_lock' (dir", function() a:zookeeper_lock(nil) end)
+    raises("bad argument #1 to 'zookeeper_lock' (dir", function() a:zookeeper_lock("rel") end)
+    raises("bad argument #1 to 'zookeeper_lock' (dir", function() a:zookeeper_lock("/") end)
+    raises("unknown option 'listener'", function() a:zookeeper_lock("/zl/b", { listener = print }) end)
+    raises("option 'on_acquired'", function() a:zookeeper_lock("/zl/b", { on_acquired = 1 }) end)
+    raises("option 'data'", function() a:zookeeper_lock("/zl/b", { data = 1 }) end)
+    raises("with a colon", function() a.zookeeper_lock("/zl/b") end)
+    local lk = a:zookeeper_lock("/zl/b")
+    raises("bad argument #1 to 'acquire' (timeout", function() lk:acquire(-1) end)
+    raises("release while not held", function() lk:release() end)
+    assert.is_true(lk:acquire(5))
+    raises("not reentrant", function() lk:acquire(5) end)
+    assert.are.equal(zkl.DATA, (a:get(lk:node())))
+    assert(lk:release())
+    assert.is_false(lk:is_held())
+    a:close()
+    raises("closed client", function() lk:acquire(1) end)
+  end)
+end)

@@ -1,0 +1,264 @@
+// SharedPeer.java - Apache Curator 5.4 shared values and double barrier for the interop spec
+// spec/76-curator-shared_spec.lua. Same file protocol as CuratorPeer.java (see peer.lua):
+//   java -cp <classes>:<jars> SharedPeer HOSTS DIR PARENT_PID MAX_SECONDS [SESSION_MS]
+//   DIR/control  "<seq> <command> key=value ..."; DIR/reply "<seq> ok|timeout|err key=value ..."
+// Every command runs on a thread of its own.
+//   ping                                   -> ok now=<ms> pid=<pid>
+//   count_add path= n= [seed=]             SharedCount: n times read the versioned value and
+//                                          trySetCount(value + 1) until it succeeds
+//                                          -> ok tries=<trySetCount calls>
+//   count_get path= [seed=]                -> ok value=<n> version=<v>
+//   count_listen id= path= [seed=]         a started SharedCount with a listener counting calls
+//   count_seen id=                         -> ok n=<listener calls> last=<last value seen>
+//   long_add path= n= [lock=]              DistributedAtomicLong (RetryNTimes(50, 1), PromotedToLock
+//                                          at lock= if given): n increments, each repeated until
+//                                          it succeeds -> ok fails=<unsucceeded increments>
+//   long_get path=                         -> ok value=<n>
+//   long_set path= value=                  forceSet -> ok
+//   enter id= path= qty= [timeout_ms=]     DistributedDoubleBarrier (kept under id) enter
+//                                          -> ok entered=true|false at=<ms>
+//   leave id= [timeout_ms=]                -> ok left=true|false at=<ms>
+//   wl_hold id= dir= [timeout_ms=]         ZooKeeper's own WriteLock (zookeeper-recipes-lock) on
+//                                          the raw ZooKeeper handle: lock(), then wait for its
+//                                          LockListener.lockAcquired up to timeout_ms; not acquired
+//                                          in time: unlock() then close() (no later re-lock)
+//                                          -> ok acquired=true|false node=<its id> at=<ms>
+//   wl_release id=                         unlock() -> ok acquired_calls=<n> released_calls=<n> at=<ms>
+//   quit                                   -> ok, then exit
+// Clock: System.nanoTime() / 1e6 (CLOCK_MONOTONIC ms), like the other peers.
+import java.io.*;
+import java.nio.charset.StandardCharsets;
+import java.util.*;
+import java.util.concurrent.*;
+import java.util.concurrent.atomic.*;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.atomic.*;
+import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
+import org.apache.curator.framework.recipes.shared.*;
+import org.apache.curator.framework.state.ConnectionState;
+import org.apache.curator.retry.RetryNTimes;
+import org.apache.zookeeper.recipes.lock.LockListener;
+import org.apache.zookeeper.recipes.lock.WriteLock;
+
+public class SharedPeer {
+    static CuratorFramework client;
+    static File replyFile;
+    static final Object replyLock = new Object();
+    static final String PID = String.valueOf(ProcessHandle.current().pid());
+    static final ConcurrentHashMap<String, DistributedDoubleBarrier> barriers = new ConcurrentHashMap<>();
+    static final ConcurrentHashMap<String, int[]> seen = new ConcurrentHashMap<>();
+    static final ConcurrentHashMap<String, WriteLock> writeLocks = new ConcurrentHashMap<>();
+    static final ConcurrentHashMap<String, int[]> wlCalls = new ConcurrentHashMap<>();
+
+    static double now() { return System.nanoTime() / 1e6; }
+
+    static String fmt(double ms) { return String.format(Locale.ROOT, "%.3f", ms); }
+
+    static void reply(long seq, String text) {
+        synchronized (replyLock) {
+            try (FileOutputStream o = new FileOutputStream(replyFile, true)) {
+                o.write((seq + " " + text.replace('\n', ' ') + "\n").getBytes(StandardCharsets.UTF_8));
+            } catch (IOException e) {
+                System.err.println("cannot write reply: " + e);
+            }
+        }
+    }
+
+    static String oneLine(Throwable e) {
+        return (e.getClass().getSimpleName() + ":" + e.getMessage()).replaceAll("\\s+", "_");
+    }
+
+    static int iarg(Map<String, String> a, String k, int dflt) {
+        String v = a.get(k);
+        return v == null ? dflt : Integer.parseInt(v);
+    }
+
+    static DistributedAtomicLong atomicLong(Map<String, String> a) {
+        String lock = a.get("lock");
+        if (lock == null) return new DistributedAtomicLong(client, a.get("path"), new RetryNTimes(50, 1));
+        PromotedToLock p = PromotedToLock.builder().lockPath(lock).timeout(10, TimeUnit.SECONDS)
+            .retryPolicy(new RetryNTimes(3, 1)).build();
+        return new DistributedAtomicLong(client, a.get("path"), new RetryNTimes(2, 1), p);
+    }
+
+    static void handle(long seq, String cmd, Map<String, String> a) {
+        try {
+            switch (cmd) {
+            case "ping":
+                reply(seq, "ok now=" + fmt(now()) + " pid=" + PID);
+                break;
+            case "count_add": {
+                int n = iarg(a, "n", 1), tries = 0;
+                try (SharedCount sc = new SharedCount(client, a.get("path"), iarg(a, "seed", 0))) {
+                    sc.start();
+                    for (int i = 0; i < n; i++) {
+                        while (true) {
+                            tries++;
+                            VersionedValue<Integer> v = sc.getVersionedValue();
+                            if (sc.trySetCount(v, v.getValue() + 1)) break;
+                        }
+                    }
+                }
+                reply(seq, "ok tries=" + tries);
+                break;
+            }
+            case "count_get": {
+                try (SharedCount sc = new SharedCount(client, a.get("path"), iarg(a, "seed", 0))) {
+                    sc.start();
+                    VersionedValue<Integer> v = sc.getVersionedValue();
+                    reply(seq, "ok value=" + v.getValue() + " version=" + v.getVersion());
+                }
+                break;
+            }
+            case "count_listen": {
+                SharedCount sc = new SharedCount(client, a.get("path"), iarg(a, "seed", 0));
+                int[] s = new int[2];
+                seen.put(a.get("id"), s);
+                sc.addListener(new SharedCountListener() {
+                    public void countHasChanged(SharedCountReader r, int newCount) {
+                        synchronized (s) { s[0]++; s[1] = newCount; }
+                    }
+                    public void stateChanged(CuratorFramework c, ConnectionState st) {}
+                });
+                sc.start();
+                reply(seq, "ok");
+                break;
+            }
+            case "count_seen": {
+                int[] s = seen.get(a.get("id"));
+                synchronized (s) { reply(seq, "ok n=" + s[0] + " last=" + s[1]); }
+                break;
+            }
+            case "long_add": {
+                DistributedAtomicLong dal = atomicLong(a);
+                int n = iarg(a, "n", 1), fails = 0;
+                for (int i = 0; i < n; i++) {
+                    while (!dal.increment().succeeded()) fails++;
+                }
+                reply(seq, "ok fails=" + fails);
+                break;
+            }
+            case "long_get":
+                reply(seq, "ok value=" + atomicLong(a).get().postValue());
+                break;
+            case "long_set":
+                atomicLong(a).forceSet(Long.parseLong(a.get("value")));
+                reply(seq, "ok");
+                break;
+            case "enter": {
+                DistributedDoubleBarrier b = new DistributedDoubleBarrier(client, a.get("path"), iarg(a, "qty", 1));
+                barriers.put(a.get("id"), b);
+                int t = iarg(a, "timeout_ms", -1);
+                boolean ok = true;
+                if (t < 0) b.enter(); else ok = b.enter(t, TimeUnit.MILLISECONDS);
+                reply(seq, "ok entered=" + ok + " at=" + fmt(now()));
+                break;
+            }
+            case "leave": {
+                DistributedDoubleBarrier b = barriers.get(a.get("id"));
+                int t = iarg(a, "timeout_ms", -1);
+                boolean ok = true;
+                if (t < 0) b.leave(); else ok = b.leave(t, TimeUnit.MILLISECONDS);
+                reply(seq, "ok left=" + ok + " at=" + fmt(now()));
+                break;
+            }
+            case "wl_hold": {
+                String id = a.get("id");
+                int[] calls = new int[2];
+                CountDownLatch got = new CountDownLatch(1);
+                WriteLock wl = new WriteLock(client.getZookeeperClient().getZooKeeper(), a.get("dir"), null);
+                wl.setLockListener(new LockListener() {
+                    public void lockAcquired() { synchronized (calls) { calls[0]++; } got.countDown(); }
+                    public void lockReleased() { synchronized (calls) { calls[1]++; } }
+                });
+                writeLocks.put(id, wl);
+                wlCalls.put(id, calls);
+                boolean ok = wl.lock();
+                if (!ok) ok = got.await(iarg(a, "timeout_ms", 10000), TimeUnit.MILLISECONDS);
+                // not acquired in time: unlock() and then close(): an unlocked WriteLock whose
+                // predecessor watch fires later runs lock() again and makes a new node, and
+                // close() alone deletes nothing (unlock() does nothing once closed)
+                if (!ok) { wl.unlock(); wl.close(); }
+                reply(seq, "ok acquired=" + ok + " node=" + wl.getId() + " at=" + fmt(now()));
+                break;
+            }
+            case "wl_release": {
+                WriteLock wl = writeLocks.get(a.get("id"));
+                wl.unlock();
+                int[] calls = wlCalls.get(a.get("id"));
+                synchronized (calls) {
+                    reply(seq, "ok acquired_calls=" + calls[0] + " released_calls=" + calls[1] + " at=" + fmt(now()));
+                }
+                break;
+            }
+            case "quit":
+                reply(seq, "ok");
+                client.close();
+                System.exit(0);
+                break;
+            default:
+                reply(seq, "err unknown_command=" + cmd);
+            }
+        } catch (Throwable e) {
+            reply(seq, "err " + oneLine(e));
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        String hosts = args[0];
+        File dir = new File(args[1]);
+        long parent = Long.parseLong(args[2]);
+        long maxSeconds = Long.parseLong(args[3]);
+        int sessionMs = args.length > 4 ? Integer.parseInt(args[4]) : 10000;
+        replyFile = new File(dir, "reply");
+        File control = new File(dir, "control");
+        client = CuratorFrameworkFactory.builder().connectString(hosts).sessionTimeoutMs(sessionMs)
+            .connectionTimeoutMs(10000).retryPolicy(new RetryNTimes(10, 100)).build();
+        client.start();
+        if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
+            reply(0, "err not_connected");
+            System.exit(3);
+        }
+        reply(0, "ready now=" + fmt(now()) + " pid=" + PID);
+        Optional<ProcessHandle> ph = ProcessHandle.of(parent);
+        double deadline = now() + maxSeconds * 1000.0;
+        long offset = 0, polls = 0;
+        StringBuilder partial = new StringBuilder();
+        while (now() < deadline) {
+            if (++polls % 100 == 0 && (ph.isEmpty() || !ph.get().isAlive())) break;
+            long len = control.length();
+            if (len > offset) {
+                try (RandomAccessFile f = new RandomAccessFile(control, "r")) {
+                    f.seek(offset);
+                    byte[] b = new byte[(int) (len - offset)];
+                    f.readFully(b);
+                    offset = len;
+                    partial.append(new String(b, StandardCharsets.UTF_8));
+                }
+                int nl;
+                while ((nl = partial.indexOf("\n")) >= 0) {
+                    String line = partial.substring(0, nl).trim();
+                    partial.delete(0, nl + 1);
+                    if (line.isEmpty()) continue;
+                    String[] w = line.split("\\s+");
+                    long seq = Long.parseLong(w[0]);
+                    Map<String, String> kv = new HashMap<>();
+                    for (int i = 2; i < w.length; i++) {
+                        int eq = w[i].indexOf('=');
+                        if (eq > 0) kv.put(w[i].substring(0, eq), w[i].substring(eq + 1));
+                    }
+                    String cmd = w.length > 1 ? w[1] : "";
+                    Thread t = new Thread(() -> handle(seq, cmd, kv));
+                    t.setDaemon(true);
+                    t.start();
+                }
+            } else {
+                Thread.sleep(2);
+            }
+        }
+        client.close();
+        System.exit(0);
+    }
+}

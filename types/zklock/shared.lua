@@ -1,0 +1,211 @@
+---@meta zklock.shared
+
+---A shared count (`client:shared_count(path, seed)`), Curator `SharedCount` on the wire.
+---`zklock.type(sc)` is `"shared count"`.
+---@class zklock.SharedCount
+---@field client zklock.Client The client it runs on.
+---@field path string The node holding the count.
+---@field seed integer The value a missing node is made with.
+local shared_count = {}
+
+---The count and the node's version (makes the node with the seed when missing).
+---
+---Errors: `nil, msg, code`: `EDATA` (the node holds fewer than 4 bytes), the plain-call codes
+---(`ZCONNECTIONLOSS`, `ETIMEDOUT`, `ESESSION`, ...). Raises after `close` or on a closed client.
+---@return integer|nil value
+---@return integer|string version The node's version (or the message).
+---@return string? code
+function shared_count:get() end
+
+---Set the count if the node still has `version` (from `get`): Curator's `trySetCount`.
+---
+---Returns `true, new_version`; `false` when the version is stale (nothing written); `nil, msg,
+---code` on errors (`ZNONODE`: the node was deleted). Raises on a value that is not a 32-bit
+---integer or a version that is not an integer >= 0.
+---@param value integer
+---@param version integer
+---@return boolean|nil ok
+---@return integer|string|nil version_or_msg
+---@return string? code
+function shared_count:try_set(value, version) end
+
+---Set the count whatever the version (makes the node when missing): Curator's `setCount`.
+---@param value integer
+---@return true|nil ok
+---@return integer|string version_or_msg
+---@return string? code
+function shared_count:set(value) end
+
+---Call `fn(value, version, sc)` for every change of the node made after this call (any write,
+---also of the same value; a deletion and recreation). Runs from the client's event dispatch,
+---i.e. while the client is pumped (a blocking call, `client:run`, an adapter's loop); it must not
+---wait. The watch is armed again after each change and after a reconnection, so a change made
+---meanwhile is reported then (several changes in between are reported once, with the latest
+---value). Several listeners may be added; an error in one is logged.
+---@param fn fun(value: integer, version: integer, sc: zklock.SharedCount)
+---@return true
+function shared_count:on_change(fn) end
+
+---Stop listening (the node stays). Later calls other than `close` raise.
+---@return true
+function shared_count:close() end
+
+---The outcome of an atomic long operation, shaped like Curator's `AtomicValue`.
+---@class zklock.AtomicValue
+---@field succeeded boolean Whether the change was made (`false`: every attempt lost a race and the retry policy, and the lock if configured, gave up).
+---@field pre integer The value before (the last value read).
+---@field post? integer The value written (nil when not succeeded).
+---@field stats? {optimistic_tries: integer, promoted_tries: integer, optimistic_ms: number, promoted_ms?: number} Attempts made (not for `get` and `compare_and_set`).
+
+---Options of `client:atomic_long`.
+---@class zklock.AtomicLongOptions
+---@field retry? fun(attempt: integer, code: string): number|nil Policy for optimistic attempts after a lost race (called with code `"ZBADVERSION"`); default `zklock.retry.exponential{ base = 0.01, max = 0.5, attempts = 10 }`.
+---@field lock? string|{path: string, timeout?: number, retry?: fun(attempt: integer, code: string): number|nil} Curator's `PromotedToLock`: a mutex at `path` taken when the optimistic attempts lose; `timeout` seconds to wait for it (default 0: try once, as Curator's default of -1 ms does); `retry`: attempts while holding it (default: one).
+
+---A shared long (`client:atomic_long(path, opts)`), Curator `DistributedAtomicLong` on the wire.
+---`zklock.type(al)` is `"atomic long"`. Errors of every operation: `nil, msg, code`: `EDATA` (the
+---node holds 1 to 7 bytes), `ERANGE` (without 64-bit integers: a value or result beyond
+---+-(2^53 - 1)), the plain-call codes. A write whose answer is lost (`ZCONNECTIONLOSS`,
+---`ETIMEDOUT`, `ESESSION`) is reported, never sent again: it may or may not have been applied.
+---@class zklock.AtomicLong
+---@field client zklock.Client The client it runs on.
+---@field path string The node holding the value.
+local atomic_long = {}
+
+---The current value (a missing node reads 0 and is not made): `{ succeeded = true, pre = v, post = v }`.
+---@return zklock.AtomicValue|nil result
+---@return string? msg
+---@return string? code
+function atomic_long:get() end
+
+---Add `delta` (wrapping like Java's long under Lua 5.3+). Makes the node when missing.
+---@param delta integer
+---@return zklock.AtomicValue|nil result
+---@return string? msg
+---@return string? code
+function atomic_long:add(delta) end
+
+---Subtract `delta`.
+---@param delta integer
+---@return zklock.AtomicValue|nil result
+---@return string? msg
+---@return string? code
+function atomic_long:subtract(delta) end
+
+---Add 1.
+---@return zklock.AtomicValue|nil result
+---@return string? msg
+---@return string? code
+function atomic_long:increment() end
+
+---Subtract 1.
+---@return zklock.AtomicValue|nil result
+---@return string? msg
+---@return string? code
+function atomic_long:decrement() end
+
+---Set `value` whatever the current value, by the same attempts as `add` (Curator's `trySet`).
+---@param value integer
+---@return zklock.AtomicValue|nil result
+---@return string? msg
+---@return string? code
+function atomic_long:try_set(value) end
+
+---One attempt: set `new` if the node exists and holds `expected` (Curator's `compareAndSet`).
+---@param expected integer
+---@param new integer
+---@return zklock.AtomicValue|nil result
+---@return string? msg
+---@return string? code
+function atomic_long:compare_and_set(expected, new) end
+
+---Make the node holding `value` if it does not exist: `true`, or `false` when it exists.
+---@param value integer
+---@return boolean|nil ok
+---@return string? msg
+---@return string? code
+function atomic_long:initialize(value) end
+
+---Write `value` whatever the version, making the node when missing (Curator's `forceSet`).
+---@param value integer
+---@return true|nil ok
+---@return string? msg
+---@return string? code
+function atomic_long:force_set(value) end
+
+---A double barrier (`client:double_barrier(path, member_qty)`), Curator
+---`DistributedDoubleBarrier` on the wire. `zklock.type(b)` is `"double barrier"`.
+---@class zklock.DoubleBarrier
+---@field client zklock.Client The client it runs on.
+---@field path string The barrier's node.
+---@field member_qty integer Members needed to enter.
+---@field id string This member's UUID (the name of its node).
+---@field own string This member's node path.
+---@field ready string The ready node's path (`path .. "/ready"`).
+local double_barrier = {}
+
+---Join and wait until `member_qty` members are in (or the ready node exists already). Suspends
+---under an adapter, blocks while pumping otherwise.
+---
+---Errors: `nil, msg, code`: `ETIMEDOUT`, `ESESSION`, `ECLOSED`, the plain-call codes; this
+---member's node is deleted on every failure. Raises on a bad timeout or when already entered.
+---@param timeout? number Seconds; nil waits forever.
+---@return true|nil ok
+---@return string? msg
+---@return string? code
+function double_barrier:enter(timeout) end
+
+---Leave and wait until every member has left, in Curator's order (the lowest-named member
+---deletes its node last; the others delete theirs first and wait for the lowest).
+---
+---Errors: `nil, msg, code`: `ETIMEDOUT` (this member's node and the ready node are deleted, as
+---Curator deletes the ready node), `ELOST` (this member's node vanished: its session ended),
+---`ESESSION`, `ECLOSED`. Raises on a bad timeout or when not entered.
+---@param timeout? number Seconds; nil waits forever.
+---@return true|nil ok
+---@return string? msg
+---@return string? code
+function double_barrier:leave(timeout) end
+
+---This member's node path while it is in (or entering), else nil.
+---@return string|nil node
+function double_barrier:node() end
+
+---Options of `client:zookeeper_lock`.
+---@class zklock.ZookeeperLockOptions
+---@field on_acquired? fun(lock: zklock.ZookeeperLock) Called when acquired (WriteLock's `LockListener.lockAcquired`).
+---@field on_released? fun(lock: zklock.ZookeeperLock) Called after release (`LockListener.lockReleased`).
+---@field data? string Node data (default the bytes 0x12 0x34, as WriteLock writes).
+
+---A lock on ZooKeeper's WriteLock protocol (`client:zookeeper_lock(dir, opts)`).
+---`zklock.type(l)` is `"zookeeper lock"`.
+---@class zklock.ZookeeperLock
+---@field client zklock.Client The client it runs on.
+---@field dir string The lock directory.
+---@field data string The data of its nodes.
+local zookeeper_lock = {}
+
+---Create the node and wait until it is first (watching the immediate predecessor). Unlike
+---WriteLock, a waiter whose predecessor is already gone lists again rather than stall.
+---
+---Errors: `nil, msg, code`: `ETIMEDOUT`, `ELOST` (its node vanished), `ECONNECTING`, the plain
+---calls' codes; the node is deleted on every failure. Raises when held or on a bad timeout.
+---@param timeout? number Seconds; nil waits forever, 0 tries once.
+---@return true|nil ok
+---@return string? msg
+---@return string? code
+function zookeeper_lock:acquire(timeout) end
+
+---Delete the node and call `on_released`. Raises when not held.
+---@return true|nil ok
+---@return string? msg
+---@return string? code
+function zookeeper_lock:release() end
+
+---Whether this object holds the lock.
+---@return boolean held
+function zookeeper_lock:is_held() end
+
+---The node's full path while held or waiting, else nil.
+---@return string|nil node
+function zookeeper_lock:node() end
