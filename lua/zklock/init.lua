@@ -20,6 +20,7 @@ local sem_mod = require("zklock.semaphore")
 local multi_mod = require("zklock.multilock")
 local txn_mod = require("zklock.txn")
 local watch_mod = require("zklock.watch")
+local queue_mod = require("zklock.queue")
 require("zklock.revoke") -- client:revoke
 
 local M = {
@@ -57,7 +58,7 @@ function M.run(clients, timeout)
 end
 
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
---                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" | nil
+--                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" | "queue" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
@@ -66,6 +67,7 @@ function M.type(x)
   if mt == multi_mod.MultiLock then return "multi-lock" end
   if mt == txn_mod.Txn then return "transaction" end
   if mt == watch_mod.Watch then return "watch" end
+  if mt == queue_mod.Queue then return "queue" end
   return nil
 end
 

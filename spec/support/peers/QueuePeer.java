@@ -1,0 +1,128 @@
+// spec/support/peers/QueuePeer.java: the Java producers and consumers of the queue interop spec
+// (75-queue-interop): Curator's SimpleDistributedQueue or ZooKeeper's queue recipe
+// (org.apache.zookeeper.recipes.queue.DistributedQueue) on a queue path shared with zklock.
+// Compiled and started by spec/support/queue_peers.lua.
+//
+//   java -cp ... QueuePeer <impl: curator|jar> <mode: produce|consume> <hosts> <path> <log>
+//        <count (produce) | first-wait seconds (consume)> <prefix (produce) | idle seconds (consume)>
+//        <max seconds>
+//
+// Log lines (each written straight to the file, so a kill -9 loses nothing already logged):
+//   P <item>     produce: the item was put (offer returned)
+//   T <item>     consume: the item was taken (written after the take returned)
+//   D <n>        done: n items put or taken; the peer exits 0
+//   X <text>     an error; the peer exits 1
+// A consumer waits up to `first-wait` seconds for its first item, then exits once no item came
+// for `idle` seconds.
+import java.io.FileOutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.queue.SimpleDistributedQueue;
+import org.apache.curator.retry.RetryNTimes;
+import org.apache.zookeeper.Watcher;
+import org.apache.zookeeper.ZooDefs;
+import org.apache.zookeeper.ZooKeeper;
+import org.apache.zookeeper.recipes.queue.DistributedQueue;
+
+public class QueuePeer {
+    interface Q {
+        void put(byte[] data) throws Exception;
+
+        byte[] poll(long ms) throws Exception; // null: nothing within ms
+    }
+
+    static FileOutputStream log;
+
+    static synchronized void line(String s) {
+        try {
+            log.write((s + "\n").getBytes(StandardCharsets.UTF_8));
+        } catch (Exception e) {
+            System.exit(3);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        String impl = args[0], mode = args[1], hosts = args[2], path = args[3];
+        log = new FileOutputStream(args[4], true);
+        final long maxSeconds = Long.parseLong(args[7]);
+        Thread guard = new Thread(() -> {
+            try {
+                Thread.sleep(maxSeconds * 1000);
+            } catch (InterruptedException e) {
+                return;
+            }
+            line("X max seconds reached");
+            System.exit(2);
+        });
+        guard.setDaemon(true);
+        guard.start();
+        Q q;
+        if (impl.equals("curator")) {
+            CuratorFramework c = CuratorFrameworkFactory.newClient(hosts, 10000, 10000, new RetryNTimes(3, 200));
+            c.start();
+            if (!c.blockUntilConnected(30, TimeUnit.SECONDS)) throw new RuntimeException("no connection");
+            SimpleDistributedQueue sq = new SimpleDistributedQueue(c, path);
+            q = new Q() {
+                public void put(byte[] d) throws Exception {
+                    sq.offer(d);
+                }
+
+                public byte[] poll(long ms) throws Exception {
+                    return sq.poll(ms, TimeUnit.MILLISECONDS);
+                }
+            };
+        } else {
+            CountDownLatch up = new CountDownLatch(1);
+            ZooKeeper zk = new ZooKeeper(hosts, 10000, e -> {
+                if (e.getState() == Watcher.Event.KeeperState.SyncConnected) up.countDown();
+            });
+            if (!up.await(30, TimeUnit.SECONDS)) throw new RuntimeException("no connection");
+            DistributedQueue dq = new DistributedQueue(zk, path, ZooDefs.Ids.OPEN_ACL_UNSAFE);
+            q = new Q() {
+                public void put(byte[] d) throws Exception {
+                    dq.offer(d);
+                }
+
+                // the recipe's take() has no timeout: poll, and sleep a little while it is empty
+                public byte[] poll(long ms) throws Exception {
+                    long end = System.nanoTime() + ms * 1000000L;
+                    while (true) {
+                        byte[] d = dq.poll();
+                        if (d != null) return d;
+                        if (System.nanoTime() >= end) return null;
+                        Thread.sleep(20);
+                    }
+                }
+            };
+        }
+        int n = 0;
+        try {
+            if (mode.equals("produce")) {
+                int count = Integer.parseInt(args[5]);
+                String prefix = args[6];
+                for (int i = 1; i <= count; i++) {
+                    String item = prefix + "-" + i;
+                    q.put(item.getBytes(StandardCharsets.UTF_8));
+                    line("P " + item);
+                    n++;
+                }
+            } else {
+                long first = Long.parseLong(args[5]) * 1000, idle = Long.parseLong(args[6]) * 1000;
+                while (true) {
+                    byte[] d = q.poll(n == 0 ? first : idle);
+                    if (d == null) break;
+                    line("T " + new String(d, StandardCharsets.UTF_8));
+                    n++;
+                }
+            }
+        } catch (Exception e) {
+            line("X " + e.toString().replace('\n', ' '));
+            System.exit(1);
+        }
+        line("D " + n);
+        System.exit(0);
+    }
+}

@@ -1,0 +1,66 @@
+-- spec/support/peers/queue_worker.lua: a zklock producer or consumer process of the queue interop
+-- spec (75-queue-interop), started by spec/support/queue_peers.lua:
+--   <lua> -e "package.path=...;package.cpath=..." queue_worker.lua hosts= path= log= mode=produce|consume
+--     produce: count= prefix=        consume: cos= first= idle=        max= (seconds, default 120)
+-- `cos` coroutines of one client take concurrently. Log lines as QueuePeer.java: P <item> after a
+-- put returned, T <item> after a take returned (each line written and flushed at once, so a
+-- kill -9 loses nothing already logged), D <n> when done, X <text> on an error.
+-- Runs under Lua 5.4 and LuaJIT.
+local zklock = require("zklock")
+
+local opt = {}
+for _, a in ipairs({ ... }) do
+  local k, v = a:match("^([%w_]+)=(.*)$")
+  if k then opt[k] = v end
+end
+local function num(k, d) return tonumber(opt[k]) or d end
+
+local log = assert(io.open(assert(opt.log, "log="), "a"))
+log:setvbuf("no")
+local function line(s) log:write(s, "\n") end
+
+local client, err = zklock.connect(assert(opt.hosts, "hosts="), { session_timeout = 10, log_level = "error" })
+if not client then
+  line("X " .. tostring(err))
+  os.exit(1)
+end
+local q = client:queue(assert(opt.path, "path="))
+local n, failed = 0, nil
+
+if opt.mode == "produce" then
+  client:spawn(function()
+    for i = 1, num("count", 100) do
+      local item = opt.prefix .. "-" .. i
+      local name, msg = q:put(item)
+      if not name then failed = msg return end
+      line("P " .. item)
+      n = n + 1
+    end
+  end)
+else
+  local first, idle = num("first", 60), num("idle", 3)
+  for _ = 1, num("cos", 1) do
+    client:spawn(function()
+      local mine = 0
+      while not failed do
+        local data, msg, code = q:take(mine == 0 and first or idle)
+        if not data then
+          if code ~= "ETIMEDOUT" then failed = msg end
+          return
+        end
+        line("T " .. data)
+        mine, n = mine + 1, n + 1
+      end
+    end)
+  end
+end
+
+local ok, rerr = client:run(num("max", 120))
+if not ok then failed = failed or rerr end
+if failed then
+  line("X " .. tostring(failed):gsub("\n", " "))
+  os.exit(1)
+end
+line("D " .. n)
+client:close()
+os.exit(0)
