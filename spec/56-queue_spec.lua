@@ -29,7 +29,8 @@ describe("queue", function()
       assert.is_truthy(names[i]:match("^qn%-%d%d%d%d%d%d%d%d%d%d$"), names[i])
     end
     local _, stat = assert(a:get("/q/basic/" .. names[1]))
-    assert.are.equal(0, stat.ephemeralOwner == nil and 0 or tonumber(stat.ephemeralOwner) or 0)
+    assert.are.equal("0000000000000000", stat.ephemeral_owner) -- persistent
+    for i = 2, 4 do assert.is_true(util.seq(names[i]) > util.seq(names[i - 1])) end
     assert.are.equal(bin, (a:get("/q/basic/" .. names[3])))
     assert(a:create("/q/basic/foreign", "x")) -- not a queue item: ignored
     assert.are.equal(4, q:size())
@@ -58,11 +59,14 @@ describe("queue", function()
       a:spawn(function() got[i] = pack(q:take(30)) end)
     end
     util.drive({ a }, 0.5)
-    local w = util.watches_by_path(zk)["/q/wait"] or {}
-    assert.are.equal(1, #w, "one children watch for all waiting coroutines of the client")
-    local qb = b:queue("/q/wait")
-    for i = 1, N do assert(qb:put("item" .. i)) end
+    assert.are.equal(N, a:pending(), "every take waits")
+    local before = a:stats().watch_events
+    -- all N items in one transaction: one child event, so one watch firing must wake them all
+    local t = b:transaction()
+    for i = 1, N do t:create("/q/wait/qn-", "item" .. i, { sequential = true }) end
+    assert(t:commit(10))
     assert(a:run(20))
+    assert.are.equal(1, a:stats().watch_events - before, "one children watch shared by the waiting coroutines")
     local seen = {}
     for i = 1, N do
       assert.is_string(got[i][1], tostring(got[i][2]))
@@ -128,7 +132,7 @@ describe("queue", function()
     local a, b = connect("m-a"), connect("m-b")
     local res
     a:spawn(function() res = pack(a:queue("/q/missing/deep"):take(30)) end)
-    assert.is_true(util.wait_until(function() return b:exists("/q/missing/deep") end, 10, { a }))
+    assert.is_truthy(util.wait_until(function() return b:exists("/q/missing/deep") end, 10, { a }))
     assert(b:queue("/q/missing/deep"):put("late"))
     assert.is_true(util.wait_until(function() return res ~= nil end, 10, { a }))
     assert.are.equal("late", res[1])
@@ -147,7 +151,7 @@ describe("queue", function()
     assert.is_truthy(util.error_of(q.take, q, "5"):find("timeout", 1, true))
     assert.is_truthy(util.error_of(q.poll, "x"):find("queue:poll", 1, true))
     assert.is_truthy(util.error_of(a.queue, "x", "/q"):find("client:queue", 1, true))
-    assert.are.same({}, util.children(a, "/q") or {})
+    assert.is_false(a:exists("/q/bad"), "bad input leaves no node")
     a:close()
     assert.is_truthy(util.error_of(q.put, q, "x"):find("closed client", 1, true))
   end)

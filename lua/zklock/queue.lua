@@ -18,7 +18,9 @@
 --     higher sequence number: the server numbers children from the parent's cversion); each
 --     coroutine taking through the same queue object gets a different candidate;
 --   * an empty queue is waited on through one children watch per client and path, shared by
---     every waiting coroutine of that client (zklock.watch shares reads per path and kind).
+--     every waiting coroutine of that client (zklock.watch shares reads per path and kind); the
+--     watch is armed only by a listing that found the queue empty (listed again with the watch
+--     after a plain listing found nothing), so a busy queue costs no watch events.
 local core = require("zklock.core")
 local check = require("zklock.check")
 local R = require("zklock.client").recipe
@@ -153,9 +155,14 @@ function Queue:take(timeout)
     local data, name, code = self:_take_cached(op_ms)
     if data then return data, name end
     if data == nil then return nil, name, code end
-    -- used up: list again with the shared watch, and wait on it while the queue is empty
-    local ok, wobj, missing = self:_list(true)
+    -- used up: list again; only an empty listing is repeated with the shared watch (a watch
+    -- armed by a listing that has items would only fire at our own next delete)
+    local ok, wobj, missing = self:_list(false)
     if not ok then return nil, wobj, missing end
+    if #self._cache == 0 and not missing then
+      ok, wobj, missing = self:_list(true)
+      if not ok then return nil, wobj, missing end
+    end
     if #self._cache == 0 then
       local left = deadline - now()
       if left <= 0 then
