@@ -22,6 +22,8 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
   setup(function()
     zk = testing.server{}
     c = util.connect(zk.hosts)
+    -- ZooKeeper's recipe creates a missing queue node, but not its parents
+    assert(c:create("/iq", ""))
   end)
 
   teardown(function()
@@ -30,9 +32,12 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
     if zk then zk:stop() end
   end)
 
+  -- wait for processes to end, driving the spec's client meanwhile (its session stays up)
   local function wait_procs(procs, timeout)
     for _, p in ipairs(procs) do
-      assert(p:wait_exit(timeout), p.name .. " did not finish:\n" .. p:output())
+      local deadline = util.now() + timeout
+      while p:alive() and util.now() < deadline do util.drive({ c }, 0.05) end
+      assert(not p:alive(), p.name .. " did not finish:\n" .. p:output())
       local t = p:log()
       assert(#t.errors == 0 and t.done, p.name .. " failed: " .. table.concat(t.errors, "; ") .. "\n" .. p:output())
     end
@@ -48,8 +53,11 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
         sent[i] = "z" .. impl .. "-" .. i
         assert(q:put(sent[i]))
       end
-      local cons = qp.java(impl, "consume", zk.hosts, path, { first = 30, idle = 1 })
+      local stop = os.tmpname()
+      local cons = qp.java(impl, "consume", zk.hosts, path, { poll = 1, stop = stop })
+      assert(util.wait_until(function() return #cons:log().takes == N end, 60, { c }), cons:output())
       wait_procs({ cons }, 90)
+      os.remove(stop)
       assert.are.same(sent, cons:log().takes, impl .. " consumer takes in sequence order")
       local prod = qp.java(impl, "produce", zk.hosts, path, { count = N, prefix = impl })
       wait_procs({ prod }, 90)
@@ -66,13 +74,19 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
     local path = "/iq/mixed"
     local PER = 1000
     local procs, consumers = {}, {}
+    local stop = os.tmpname()
+    os.remove(stop)
+    -- ZooKeeper's recipe creates a missing queue node on put, but two of its producers racing
+    -- to do so fail with NodeExists: make it first
+    assert(c:create(path, ""))
+    local t0 = util.now()
     local function consumer(kind, cos)
       local p
       if kind == "zklock" then
-        p = qp.lua("consume", zk.hosts, path, { cos = cos, first = 60, idle = 4 })
+        p = qp.lua("consume", zk.hosts, path, { cos = cos, poll = 1, stop = stop })
         p.cos = cos
       else
-        p = qp.java(kind, "consume", zk.hosts, path, { first = 60, idle = 4 })
+        p = qp.java(kind, "consume", zk.hosts, path, { poll = 1, stop = stop })
       end
       procs[#procs + 1], consumers[#consumers + 1] = p, p
       return p
@@ -99,22 +113,25 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
       local deadline = util.now() + 120
       while not (taken() >= goal and #v:log().takes > 0) do
         assert(util.now() < deadline, ("only %d items taken (waiting for %d)"):format(taken(), goal))
-        assert(v:alive(), v.name .. " ended early:\n" .. v:output())
-        util.sleep(0.02)
+        assert(v:alive(), v.name .. " ended early: " .. table.concat(v:log().errors, "; ") .. "\n" .. v:output())
+        util.drive({ c }, 0.02)
       end
       assert(v:kill())
       kills = kills + 1
       consumer(v.name:match("^zklock") and "zklock" or v.name:match("^(%w+)"), 2)
     end
     wait_procs(producers, 180)
+    -- all put: the consumers end once a take finds nothing after this
+    assert(io.open(stop, "w")):close()
     for _, p in ipairs(consumers) do
       if not p.killed then wait_procs({ p }, 180) end
     end
+    os.remove(stop)
     local r = qp.check(procs)
     local per = {}
     for _, x in ipairs(r.per) do per[#per + 1] = ("%s%s=%d"):format(x.name, x.killed and "(killed)" or "", x.takes) end
-    print(("\nqueue interop: %d items put, %d taken by %d consumers (%s), %d killed, lost %d (allowed %d),"
-      .. " duplicates %d"):format(r.puts, r.takes, #consumers, table.concat(per, " "), r.killed, #r.lost,
+    print(("\nqueue interop (%.1f s): %d items put, %d taken by %d consumers (%s), %d killed, lost %d (allowed %d),"
+      .. " duplicates %d"):format(util.now() - t0, r.puts, r.takes, #consumers, table.concat(per, " "), r.killed, #r.lost,
       r.allowed, #r.duplicates))
     assert.are.equal(3 * PER, r.puts)
     assert.are.equal(3, kills)

@@ -3,10 +3,11 @@
 --
 --   qp.java(impl, mode, hosts, path, a)  QueuePeer.java in a JVM: impl "curator" (Curator's
 --        SimpleDistributedQueue) or "jar" (ZooKeeper's queue recipe); mode "produce" (a.count,
---        a.prefix) or "consume" (a.first, a.idle seconds); compiled with javac on first use into
+--        a.prefix) or "consume" (until a take of a.poll seconds finds nothing once the file
+--        a.stop exists); compiled with javac on first use into
 --        $TMPDIR/zklock-queue-peer-<hash of source and jars>
 --   qp.lua(mode, hosts, path, a)         queue_worker.lua (same interpreter and build as this
---        process): produce (a.count, a.prefix) or consume (a.cos coroutines, a.first, a.idle)
+--        process): produce (a.count, a.prefix) or consume (a.cos coroutines, a.poll, a.stop)
 --   p:alive(), p:kill() (SIGKILL, waits until gone), p:wait_exit(timeout) -> true when it ended,
 --   p:log() -> { puts = { item... }, takes = { item... }, done = n | nil, errors = { text... } }
 --   qp.check(procs) -> report: every item put is taken once (puts/takes/duplicates/lost, and
@@ -56,7 +57,7 @@ end
 
 function M.java(impl, mode, hosts, path, a)
   local dir, cp = classes()
-  local x, y = a.count or a.first or 60, a.prefix or a.idle or 3
+  local x, y = a.count or a.poll or 1, a.prefix or a.stop
   return start(impl .. "-" .. mode, function(log)
     return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx128m -XX:+UseSerialGC "
       .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s QueuePeer %s %s %s %s %s %s %s %d"):format(

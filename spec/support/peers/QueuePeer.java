@@ -4,7 +4,7 @@
 // Compiled and started by spec/support/queue_peers.lua.
 //
 //   java -cp ... QueuePeer <impl: curator|jar> <mode: produce|consume> <hosts> <path> <log>
-//        <count (produce) | first-wait seconds (consume)> <prefix (produce) | idle seconds (consume)>
+//        <count (produce) | poll seconds (consume)> <prefix (produce) | stop file (consume)>
 //        <max seconds>
 //
 // Log lines (each written straight to the file, so a kill -9 loses nothing already logged):
@@ -12,8 +12,7 @@
 //   T <item>     consume: the item was taken (written after the take returned)
 //   D <n>        done: n items put or taken; the peer exits 0
 //   X <text>     an error; the peer exits 1
-// A consumer waits up to `first-wait` seconds for its first item, then exits once no item came
-// for `idle` seconds.
+// A consumer takes until a poll of `poll seconds` finds nothing once the stop file exists.
 import java.io.FileOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.CountDownLatch;
@@ -110,10 +109,15 @@ public class QueuePeer {
                     n++;
                 }
             } else {
-                long first = Long.parseLong(args[5]) * 1000, idle = Long.parseLong(args[6]) * 1000;
+                long wait = Long.parseLong(args[5]) * 1000;
+                java.io.File stop = new java.io.File(args[6]);
                 while (true) {
-                    byte[] d = q.poll(n == 0 ? first : idle);
-                    if (d == null) break;
+                    boolean last = stop.exists();
+                    byte[] d = q.poll(wait);
+                    if (d == null) {
+                        if (last) break;
+                        continue;
+                    }
                     line("T " + new String(d, StandardCharsets.UTF_8));
                     n++;
                 }

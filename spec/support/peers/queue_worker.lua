@@ -1,7 +1,8 @@
 -- spec/support/peers/queue_worker.lua: a zklock producer or consumer process of the queue interop
 -- spec (75-queue-interop), started by spec/support/queue_peers.lua:
 --   <lua> -e "package.path=...;package.cpath=..." queue_worker.lua hosts= path= log= mode=produce|consume
---     produce: count= prefix=        consume: cos= first= idle=        max= (seconds, default 120)
+--     produce: count= prefix=        consume: cos= poll= stop=        max= (seconds, default 120)
+-- A consumer coroutine takes until a take of `poll` seconds finds nothing once the file `stop` exists.
 -- `cos` coroutines of one client take concurrently. Log lines as QueuePeer.java: P <item> after a
 -- put returned, T <item> after a take returned (each line written and flushed at once, so a
 -- kill -9 loses nothing already logged), D <n> when done, X <text> on an error.
@@ -38,18 +39,26 @@ if opt.mode == "produce" then
     end
   end)
 else
-  local first, idle = num("first", 60), num("idle", 3)
+  local poll, stop = num("poll", 1), assert(opt.stop, "stop=")
+  local function stopped()
+    local f = io.open(stop)
+    if f then f:close() end
+    return f ~= nil
+  end
   for _ = 1, num("cos", 1) do
     client:spawn(function()
-      local mine = 0
       while not failed do
-        local data, msg, code = q:take(mine == 0 and first or idle)
-        if not data then
-          if code ~= "ETIMEDOUT" then failed = msg end
+        local last = stopped()
+        local data, msg, code = q:take(poll)
+        if data then
+          line("T " .. data)
+          n = n + 1
+        elseif code ~= "ETIMEDOUT" then
+          failed = msg
+          return
+        elseif last then
           return
         end
-        line("T " .. data)
-        mine, n = mine + 1, n + 1
       end
     end)
   end
