@@ -11,8 +11,7 @@ local fixture = require("support.fixture")
 local pack, assert_code = util.pack, util.assert_code
 
 describe("queue", function()
-  local zk
-  local fx = fixture.server({}, { each = true }, function(s) zk = s end)
+  local fx = fixture.server({}, { each = true })
   local connect = fx.connect
 
   it("put makes persistent sequential qn- nodes with the bytes; take/poll return them in sequence order", function()

@@ -129,10 +129,12 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
     os.remove(stop)
     local r = qp.check(procs)
     local per = {}
-    for _, x in ipairs(r.per) do per[#per + 1] = ("%s%s=%d"):format(x.name, x.killed and "(killed)" or "", x.takes) end
+    for _, x in ipairs(r.per) do
+      per[#per + 1] = ("%s%s=%d"):format(x.name, x.killed and "(killed)" or "", x.takes)
+    end
     print(("\nqueue interop (%.1f s): %d items put, %d taken by %d consumers (%s), %d killed, lost %d (allowed %d),"
-      .. " duplicates %d"):format(util.now() - t0, r.puts, r.takes, #consumers, table.concat(per, " "), r.killed, #r.lost,
-      r.allowed, #r.duplicates))
+      .. " duplicates %d"):format(util.now() - t0, r.puts, r.takes, #consumers, table.concat(per, " "), r.killed,
+      #r.lost, r.allowed, #r.duplicates))
     assert.are.equal(3 * PER, r.puts)
     assert.are.equal(3, kills)
     assert.are.same({}, r.duplicates, "items taken twice")
