@@ -187,7 +187,10 @@ function Queue:put(data)
   if type(data) ~= "string" then
     check.argerror("put", 1, "data: expected a string (the item's bytes), got " .. check.describe(data))
   end
-  local p, msg, code = self.client:create(self.path .. "/" .. PREFIX, data, { sequential = true, parents = true })
+  -- one request; only a missing queue node costs the parents' creates (made as containers)
+  local node = self.path .. "/" .. PREFIX
+  local p, msg, code = self.client:create(node, data, { sequential = true })
+  if code == "ZNONODE" then p, msg, code = self.client:create(node, data, { sequential = true, parents = true }) end
   if not p then return nil, msg, code end
   return (p:match("([^/]*)$"))
 end

@@ -4,12 +4,13 @@
 --   qp.java(impl, mode, hosts, path, a)  QueuePeer.java in a JVM: impl "curator" (Curator's
 --        SimpleDistributedQueue) or "jar" (ZooKeeper's queue recipe); mode "produce" (a.count,
 --        a.prefix) or "consume" (until a take of a.poll seconds finds nothing once the file
---        a.stop exists); compiled with javac on first use into
+--        a.stop exists; a.threads consumer threads on one Curator/ZooKeeper client); compiled with javac on first use into
 --        $TMPDIR/zklock-queue-peer-<hash of source and jars>
 --   qp.lua(mode, hosts, path, a)         queue_worker.lua (same interpreter and build as this
 --        process): produce (a.count, a.prefix) or consume (a.cos coroutines, a.poll, a.stop)
 --   p:alive(), p:kill() (SIGKILL, waits until gone), p:wait_exit(timeout) -> true when it ended,
---   p:log() -> { puts = { item... }, takes = { item... }, done = n | nil, errors = { text... } }
+--   p:log() -> { puts = { item... }, takes = { item... }, done = n | nil, ms = first to last put or
+--        take (Java peers), errors = { text... } }
 --   qp.check(procs) -> report: every item put is taken once (puts/takes/duplicates/lost, and
 --        the lost items beyond what the killed consumers may account for)
 --   qp.stop_all()                        kill every process started here, remove temp dirs
@@ -60,9 +61,9 @@ function M.java(impl, mode, hosts, path, a)
   local x, y = a.count or a.poll or 1, a.prefix or a.stop
   return start(impl .. "-" .. mode, function(log)
     return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx128m -XX:+UseSerialGC "
-      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s QueuePeer %s %s %s %s %s %s %s %d"):format(
+      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s QueuePeer %s %s %s %s %s %s %s %d %d"):format(
       shq(dir .. ":" .. cp), impl, mode, shq(hosts), shq(path), shq(log), shq(tostring(x)), shq(tostring(y)),
-      a.max or 120)
+      a.max or 120, a.threads or 1)
   end, mode)
 end
 
@@ -106,7 +107,7 @@ function Proc:log()
     local k, rest = l:match("^(%u) (.*)$")
     if k == "P" then t.puts[#t.puts + 1] = rest
     elseif k == "T" then t.takes[#t.takes + 1] = rest
-    elseif k == "D" then t.done = tonumber(rest)
+    elseif k == "D" then t.done, t.ms = tonumber(rest:match("^(%d+)")), tonumber(rest:match(" (%d+)$"))
     elseif k == "X" then t.errors[#t.errors + 1] = rest end
   end
   return t

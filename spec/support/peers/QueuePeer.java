@@ -5,12 +5,12 @@
 //
 //   java -cp ... QueuePeer <impl: curator|jar> <mode: produce|consume> <hosts> <path> <log>
 //        <count (produce) | poll seconds (consume)> <prefix (produce) | stop file (consume)>
-//        <max seconds>
+//        <max seconds> [threads (consume, default 1)]
 //
 // Log lines (each written straight to the file, so a kill -9 loses nothing already logged):
 //   P <item>     produce: the item was put (offer returned)
 //   T <item>     consume: the item was taken (written after the take returned)
-//   D <n>        done: n items put or taken; the peer exits 0
+//   D <n> <ms>   done: n items put or taken, ms from the first to the last; the peer exits 0
 //   X <text>     an error; the peer exits 1
 // A consumer takes until a poll of `poll seconds` finds nothing once the stop file exists.
 import java.io.FileOutputStream;
@@ -97,36 +97,61 @@ public class QueuePeer {
                 }
             };
         }
-        int n = 0;
+        final java.util.concurrent.atomic.AtomicInteger n = new java.util.concurrent.atomic.AtomicInteger();
+        final long[] span = { 0, 0 };
         try {
             if (mode.equals("produce")) {
                 int count = Integer.parseInt(args[5]);
                 String prefix = args[6];
+                span[0] = System.nanoTime();
                 for (int i = 1; i <= count; i++) {
                     String item = prefix + "-" + i;
                     q.put(item.getBytes(StandardCharsets.UTF_8));
                     line("P " + item);
-                    n++;
+                    n.incrementAndGet();
                 }
+                span[1] = System.nanoTime();
             } else {
-                long wait = Long.parseLong(args[5]) * 1000;
-                java.io.File stop = new java.io.File(args[6]);
-                while (true) {
-                    boolean last = stop.exists();
-                    byte[] d = q.poll(wait);
-                    if (d == null) {
-                        if (last) break;
-                        continue;
-                    }
-                    line("T " + new String(d, StandardCharsets.UTF_8));
-                    n++;
+                final long wait = Long.parseLong(args[5]) * 1000;
+                final java.io.File stop = new java.io.File(args[6]);
+                int threads = args.length > 8 ? Integer.parseInt(args[8]) : 1;
+                final Q fq = q;
+                final Exception[] failed = { null };
+                Thread[] ts = new Thread[threads];
+                for (int t = 0; t < threads; t++) {
+                    ts[t] = new Thread(() -> {
+                        try {
+                            while (true) {
+                                boolean last = stop.exists();
+                                byte[] d = fq.poll(wait);
+                                if (d == null) {
+                                    if (last) break;
+                                    continue;
+                                }
+                                line("T " + new String(d, StandardCharsets.UTF_8));
+                                long t1 = System.nanoTime();
+                                synchronized (span) {
+                                    if (span[0] == 0) span[0] = t1;
+                                    span[1] = t1;
+                                }
+                                n.incrementAndGet();
+                            }
+                        } catch (Exception e) {
+                            synchronized (failed) {
+                                failed[0] = e;
+                            }
+                        }
+                    });
+                    ts[t].start();
                 }
+                for (Thread t : ts) t.join();
+                if (failed[0] != null) throw failed[0];
             }
         } catch (Exception e) {
             line("X " + e.toString().replace('\n', ' '));
             System.exit(1);
         }
-        line("D " + n);
+        line("D " + n.get() + " " + (span[1] - span[0]) / 1000000);
         System.exit(0);
     }
 }
