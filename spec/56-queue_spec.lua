@@ -5,13 +5,15 @@
 -- clients) taking every item exactly once, take's timeout, bad input.
 --   busted --lua=lua5.4 spec/56-queue_spec.lua
 local zklock = require("zklock")
+local testing = require("zklock.testing")
 local util = require("support.util")
 local fixture = require("support.fixture")
 
 local pack, assert_code = util.pack, util.assert_code
 
 describe("queue", function()
-  local fx = fixture.server({}, { each = true })
+  local zk
+  local fx = fixture.server({}, { each = true }, function(s) zk = s end)
   local connect = fx.connect
 
   it("put makes persistent sequential qn- nodes with the bytes; take/poll return them in sequence order", function()
@@ -135,6 +137,29 @@ describe("queue", function()
     assert(b:queue("/q/missing/deep"):put("late"))
     assert.is_true(util.wait_until(function() return res ~= nil end, 10, { a }))
     assert.are.equal("late", res[1])
+  end)
+
+  it("a waiting take ends with ESESSION when the session expires and ECLOSED when the client closes", function()
+    local a = connect("e-a")
+    local q = a:queue("/q/expire")
+    assert(q:put("x"))
+    assert.are.equal("x", (q:take(5)))
+    local res
+    a:spawn(function() res = pack(q:take()) end) -- no timeout: only the session can end it
+    util.drive({ a }, 0.3)
+    assert(testing.expire(a, zk.hosts))
+    assert.is_truthy(util.wait_until(function() return res ~= nil end, 20, { a }))
+    assert_code("ESESSION", res)
+    assert.is_truthy(util.wait_until(function() return a.state == "CONNECTED" end, 20, { a }))
+    -- the queue works on the new session
+    assert(q:put("y"))
+    assert.are.equal("y", (q:take(5)))
+    local res2
+    a:spawn(function() res2 = pack(q:take()) end)
+    util.drive({ a }, 0.3)
+    a:close()
+    assert_code("ECLOSED", res2)
+    assert.are.equal(0, a:pending())
   end)
 
   it("bad input raises a clear error naming the argument", function()
