@@ -4,8 +4,8 @@
 --   qp.java(impl, mode, hosts, path, a)  QueuePeer.java in a JVM: impl "curator" (Curator's
 --        SimpleDistributedQueue) or "jar" (ZooKeeper's queue recipe); mode "produce" (a.count,
 --        a.prefix) or "consume" (until a take of a.poll seconds finds nothing once the file
---        a.stop exists; a.threads consumer threads on one Curator/ZooKeeper client); compiled with javac on first use into
---        $TMPDIR/zklock-queue-peer-<hash of source and jars>
+--        a.stop exists; a.threads consumer threads on one Curator/ZooKeeper client); compiled
+--        with javac on first use into $TMPDIR/zklock-queue-peer-<hash of source and jars>
 --   qp.lua(mode, hosts, path, a)         queue_worker.lua (same interpreter and build as this
 --        process): produce (a.count, a.prefix) or consume (a.cos coroutines, a.poll, a.stop)
 --   p:alive(), p:kill() (SIGKILL, waits until gone), p:wait_exit(timeout) -> true when it ended,
