@@ -117,10 +117,12 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
         util.drive({ c }, 0.02)
       end
       assert(v:kill())
+      if os.getenv("ZKL_QUEUE_TRACE") then print(("%.1f s: killed %s at %d"):format(util.now() - t0, v.name, taken())) end
       kills = kills + 1
       consumer(v.name:match("^zklock") and "zklock" or v.name:match("^(%w+)"), 2)
     end
     wait_procs(producers, 180)
+    if os.getenv("ZKL_QUEUE_TRACE") then print(("%.1f s: producers done, %d taken"):format(util.now() - t0, taken())) end
     -- all put: the consumers end once a take finds nothing after this
     assert(io.open(stop, "w")):close()
     for _, p in ipairs(consumers) do

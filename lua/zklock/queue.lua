@@ -151,29 +151,42 @@ function Queue:take(timeout)
   local client = self.client
   local deadline = ms >= 0 and now() + ms or math.huge
   local op_ms = R.op_ms(client)
+  local stale = (op_ms > 0 and op_ms or 30000) + 1000 -- a listing this old was given up
+  local function timed_out()
+    return nil, ("ETIMEDOUT: queue %s: no item within %g s"):format(check.short(self.path), ms / 1000), "ETIMEDOUT"
+  end
   while true do
     local data, name, code = self:_take_cached(op_ms)
     if data then return data, name end
     if data == nil then return nil, name, code end
-    -- used up: list again; only an empty listing is repeated with the shared watch (a watch
-    -- armed by a listing that has items would only fire at our own next delete)
-    local ok, wobj, missing = self:_list(false)
-    if not ok then return nil, wobj, missing end
-    if #self._cache == 0 and not missing then
-      ok, wobj, missing = self:_list(true)
-      if not ok then return nil, wobj, missing end
+    local wobj, missing = self._empty, false
+    if self._listing and now() - self._listing < stale then
+      -- another coroutine of this queue object is listing: use its listing, not one more
+      -- (the coroutines woken by one watch would otherwise all list at once)
+      if now() >= deadline then return timed_out() end
+      client:sleep(0.002)
+      wobj = false
+    elseif not (wobj and wobj:fired() == nil) then
+      -- used up: list again; only an empty listing is repeated with the shared watch (a watch
+      -- armed by a listing that has items would only fire at our own next delete)
+      self._listing, self._empty = now(), nil
+      local ok, msg
+      ok, msg, missing = self:_list(false)
+      if ok and #self._cache == 0 and not missing then ok, msg, missing = self:_list(true) end
+      self._listing = nil
+      if not ok then return nil, msg, missing end
+      wobj = msg
+      if #self._cache == 0 and wobj then self._empty = wobj end
     end
-    if #self._cache == 0 then
+    -- else: the last listing of this queue object found it empty and its watch has not fired
+    if wobj ~= false and #self._cache < self._next then
       local left = deadline - now()
-      if left <= 0 then
-        return nil, ("ETIMEDOUT: queue %s: no item within %g s"):format(check.short(self.path), ms / 1000),
-          "ETIMEDOUT"
-      end
+      if left <= 0 then return timed_out() end
       if missing then
         -- no queue node to watch yet: make it (a container, as Curator does) and list again
         local _, cmsg, ccode = client:create(self.path, nil, { container = true, parents = true })
         if ccode and ccode ~= "ZNODEEXISTS" then return nil, cmsg, ccode end
-      else
+      elseif wobj then
         local what, wmsg, wcode = wobj:wait(left == math.huge and nil or left / 1000)
         if not what and wcode ~= "ETIMEDOUT" then return nil, wmsg, wcode end
       end
