@@ -80,6 +80,9 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
     -- to do so fail with NodeExists: make it first
     assert(c:create(path, ""))
     local t0 = util.now()
+    local function trace(fmt, ...) -- ZKL_QUEUE_TRACE=1: print the run's milestones
+      if os.getenv("ZKL_QUEUE_TRACE") then print(("%.1f s: " .. fmt):format(util.now() - t0, ...)) end
+    end
     local function consumer(kind, cos)
       local p
       if kind == "zklock" then
@@ -91,12 +94,19 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
       procs[#procs + 1], consumers[#consumers + 1] = p, p
       return p
     end
-    local victims = { consumer("zklock", 4), consumer("curator"), consumer("jar") }
+    -- the slowest competitors (the Java recipes list and walk the children for every take) are
+    -- killed first, while they still get items
+    local victims = { consumer("jar"), consumer("curator"), consumer("zklock", 4) }
     consumer("zklock", 4)
+    -- the producers start once every consumer is connected, so that all compete from the start
+    assert(util.wait_until(function()
+      for _, p in ipairs(consumers) do if not p:log().ready then return false end end
+      return true
+    end, 120, { c }), "consumers did not connect")
     local producers = {
-      qp.lua("produce", zk.hosts, path, { count = PER, prefix = "zkl" }),
-      qp.java("curator", "produce", zk.hosts, path, { count = PER, prefix = "cur" }),
-      qp.java("jar", "produce", zk.hosts, path, { count = PER, prefix = "jar" }),
+      qp.lua("produce", zk.hosts, path, { count = PER, prefix = "zkl", cos = 4 }),
+      qp.java("curator", "produce", zk.hosts, path, { count = PER, prefix = "cur", threads = 4 }),
+      qp.java("jar", "produce", zk.hosts, path, { count = PER, prefix = "jar", threads = 4 }),
     }
     for _, p in ipairs(producers) do procs[#procs + 1] = p end
 
@@ -105,24 +115,29 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
       for _, p in ipairs(consumers) do n = n + #p:log().takes end
       return n
     end
-    -- kill -9 one consumer of each runtime once it has taken items, at 1/6, 2/6 and 3/6 of the
-    -- items, and start a fresh consumer of the same runtime in its place
-    local kills = 0
+    -- kill -9 one consumer of each runtime at 2/15, 4/15 and 6/15 of the items taken, and start
+    -- a fresh consumer of the same runtime in its place
+    local kills, kill_at = 0, {}
     for i, v in ipairs(victims) do
-      local goal = i * PER / 2
+      local goal = i * PER * 2 / 5
       local deadline = util.now() + 120
-      while not (taken() >= goal and #v:log().takes > 0) do
+      while taken() < goal do
         assert(util.now() < deadline, ("only %d items taken (waiting for %d)"):format(taken(), goal))
         assert(v:alive(), v.name .. " ended early: " .. table.concat(v:log().errors, "; ") .. "\n" .. v:output())
         util.drive({ c }, 0.02)
       end
+      -- preferably once the victim has taken items itself (up to 10 s more)
+      local until_t = util.now() + 10
+      while #v:log().takes == 0 and util.now() < until_t and v:alive() do util.drive({ c }, 0.02) end
+      local at = taken()
       assert(v:kill())
-      if os.getenv("ZKL_QUEUE_TRACE") then print(("%.1f s: killed %s at %d"):format(util.now() - t0, v.name, taken())) end
+      kill_at[#kill_at + 1] = at
+      trace("killed %s at %d taken", v.name, taken())
       kills = kills + 1
       consumer(v.name:match("^zklock") and "zklock" or v.name:match("^(%w+)"), 2)
     end
     wait_procs(producers, 180)
-    if os.getenv("ZKL_QUEUE_TRACE") then print(("%.1f s: producers done, %d taken"):format(util.now() - t0, taken())) end
+    trace("producers done, %d taken", taken())
     -- all put: the consumers end once a take finds nothing after this
     assert(io.open(stop, "w")):close()
     for _, p in ipairs(consumers) do
@@ -134,11 +149,12 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
     for _, x in ipairs(r.per) do
       per[#per + 1] = ("%s%s=%d"):format(x.name, x.killed and "(killed)" or "", x.takes)
     end
-    print(("\nqueue interop (%.1f s): %d items put, %d taken by %d consumers (%s), %d killed, lost %d (allowed %d),"
-      .. " duplicates %d"):format(util.now() - t0, r.puts, r.takes, #consumers, table.concat(per, " "), r.killed,
-      #r.lost, r.allowed, #r.duplicates))
+    print(("\nqueue interop (%.1f s): %d items put, %d taken by %d consumers (%s), %d killed (at %s taken),"
+      .. " lost %d (allowed %d), duplicates %d"):format(util.now() - t0, r.puts, r.takes, #consumers,
+      table.concat(per, " "), r.killed, table.concat(kill_at, "/"), #r.lost, r.allowed, #r.duplicates))
     assert.are.equal(3 * PER, r.puts)
     assert.are.equal(3, kills)
+    for _, at in ipairs(kill_at) do assert.is_true(at < 3 * PER, "a kill came after the last take") end
     assert.are.same({}, r.duplicates, "items taken twice")
     assert.are.same({}, r.unknown, "items taken that nobody put")
     assert.is_true(#r.lost <= r.allowed, ("%d items lost, more than the %d the killed consumers may hold: %s")

@@ -9,7 +9,7 @@
 --   qp.lua(mode, hosts, path, a)         queue_worker.lua (same interpreter and build as this
 --        process): produce (a.count, a.prefix) or consume (a.cos coroutines, a.poll, a.stop)
 --   p:alive(), p:kill() (SIGKILL, waits until gone), p:wait_exit(timeout) -> true when it ended,
---   p:log() -> { puts = { item... }, takes = { item... }, done = n | nil, ms = first to last put or
+--   p:log() -> { ready = connected, puts = { item... }, takes = { item... }, done = n | nil, ms = first to last put or
 --        take (Java peers), errors = { text... } }
 --   qp.check(procs) -> report: every item put is taken once (puts/takes/duplicates/lost, and
 --        the lost items beyond what the killed consumers may account for)
@@ -107,6 +107,7 @@ function Proc:log()
     local k, rest = l:match("^(%u) (.*)$")
     if k == "P" then t.puts[#t.puts + 1] = rest
     elseif k == "T" then t.takes[#t.takes + 1] = rest
+    elseif l == "R" then t.ready = true
     elseif k == "D" then t.done, t.ms = tonumber(rest:match("^(%d+)")), tonumber(rest:match(" (%d+)$"))
     elseif k == "X" then t.errors[#t.errors + 1] = rest end
   end

@@ -5,9 +5,11 @@
 //
 //   java -cp ... QueuePeer <impl: curator|jar> <mode: produce|consume> <hosts> <path> <log>
 //        <count (produce) | poll seconds (consume)> <prefix (produce) | stop file (consume)>
-//        <max seconds> [threads (consume, default 1)]
+//        <max seconds> [threads (default 1): producer threads (items split among them) or
+//        consumer threads, on one client]
 //
 // Log lines (each written straight to the file, so a kill -9 loses nothing already logged):
+//   R            ready: connected
 //   P <item>     produce: the item was put (offer returned)
 //   T <item>     consume: the item was taken (written after the take returned)
 //   D <n> <ms>   done: n items put or taken, ms from the first to the last; the peer exits 0
@@ -97,20 +99,39 @@ public class QueuePeer {
                 }
             };
         }
+        line("R");
         final java.util.concurrent.atomic.AtomicInteger n = new java.util.concurrent.atomic.AtomicInteger();
         final long[] span = { 0, 0 };
         try {
             if (mode.equals("produce")) {
                 int count = Integer.parseInt(args[5]);
                 String prefix = args[6];
+                int threads = args.length > 8 ? Integer.parseInt(args[8]) : 1;
+                final Q fq = q;
+                final Exception[] failed = { null };
+                Thread[] ts = new Thread[threads];
                 span[0] = System.nanoTime();
-                for (int i = 1; i <= count; i++) {
-                    String item = prefix + "-" + i;
-                    q.put(item.getBytes(StandardCharsets.UTF_8));
-                    line("P " + item);
-                    n.incrementAndGet();
+                for (int t = 0; t < threads; t++) {
+                    final int first = t + 1, step = threads;
+                    ts[t] = new Thread(() -> {
+                        try {
+                            for (int i = first; i <= count; i += step) {
+                                String item = prefix + "-" + i;
+                                fq.put(item.getBytes(StandardCharsets.UTF_8));
+                                line("P " + item);
+                                n.incrementAndGet();
+                            }
+                        } catch (Exception e) {
+                            synchronized (failed) {
+                                failed[0] = e;
+                            }
+                        }
+                    });
+                    ts[t].start();
                 }
+                for (Thread t : ts) t.join();
                 span[1] = System.nanoTime();
+                if (failed[0] != null) throw failed[0];
             } else {
                 final long wait = Long.parseLong(args[5]) * 1000;
                 final java.io.File stop = new java.io.File(args[6]);

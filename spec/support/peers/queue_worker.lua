@@ -1,7 +1,7 @@
 -- spec/support/peers/queue_worker.lua: a zklock producer or consumer process of the queue interop
--- spec (75-queue-interop), started by spec/support/queue_peers.lua:
+-- spec (75-queue-interop), started by spec/support/queue_peers.lua (log line R once connected):
 --   <lua> -e "package.path=...;package.cpath=..." queue_worker.lua hosts= path= log= mode=produce|consume
---     produce: count= prefix=        consume: cos= poll= stop=        max= (seconds, default 120)
+--     produce: count= prefix= cos=   consume: cos= poll= stop=        max= (seconds, default 120)
 -- A consumer coroutine takes until a take of `poll` seconds finds nothing once the file `stop` exists.
 -- `cos` coroutines of one client take concurrently. Log lines as QueuePeer.java: P <item> after a
 -- put returned, T <item> after a take returned (each line written and flushed at once, so a
@@ -26,18 +26,22 @@ if not client then
   os.exit(1)
 end
 local q = client:queue(assert(opt.path, "path="))
+line("R")
 local n, failed = 0, nil
 
 if opt.mode == "produce" then
-  client:spawn(function()
-    for i = 1, num("count", 100) do
-      local item = opt.prefix .. "-" .. i
-      local name, msg = q:put(item)
-      if not name then failed = msg return end
-      line("P " .. item)
-      n = n + 1
-    end
-  end)
+  local cos, count = num("cos", 1), num("count", 100)
+  for first = 1, cos do
+    client:spawn(function() -- coroutine `first` puts items first, first + cos, ...
+      for i = first, count, cos do
+        local item = opt.prefix .. "-" .. i
+        local name, msg = q:put(item)
+        if not name then failed = msg return end
+        line("P " .. item)
+        n = n + 1
+      end
+    end)
+  end
 else
   local poll, stop = num("poll", 1), assert(opt.stop, "stop=")
   local function stopped()
