@@ -73,6 +73,9 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
   it("3,000 items, competing consumers of all three killed with kill -9 mid-run: none twice, none lost", function()
     local path = "/iq/mixed"
     local PER = 1000
+    -- every consumer "works" this long on each item, so that the Java consumers (which list and
+    -- walk the children for every take) are not starved by zklock's (one round trip per take)
+    local WORK_MS = 5
     local procs, consumers = {}, {}
     local stop = os.tmpname()
     os.remove(stop)
@@ -86,18 +89,18 @@ describe("queue interop with Curator's SimpleDistributedQueue and ZooKeeper's qu
     local function consumer(kind, cos)
       local p
       if kind == "zklock" then
-        p = qp.lua("consume", zk.hosts, path, { cos = cos, poll = 1, stop = stop })
+        p = qp.lua("consume", zk.hosts, path, { cos = cos, poll = 1, stop = stop, work_ms = WORK_MS })
         p.cos = cos
       else
-        p = qp.java(kind, "consume", zk.hosts, path, { poll = 1, stop = stop })
+        p = qp.java(kind, "consume", zk.hosts, path, { poll = 1, stop = stop, work_ms = WORK_MS })
       end
       procs[#procs + 1], consumers[#consumers + 1] = p, p
       return p
     end
     -- the slowest competitors (the Java recipes list and walk the children for every take) are
     -- killed first, while they still get items
-    local victims = { consumer("jar"), consumer("curator"), consumer("zklock", 4) }
-    consumer("zklock", 4)
+    local victims = { consumer("jar"), consumer("curator"), consumer("zklock", 2) }
+    consumer("zklock", 2)
     -- the producers start once every consumer is connected, so that all compete from the start
     assert(util.wait_until(function()
       for _, p in ipairs(consumers) do if not p:log().ready then return false end end

@@ -4,7 +4,7 @@
 --   qp.java(impl, mode, hosts, path, a)  QueuePeer.java in a JVM: impl "curator" (Curator's
 --        SimpleDistributedQueue) or "jar" (ZooKeeper's queue recipe); mode "produce" (a.count,
 --        a.prefix) or "consume" (until a take of a.poll seconds finds nothing once the file
---        a.stop exists; a.threads consumer threads on one Curator/ZooKeeper client); compiled
+--        a.stop exists; a.threads threads on one Curator/ZooKeeper client, a.work_ms sleep after each take); compiled
 --        with javac on first use into $TMPDIR/zklock-queue-peer-<hash of source and jars>
 --   qp.lua(mode, hosts, path, a)         queue_worker.lua (same interpreter and build as this
 --        process): produce (a.count, a.prefix) or consume (a.cos coroutines, a.poll, a.stop)
@@ -61,9 +61,9 @@ function M.java(impl, mode, hosts, path, a)
   local x, y = a.count or a.poll or 1, a.prefix or a.stop
   return start(impl .. "-" .. mode, function(log)
     return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx128m -XX:+UseSerialGC "
-      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s QueuePeer %s %s %s %s %s %s %s %d %d"):format(
+      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s QueuePeer %s %s %s %s %s %s %s %d %d %d"):format(
       shq(dir .. ":" .. cp), impl, mode, shq(hosts), shq(path), shq(log), shq(tostring(x)), shq(tostring(y)),
-      a.max or 120, a.threads or 1)
+      a.max or 120, a.threads or 1, a.work_ms or 0)
   end, mode)
 end
 

@@ -6,7 +6,8 @@
 //   java -cp ... QueuePeer <impl: curator|jar> <mode: produce|consume> <hosts> <path> <log>
 //        <count (produce) | poll seconds (consume)> <prefix (produce) | stop file (consume)>
 //        <max seconds> [threads (default 1): producer threads (items split among them) or
-//        consumer threads, on one client]
+//        consumer threads, on one client] [work ms (consume): a sleep after each take, the
+//        item's processing]
 //
 // Log lines (each written straight to the file, so a kill -9 loses nothing already logged):
 //   R            ready: connected
@@ -136,6 +137,7 @@ public class QueuePeer {
                 final long wait = Long.parseLong(args[5]) * 1000;
                 final java.io.File stop = new java.io.File(args[6]);
                 int threads = args.length > 8 ? Integer.parseInt(args[8]) : 1;
+                final long work = args.length > 9 ? Long.parseLong(args[9]) : 0;
                 final Q fq = q;
                 final Exception[] failed = { null };
                 Thread[] ts = new Thread[threads];
@@ -150,6 +152,7 @@ public class QueuePeer {
                                     continue;
                                 }
                                 line("T " + new String(d, StandardCharsets.UTF_8));
+                                if (work > 0) Thread.sleep(work);
                                 long t1 = System.nanoTime();
                                 synchronized (span) {
                                     if (span[0] == 0) span[0] = t1;

@@ -1,7 +1,7 @@
 -- spec/support/peers/queue_worker.lua: a zklock producer or consumer process of the queue interop
 -- spec (75-queue-interop), started by spec/support/queue_peers.lua (log line R once connected):
 --   <lua> -e "package.path=...;package.cpath=..." queue_worker.lua hosts= path= log= mode=produce|consume
---     produce: count= prefix= cos=   consume: cos= poll= stop=        max= (seconds, default 120)
+--     produce: count= prefix= cos=   consume: cos= poll= stop= work_ms=        max= (seconds, default 120)
 -- A consumer coroutine takes until a take of `poll` seconds finds nothing once the file `stop` exists.
 -- `cos` coroutines of one client take concurrently. Log lines as QueuePeer.java: P <item> after a
 -- put returned, T <item> after a take returned (each line written and flushed at once, so a
@@ -43,7 +43,7 @@ if opt.mode == "produce" then
     end)
   end
 else
-  local poll, stop = num("poll", 1), assert(opt.stop, "stop=")
+  local poll, stop, work = num("poll", 1), assert(opt.stop, "stop="), num("work_ms", 0) / 1000
   local function stopped()
     local f = io.open(stop)
     if f then f:close() end
@@ -57,6 +57,7 @@ else
         if data then
           line("T " .. data)
           n = n + 1
+          if work > 0 then client:sleep(work) end
         elseif code ~= "ETIMEDOUT" then
           failed = msg
           return
