@@ -162,6 +162,25 @@ describe("queue", function()
     assert.are.equal(0, a:pending())
   end)
 
+  it("a take whose coroutine is closed while waiting leaves: pending() drops, the others still get items #lua54",
+    function()
+    local a, b = connect("cl-a"), connect("cl-b")
+    local q = a:queue("/q/closed")
+    assert(b:create("/q/closed", "", { parents = true }))
+    local got
+    local co = a:spawn(function() q:take() end)
+    a:spawn(function() got = pack(q:take(20)) end)
+    util.drive({ a }, 0.3)
+    assert.are.equal(2, a:pending())
+    assert(coroutine.close(co))
+    assert.are.equal(1, a:pending())
+    assert(b:queue("/q/closed"):put("only"))
+    assert.is_truthy(util.wait_until(function() return got ~= nil end, 10, { a }))
+    assert.are.equal("only", got[1])
+    assert.are.equal(0, a:pending())
+    assert.are.equal(0, q:size())
+  end)
+
   it("bad input raises a clear error naming the argument", function()
     local a = connect("b-a")
     assert.has_error(function() a:queue(nil) end,
