@@ -479,6 +479,7 @@ local TARGETS = {
   { class = "zklock.retry", value = zklock.retry },
   { class = "zklock.metrics", value = zklock.metrics },
   { class = "zklock.Transaction", value = E.client:transaction() },
+  { class = "zklock.Queue", value = E.client:queue("/apidoc/queue") },
   { class = "zklock.metrics.Prometheus", value = zklock.metrics.prometheus() },
   { class = "zklock.metrics.SharedDict", value = zklock.metrics.shared_dict({}), methods = true },
   { class = "zklock.Client", value = E.client },

@@ -59,7 +59,7 @@ function zklock.run(clients, timeout) end
 
 ---What kind of zklock object `x` is.
 ---@param x any
----@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|nil kind `nil` for anything else.
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|"queue"|nil kind `nil` for anything else.
 function zklock.type(x) end
 
 ---The text of an error code.
@@ -503,6 +503,21 @@ function client:double_barrier(path, member_qty) end
 ---@param opts? zklock.ZookeeperLockOptions
 ---@return zklock.ZookeeperLock lock
 function client:zookeeper_lock(dir, opts) end
+
+---A distributed FIFO queue on `path` (ZooKeeper's queue recipe and Curator's
+---`SimpleDistributedQueue` protocol: `qn-` persistent sequential nodes). Nothing is sent until a
+---call on it.
+---
+---```lua
+---local q = client:queue("/queues/jobs")
+---q:put("job 1")
+---local job = q:take(30)
+---```
+---
+---Errors: raises on a path that is not an absolute znode path, or a closed client.
+---@param path string
+---@return zklock.Queue queue
+function client:queue(path) end
 
 ---Options of `client:create`.
 ---@class zklock.CreateOptions

@@ -20,6 +20,7 @@ local sem_mod = require("zklock.semaphore")
 local multi_mod = require("zklock.multilock")
 local txn_mod = require("zklock.txn")
 local watch_mod = require("zklock.watch")
+local queue_mod = require("zklock.queue")
 require("zklock.revoke") -- client:revoke
 local shared_mod = require("zklock.shared") -- client:shared_count, client:atomic_long
 local barrier_mod = require("zklock.barrier") -- client:double_barrier
@@ -63,7 +64,7 @@ end
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
 --                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" |
 --                   "shared count" | "atomic long" | "double barrier" |
---                   "zookeeper lock" | "leader" | "leader latch" | nil
+--                   "zookeeper lock" | "leader" | "leader latch" | "queue" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
@@ -78,6 +79,7 @@ function M.type(x)
   if mt == zkl_mod.ZkLock then return "zookeeper lock" end
   if mt == leader_mod.Leader then return "leader" end
   if mt == leader_mod.Latch then return "leader latch" end
+  if mt == queue_mod.Queue then return "queue" end
   return nil
 end
 
