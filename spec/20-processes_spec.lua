@@ -9,12 +9,13 @@
 -- A control run without the lock shows that these detectors do fire.
 --   busted --lua=lua5.4 spec/20-processes_spec.lua
 --   busted --lua=luajit --run=luajit spec/20-processes_spec.lua
--- One server for the file, stopped in teardown; every worker is killed in after_each/teardown.
+-- The shared server of spec/support/fixture.lua (clean at the start); every worker is killed in after_each/teardown.
 -- Every wait is bounded. Runtime: ~12-15 s on 2 cores (Lua 5.4 and LuaJIT).
 local testing = require("zklock.testing")
 local core = require("zklock.core")
 local util = require("support.util")
 local fw = require("support.fault_worker")
+local fixture = require("support.fixture")
 
 local SESSION = 4 -- s, for the crash test: the server expires a dead holder after this long
 
@@ -205,16 +206,7 @@ end
 
 describe("mutex across processes", function()
   local zk, obs
-
-  setup(function()
-    zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
-  end)
-
-  teardown(function()
-    fw.stop_all()
-    util.close_all()
-    if zk then zk:stop() end
-  end)
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, { workers = true }, function(s) zk = s end)
 
   before_each(function()
     obs = util.connect(zk.hosts, { session_timeout = 10, identity = "observer" })
