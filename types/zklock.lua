@@ -27,6 +27,7 @@
 ---@class zklock
 ---@field errno zklock.errno Error codes by name (`zklock.errno.ETIMEDOUT == -1001`).
 ---@field retry zklock.retry Retry policies for the `retry` option of every acquire.
+---@field metrics zklock.metrics Metrics sinks (`prometheus`, `shared_dict`) and the default sink (`set_default`).
 ---@field _NAME string `"zklock"`.
 ---@field _VERSION string The library version (`"X.Y.Z"`, from `ZKL_VERSION` in zklock.h).
 local zklock = {}
@@ -77,6 +78,9 @@ function zklock.strerror(code) end
 ---@field log_level? "none"|"error"|"warn"|"info"|"debug" The least level passed on (default `"warn"`); the ZooKeeper client's own lines are passed on only when `log` or `log_level` is given.
 ---@field keepalive? boolean A background thread drives the connection while the script's thread blocks (default false; never inside nginx). See README, "Blocking scripts".
 ---@field wait? boolean `false`: return at once in state `CONNECTING`; operations started meanwhile are sent once connected, their timeouts running from the call (default true).
+---@field metrics? zklock.MetricsSink Receives this client's metrics (default: the sink given to `zklock.metrics.set_default`, if any). See README, "Metrics and lock events".
+---@field metric_label? fun(path: string, recipe: string): string The `name` label of a lock object without a `metric` option, from its path and recipe (e.g. a path template). Default: `"-"` (raw paths never become labels unless this function returns them).
+---@field lock_events? "none"|"error"|"warn"|"info"|"debug" Level at which lock events (granted, released, lost, suspended, timed out, failed: one line each with path, token and wait or hold time) go to the `log` function (default `"debug"`; shown only when `log_level` lets that level through).
 
 ---Error codes by name: zklock's own (`E...`, below -1000) and ZooKeeper's (`Z...`). Failures
 ---carry the name as their third return value; `zklock.strerror` gives the text.
@@ -276,6 +280,7 @@ function client:multilock(locks, opts) end
 ---Options of every lock constructor (`mutex`, `rwlock`, `semaphore`, `semaphore_mutex`).
 ---@class zklock.LockOptions
 ---@field acl? zklock.ACL ACL of the queue nodes and of the parents the lock creates (default `"open"`).
+---@field metric? string The `name` label of this object's metrics (default: the client's `metric_label`, else `"-"`).
 
 ---Options of `client:multilock`.
 ---@class zklock.MultiLockOptions
@@ -283,6 +288,7 @@ function client:multilock(locks, opts) end
 ---@field deadline? number Seconds shared by all components: the default timeout of `acquire`.
 ---@field per_lock_timeout? number Seconds each component may wait at most.
 ---@field rollback? "reverse"|"given" Order in which components already taken are released when one fails (default `"reverse"`).
+---@field metric? string The `name` label of the multi-lock's own metrics (its components report under their own).
 
 ---Run `fn(...)` in a new coroutine under the client's builtin scheduler; it starts on the next
 ---`process()` (`client:run`, `zklock.run`, a blocking wait, or a host pump).

@@ -110,6 +110,9 @@ local function stats_delta(a, b)
 end
 
 local rss_idle0 = rss_kb()
+-- ZKL_METRICS=prometheus: every client reports to an in-process Prometheus sink (the cost of
+-- metrics, bench/tools/metrics_cost.lua)
+if os.getenv("ZKL_METRICS") == "prometheus" then zklock.metrics.set_default(zklock.metrics.prometheus()) end
 local c = assert(zklock.connect(hosts, { session_timeout = 10 }))
 local rss_idle = rss_kb()
 local base = ("/bench/zklock-%s-%d"):format(jit and "jit" or "54", math.floor(now() * 1000) % 1000000000)
@@ -123,7 +126,7 @@ if workload == "uncontended" then
   for _ = 1, warm do assert(m:acquire(10)); m:release() end
   local lat = {}
   local s0, st0 = snap(), c:stats()
-  local t0 = now()
+  local t0, cpu0 = now(), os.clock()
   for i = 1, n do
     local a = now()
     assert(m:acquire(10))
@@ -131,6 +134,7 @@ if workload == "uncontended" then
     lat[i] = now() - a
   end
   local el = now() - t0
+  out.cpu_us_per = (os.clock() - cpu0) / n * 1e6 -- client CPU (user + system) per cycle
   local s1, st1 = snap(), c:stats()
   table.sort(lat)
   local d = stats_delta(st0, st1)

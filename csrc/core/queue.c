@@ -447,6 +447,7 @@ static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
     }
     zkl__pick pick;
     zkl__pick_predecessor(names, n, own, QOP(op)->recipe, &pick);
+    if (QOP(op)->ahead < 0 && pick.own >= 0) QOP(op)->ahead = pick.own; /* contenders seen */
     if (pick.wrapped && !QOP(op)->warned_wrap) {
         QOP(op)->warned_wrap = 1;
         zkl__emit(c, op, ZKL_EV_WARNING, ZKL_ESEQWRAP);
@@ -650,6 +651,7 @@ int zkl__queue_new(zkl_client *c, const zkl_kind *kind, const char *dir, const c
     op->phase = P_ACQUIRING;
     q->step = S_START;
     q->acl = acl;
+    q->ahead = -1;
     q->dir = zkl__strdup(c, dir);
     q->prefix = zkl__new_prefix(c, token);
     if (!q->dir || !q->prefix) {
@@ -778,6 +780,7 @@ int zkl__lock_info_get(zkl_client *c, uint64_t id, zkl_lock_info *out) {
         out->node[n] = '\0';
     }
     out->token = q->czxid;
+    out->ahead = q->ahead;
     out->held = op->phase == P_HELD;
     out->suspended = op->phase == P_HELD && c->state == ZKL_STATE_SUSPENDED;
     return ZKL_OK;

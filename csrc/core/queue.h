@@ -42,6 +42,7 @@ typedef struct zkl_qop {
     char *watch_path;
     int watch_is_head;
     int granted;             /* held at some point (its node was then the head, if exclusive) */
+    int ahead;               /* nodes sorted before ours at its first listing (-1: not listed) */
     int held_head;           /* cleanup of a node that headed its mutex queue (the semaphore's
                                 internal mutex, given back after the lease stage) */
     const void *watch_token; /* context of the armed watch */

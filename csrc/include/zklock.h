@@ -486,6 +486,8 @@ typedef struct zkl_lock_info {
     int64_t token;           /* fencing token: czxid of the node (0 until known; kept after LOST) */
     int held;                /* 1 while held (0 while pending, releasing, or after LOST) */
     int suspended;           /* 1 while the connection is lost */
+    int ahead; /* nodes that sorted before this one at its first listing (the contenders it saw;
+                  0 for an uncontended grant), -1 when it never listed (a downgrade's read side) */
 } zkl_lock_info;
 
 /* Fill *out for a live acquisition. Errors: ZKL_ENOTFOUND (unknown id, a multi-lock id, or its

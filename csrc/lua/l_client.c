@@ -338,7 +338,7 @@ static int l_abandon(lua_State *L) {
     return id_call(L, zkl_lock_abandon);
 }
 
-/* c:info(id) -> node|false, token, held, suspended | nil, msg, code */
+/* c:info(id) -> node|false, token, held, suspended, ahead | nil, msg, code */
 static int l_info(lua_State *L) {
     lclient *u = check(L);
     zkl_lock_info info;
@@ -351,7 +351,8 @@ static int l_info(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)info.token);
     lua_pushboolean(L, info.held);
     lua_pushboolean(L, info.suspended);
-    return 4;
+    lua_pushinteger(L, info.ahead);
+    return 5;
 }
 
 /* c:op(type, path, data|nil, flags, version, acl) -> id | nil, msg, code (acl: an id from c:acl) */

@@ -1,12 +1,15 @@
 -- Request handlers of the OpenResty example (see nginx.conf next to this file).
 local zngx = require("zklock.adapters.openresty")
+local metrics = require("zklock.metrics")
 
 local M = {}
 local counter_file
 
 function M.init_worker(hosts, file)
   counter_file = file
-  local client, err = zngx.start(hosts, { session_timeout = 10 })
+  -- metrics into the shared dict: every worker adds to the same numbers
+  local client, err = zngx.start(hosts, { session_timeout = 10,
+                                          metrics = metrics.shared_dict(ngx.shared.zklock_metrics) })
   if not client then ngx.log(ngx.ERR, "zklock: ", err) end
 end
 
@@ -22,7 +25,8 @@ local function bump()
 end
 
 function M.counter()
-  local m = zngx.client():mutex("/zklock-examples/openresty/counter") -- one object per request
+  -- one object per request; `metric` names it in the metrics (never the raw path by default)
+  local m = zngx.client():mutex("/zklock-examples/openresty/counter", { metric = "counter" })
   local ok, err = m:acquire(5) -- suspends this request only
   if not ok then
     ngx.status = 503
@@ -34,6 +38,11 @@ function M.counter()
   m:release()
   if not done then error(value) end
   ngx.say("counter ", value, "  worker ", ngx.worker.pid(), "  fencing token ", token)
+end
+
+function M.metrics()
+  ngx.header["Content-Type"] = "text/plain; version=0.0.4"
+  ngx.print(metrics.shared_dict(ngx.shared.zklock_metrics):render())
 end
 
 return M

@@ -13,6 +13,7 @@
 local core = require("zklock.core")
 local check = require("zklock.check")
 local scheduler = require("zklock.scheduler")
+local metrics = require("zklock.metrics")._internal
 
 local Client = {}
 Client.__index = Client
@@ -105,7 +106,11 @@ local function new(hosts, opts)
     log_level = check.is.oneof("none", "error", "warn", "info", "debug"),
     keepalive = check.is.boolean,
     wait = check.is.boolean,
+    metrics = function(v) return true, v end, -- checked below, with a message of its own
+    metric_label = check.is.func,
+    lock_events = check.is.oneof("none", "error", "warn", "info", "debug"),
   })
+  if opts.metrics ~= nil then metrics.check_sink("connect", 2, opts.metrics, "option 'metrics'") end
   local session_ms = math.floor((opts.session_timeout or 10) * 1000)
   local connect_ms = check.timeout("connect", 2, opts.connect_timeout, "option 'connect_timeout'")
   local op_ms = check.op_timeout("connect", 2, opts.op_timeout, "option 'op_timeout'")
@@ -137,6 +142,11 @@ local function new(hosts, opts)
     _session_handlers = {},
     state = "CONNECTING",
   }, Client)
+  -- metrics and lock events (zklock.metrics): nil when neither a sink nor event lines are wanted
+  local events = opts.lock_events or "debug"
+  if LEVELS[events] > threshold then events = "none" end -- the log level would drop every line
+  self._metrics = metrics.reporter(opts.metrics or metrics.default(), opts.metric_label, events,
+    function(level, text) self:_emit(level, text) end)
   -- wait = false: return at once in state CONNECTING (for hosts whose thread must never block);
   -- operations started meanwhile are sent once the session is up, their timeouts running from
   -- the call. connect_timeout does not apply then.
@@ -179,6 +189,7 @@ end
 
 function Client:_on_session(st)
   local name = STATE_NAMES[st] or tostring(st)
+  if self._metrics then metrics.session(self._metrics, name, self.state) end
   if name == "EXPIRED" then
     self.state = "CONNECTING"
   else
@@ -269,6 +280,7 @@ end
 local REAP_MS = 100
 function Client:_reap()
   self._next_reap = now() + REAP_MS
+  if self._metrics then metrics.requests(self._metrics, self._c:stats()) end
   if next(self._holds) == nil then return end
   local status = coroutine.status
   for _, a in ipairs(self._adapters) do
@@ -717,6 +729,7 @@ function Client:close()
   if self.state == "CLOSED" then return end
   self._c:close()
   self:_dispatch()
+  if self._metrics then metrics.requests(self._metrics, self._c:stats()) end
   self.state = "CLOSED"
   for _, hold in pairs(self._holds) do hold:on_state("CLOSED") end
   for id, w in pairs(self._waiters) do
@@ -752,6 +765,7 @@ function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: un
 function recipe.log(self, level, msg) return self:_emit(level, msg) end
 function recipe.explain(self, status) return self:_explain(status) end
 function recipe.reap_soon(self) self._next_reap = 0 end
+function recipe.metrics(self) return self._metrics end -- the reporter (zklock.metrics), or nil
 
 recipe.acl_id = recipe_acl_id
 

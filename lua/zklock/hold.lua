@@ -10,10 +10,12 @@
 local core = require("zklock.core")
 local check = require("zklock.check")
 local R = require("zklock.client").recipe
+local metrics = require("zklock.metrics")._internal
 
 local M = {}
 
 local running = coroutine.running
+local now = core.now -- monotonic milliseconds
 
 local STATE = setmetatable({}, { __tostring = function() return "zklock.hold.state" end })
 
@@ -86,14 +88,41 @@ M.core = R.core
 -- Extra words for an acquire that failed with `status` (a missing chroot), or "".
 M.explain = R.explain
 
+-- The metric labels of obj (cached), for reporter rep.
+local function labels_of(st, obj, rep)
+  local l = st.labels
+  if not l then
+    l = metrics.labels(rep, obj.kind, obj.path, obj.metric)
+    st.labels = l
+  end
+  return l
+end
+
+local function what_of(obj)
+  return obj.path and (obj.kind .. " " .. check.short(obj.path)) or obj.kind
+end
+
 -- Wait for acquisition `id` started for obj; cancel(obj) withdraws it meanwhile. -> waiter
 function M.await(obj, id)
   local st = obj[STATE]
   local client = st.client
+  local rep = R.metrics(client)
+  local t0 = rep and now()
   local w = R.waiter(client, id, true)
   st.pending[id] = w
   R.await(client, w)
   st.pending[id] = nil
+  if rep then
+    local acquired = w.done and w.type == core.EV_ACQUIRED
+    local token, ahead
+    if acquired then
+      local _, t, _, _, a = R.core(client):info(id) -- a multi-lock has none: nil
+      token, ahead = t, a
+    end
+    local what = rep.events ~= "none" and what_of(obj) -- built only for an event line
+    metrics.acquire_done(rep, labels_of(st, obj, rep), what, (now() - t0) / 1000, acquired,
+      w.done and w.status or core.errno.ECLOSED, token, ahead)
+  end
   return w
 end
 
@@ -139,7 +168,18 @@ function M.adopt(obj, id, owner, target, kind, path)
     st.owned[hold] = true
   end
   R.track(st.client, id, hold)
+  if R.metrics(st.client) then hold.granted_at = now() end
   return hold
+end
+
+-- Report the end of a hold once (released, dropped, or lost): its hold time and an event line.
+local function hold_done(hold, how)
+  local rep = R.metrics(hold.client)
+  if not rep or not hold.granted_at or hold.reported then return end
+  hold.reported = true
+  local st = hold.obj[STATE]
+  metrics.hold_done(rep, labels_of(st, hold.obj, rep), rep.events ~= "none" and hold:what(),
+    (now() - hold.granted_at) / 1000, hold.token, how)
 end
 
 -- "mutex /a" (built only for messages)
@@ -158,10 +198,16 @@ end
 -- The client tells the hold of its acquisition's state: SUSPENDED, RECONNECTED, LOST, or CLOSED
 -- (the client was closed: the node went with the session; nobody is told).
 function Hold:on_state(state)
-  if state == "CLOSED" then self.closed = true return end
+  if state == "CLOSED" then self.closed = true hold_done(self, "closed with the client") return end
   if state == "LOST" then self.lost = true
   elseif state == "SUSPENDED" then self.suspended = true
   elseif state == "RECONNECTED" then self.suspended = false end
+  local rep = R.metrics(self.client)
+  if rep and self.granted_at then
+    metrics.hold_state(rep, labels_of(self.obj[STATE], self.obj, rep), self:what(), state, self.token,
+      (now() - self.granted_at) / 1000)
+    if state == "LOST" then hold_done(self, "lost") end
+  end
   local fn = self.obj[STATE].on_lost
   if fn then
     local ok, err = pcall(fn, state, self.target)
@@ -186,6 +232,7 @@ end
 function Hold:drop()
   unlist(self)
   self.released = true
+  hold_done(self, "dropped")
   if not self.closed and self.client.state ~= "CLOSED" then
     pcall(R.core(self.client).abandon, R.core(self.client), self.id)
   end
@@ -214,7 +261,7 @@ function M.release(hold)
   local status
   if ok then
     local w = R.await(client, R.waiter(client, hold.id))
-    if not w.done or w.status == 0 then return true end
+    if not w.done or w.status == 0 then hold_done(hold, "released") return true end
     status = w.status
   elseif code == "ELOST" then
     status = core.errno.ELOST

@@ -24,6 +24,8 @@ local M = {
   _VERSION = core._VERSION,
   errno = core.errno,
   retry = require("zklock.retry"),
+  -- zklock.metrics.prometheus(), .shared_dict(dict), .set_default(sink): see zklock.metrics
+  metrics = require("zklock.metrics"),
 }
 
 local Client = client_mod.Client

@@ -24,12 +24,13 @@ local KIND_NAMES = { [core.MUTEX] = "mutex", [core.READ] = "read lock", [core.WR
 -- rw: the read-write lock this object is a side of (nil for a mutex)
 local function new(client, recipe, path, fname, opts, rw)
   check.path(fname, 1, path)
-  opts = check.options(fname, 2, opts, { acl = check.acl_option })
+  opts = check.options(fname, 2, opts, { acl = check.acl_option, metric = check.is.string })
   local self = setmetatable({
     client = client,
     path = path,
     recipe = recipe,
     kind = KIND_NAMES[recipe],
+    metric = opts.metric, -- the `name` label of its metrics (zklock.metrics)
     _rw = rw,
   }, Lock)
   hold.init(self, client, opts.acl)
@@ -173,7 +174,7 @@ Lock.__gc = hold.collected
 -- client:rwlock(path): Curator InterProcessReadWriteLock. Two lock objects on one path.
 local function new_rw(client, path, opts)
   check.path("rwlock", 1, path)
-  opts = check.options("rwlock", 2, opts, { acl = check.acl_option })
+  opts = check.options("rwlock", 2, opts, { acl = check.acl_option, metric = check.is.string })
   local rw = { path = path }
   rw.read = new(client, core.READ, path, "rwlock", opts, rw)
   rw.write = new(client, core.WRITE, path, "rwlock", opts, rw)

@@ -37,6 +37,7 @@ local function new(client, locks, opts)
     deadline = check.is.nonneg,
     per_lock_timeout = check.is.nonneg,
     rollback = check.is.oneof("reverse", "given"),
+    metric = check.is.string,
   })
   local seen, seen_path = {}, {}
   for i, l in ipairs(locks) do
@@ -65,7 +66,8 @@ local function new(client, locks, opts)
       return KIND_RANK[a.kind] < KIND_RANK[b.kind]
     end)
   end
-  local self = setmetatable({ client = client, locks = ordered, opts = opts, kind = "multi-lock" }, MultiLock)
+  local self = setmetatable({ client = client, locks = ordered, opts = opts, kind = "multi-lock",
+                              metric = opts.metric }, MultiLock)
   return hold.init(self, client, nil)
 end
 

@@ -69,8 +69,9 @@ local function new(client, path, max_leases, opts, fname)
   if not max_int(max_leases) then
     check.argerror(fname, 2, "max_leases: expected an integer >= 1, got " .. check.describe(max_leases))
   end
-  opts = check.options(fname, 3, opts, { acl = check.acl_option })
-  local self = setmetatable({ client = client, path = path, max_leases = max_leases, kind = "semaphore" }, Semaphore)
+  opts = check.options(fname, 3, opts, { acl = check.acl_option, metric = check.is.string })
+  local self = setmetatable({ client = client, path = path, max_leases = max_leases, kind = "semaphore",
+                              metric = opts.metric }, Semaphore)
   return hold.init(self, client, opts.acl)
 end
 
@@ -197,7 +198,7 @@ function SemaphoreMutex:__tostring() return ("zklock.semaphore_mutex(%s)"):forma
 
 local function new_mutex(client, path, opts)
   check.path("semaphore_mutex", 1, path)
-  check.options("semaphore_mutex", 2, opts, { acl = check.acl_option })
+  check.options("semaphore_mutex", 2, opts, { acl = check.acl_option, metric = check.is.string })
   local sem = new(client, path, 1, opts, "semaphore_mutex")
   return setmetatable({ client = client, path = path, semaphore = sem, kind = "semaphore mutex" }, SemaphoreMutex)
 end

@@ -54,7 +54,8 @@ function M.start(opts)
   local dir = assert(readcmd("mktemp -d /tmp/zklock-nginx.XXXXXX")):gsub("%s+$", "")
   assert(dir ~= "", "mktemp failed")
   execute("mkdir -p " .. shq(dir .. "/logs") .. " " .. shq(dir .. "/tmp") .. " " .. shq(dir .. "/conf"))
-  local self = setmetatable({ dir = dir, root = root }, Server)
+  -- ready_path: a location that answers 200 once a worker runs (default /free)
+  local self = setmetatable({ dir = dir, root = root, ready_path = opts.ready_path or "/free" }, Server)
   local template = assert(read_file(opts.template or (root .. "/spec/support/nginx/nginx.conf.in")))
   local vars = {}
   for k, v in pairs(opts.vars or {}) do vars[k] = tostring(v) end
@@ -94,7 +95,7 @@ function Server:_spawn()
     if not alive(self.pid) then
       return nil, "nginx exited: " .. (read_file(dir .. "/logs/stdout.log") or "") .. self:log_tail(10)
     end
-    local status = self:get("/free", 1)
+    local status = self:get(self.ready_path, 1)
     if status == 200 then return true end
     sleep(0.05)
   end

@@ -1,0 +1,448 @@
+-- zklock.metrics: what the recipes report while they work, and two sinks that keep it.
+--
+-- A sink is any table with two methods (both optional):
+--   sink:count(name, labels, n)        add n to a counter
+--   sink:observe(name, labels, value)  add one observation (seconds) to a histogram
+-- `labels` is a table of strings, reused from call to call for the same series (a sink may key
+-- its series by the table; never change one after it was passed). Label values stay bounded:
+-- the recipe, a name the user gives (the object option `metric`, or the client option
+-- `metric_label`, a function of the path), an outcome or a state from a fixed list; never a raw
+-- path unless the user maps paths to it.
+--
+-- Reported (see docs/api.md, "Metrics", for the full list and labels):
+--   zklock_acquire_total{recipe,name,outcome}   every acquire that waited for the server
+--   zklock_wait_seconds{recipe,name,outcome}    its wait, whatever the outcome
+--   zklock_hold_seconds{recipe,name}            from grant to release (or loss, or drop)
+--   zklock_contenders{recipe,name}              nodes ahead at an acquisition's first listing
+--   zklock_loss_total{recipe,name,state}        SUSPENDED and LOST, per hold
+--   zklock_requests_total{kind}                 ZooKeeper requests by kind (the core's counters)
+--   zklock_session_total{event}                 connected, suspended, reconnected, expired
+--
+-- Lock events (granted, released, lost, timed out, failed) also go to the client's log function,
+-- one line each with path, token and wait or hold time, at the client option `lock_events`
+-- level (default "debug", so they are off under the default log_level "warn").
+local core = require("zklock.core")
+local check = require("zklock.check")
+
+local M = {}
+-- what zklock.client and zklock.hold call (not for applications)
+local I = {}
+M._internal = I
+
+local now = core.now
+
+-- Histogram buckets (upper bounds), shared by every sink built here: seconds for the names
+-- ending in _seconds, counts for the others (zklock_contenders).
+M.BUCKETS = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300 }
+M.COUNT_BUCKETS = { 0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384 }
+local function buckets_of(name)
+  return name:sub(-8) == "_seconds" and M.BUCKETS or M.COUNT_BUCKETS
+end
+
+-- The recipe label of an object that acquires (its `kind`, without spaces).
+local RECIPE = {
+  ["mutex"] = "mutex",
+  ["read lock"] = "read",
+  ["write lock"] = "write",
+  ["semaphore"] = "semaphore",
+  ["semaphore mutex"] = "semaphore_mutex",
+  ["multi-lock"] = "multilock",
+  ["lease of semaphore"] = "semaphore",
+}
+function I.recipe_label(kind) return RECIPE[kind] or (tostring(kind):gsub("%W+", "_")) end
+
+-- The outcome label of a finished acquire's status.
+local OUTCOME = {
+  [core.errno.ETIMEDOUT] = "timeout",
+  [core.errno.ECANCELED] = "canceled",
+  [core.errno.ECLOSED] = "closed",
+  [core.errno.ESESSION] = "session",
+}
+function I.outcome_label(status, acquired)
+  if acquired then return "acquired" end
+  return OUTCOME[status] or "error"
+end
+
+---------------------------------------------------------------- the default sink
+
+local default_sink
+
+-- zklock.metrics(sink): the sink of every client connected after this call that has no
+-- `metrics` option of its own (nil: none). Returns the previous one.
+function M.set_default(sink)
+  if sink ~= nil then I.check_sink("metrics", 1, sink) end
+  local old = default_sink
+  default_sink = sink
+  return old
+end
+function M.default() return default_sink end
+I.default = M.default
+
+function I.check_sink(fname, argn, sink, what)
+  local t = type(sink)
+  local ok = (t == "table" or t == "userdata")
+  if ok then
+    local mt = getmetatable(sink)
+    local index = type(mt) == "table" and type(mt.__index) == "table" and mt.__index or {}
+    local count = rawget(sink, "count") or index.count
+    local observe = rawget(sink, "observe") or index.observe
+    if t == "table" then
+      ok = (count == nil or type(count) == "function") and (observe == nil or type(observe) == "function")
+        and (count ~= nil or observe ~= nil)
+    end
+  end
+  if not ok then
+    check.argerror(fname, argn, ("%sexpected a sink (a table with count(name, labels, n) and/or "
+      .. "observe(name, labels, value) methods), got %s"):format(what and (what .. ": ") or "", check.describe(sink)))
+  end
+  return sink
+end
+
+---------------------------------------------------------------- reporting (used by zklock.hold)
+
+-- Call a sink method, logging (once per sink and method) instead of raising when it fails.
+local function call(rep, method, name, labels, v)
+  local sink = rep.sink
+  local fn = sink[method]
+  if not fn then return end
+  local ok, err = pcall(fn, sink, name, labels, v)
+  if not ok and not rep.failed[method] then
+    rep.failed[method] = true
+    rep.log("error", ("metrics sink %s(%q) failed: %s (further failures of %s are not logged)")
+      :format(method, name, tostring(err), method))
+  end
+end
+
+-- A client's reporter: rep = I.reporter(client_opts, log) or nil when nothing is reported.
+--   log(level, msg): the client's _emit.
+function I.reporter(sink, label_fn, events_level, log)
+  if not sink and events_level == "none" then return nil end
+  return {
+    sink = sink,
+    label_fn = label_fn,
+    events = events_level,
+    log = log,
+    failed = {},
+    last_stats = {},
+  }
+end
+
+-- The labels of an object that acquires (cached on the object by the caller).
+function I.labels(rep, kind, path, name)
+  if name == nil then
+    if rep.label_fn then
+      local ok, v = pcall(rep.label_fn, path, I.recipe_label(kind))
+      name = ok and type(v) == "string" and v or "-"
+      if not ok then rep.log("error", "metric_label function failed: " .. tostring(v)) end
+    else
+      name = "-"
+    end
+  end
+  return { recipe = I.recipe_label(kind), name = name }
+end
+
+local function event(rep, fmt, ...)
+  if rep.events ~= "none" then rep.log(rep.events, fmt:format(...)) end
+end
+
+-- labels plus one more label, built once per (labels, key, value) and reused, so that a sink can
+-- key its series by the table itself (the Prometheus sink does)
+local derived = setmetatable({}, { __mode = "k" })
+local function with(labels, key, value)
+  local by_key = derived[labels]
+  if not by_key then
+    by_key = {}
+    derived[labels] = by_key
+  end
+  local k = key .. "\0" .. value
+  local l = by_key[k]
+  if not l then
+    l = { recipe = labels.recipe, name = labels.name, [key] = value }
+    by_key[k] = l
+  end
+  return l
+end
+
+-- An acquire of `what` (e.g. "mutex /a") ended after `waited` seconds; `ahead`: the contenders
+-- its node saw at its first listing (nil or < 0: unknown).
+function I.acquire_done(rep, labels, what, waited, acquired, status, token, ahead)
+  local outcome = I.outcome_label(status, acquired)
+  if rep.sink then
+    local l = with(labels, "outcome", outcome)
+    call(rep, "count", "zklock_acquire_total", l, 1)
+    call(rep, "observe", "zklock_wait_seconds", l, waited)
+    if ahead and ahead >= 0 then call(rep, "observe", "zklock_contenders", labels, ahead) end
+  end
+  if acquired then
+    event(rep, "granted %s token=%s waited=%.3fs", what, tostring(token), waited)
+  elseif outcome == "timeout" then
+    event(rep, "timed out %s waited=%.3fs", what, waited)
+  else
+    event(rep, "failed %s (%s) waited=%.3fs", what, core.errname(status) or tostring(status), waited)
+  end
+end
+
+-- A hold ended: released (or dropped in the background, or gone with a lost session).
+function I.hold_done(rep, labels, what, held, token, how)
+  if rep.sink then call(rep, "observe", "zklock_hold_seconds", labels, held) end
+  event(rep, "%s %s token=%s held=%.3fs", how, what, tostring(token), held)
+end
+
+-- A hold heard SUSPENDED, RECONNECTED or LOST.
+function I.hold_state(rep, labels, what, state, token, held)
+  if state ~= "SUSPENDED" and state ~= "LOST" then
+    event(rep, "reconnected %s token=%s", what, tostring(token))
+    return
+  end
+  if rep.sink then call(rep, "count", "zklock_loss_total", with(labels, "state", state), 1) end
+  event(rep, "%s %s token=%s held=%.3fs", state == "LOST" and "lost" or "suspended", what, tostring(token), held)
+end
+
+-- A session state change of the client.
+local SESSION_EVENTS = { CONNECTED = "connected", SUSPENDED = "suspended", EXPIRED = "expired" }
+function I.session(rep, state, was)
+  if not rep.sink then return end
+  local ev = SESSION_EVENTS[state]
+  if not ev then return end
+  if ev == "connected" and was == "SUSPENDED" then ev = "reconnected" end
+  call(rep, "count", "zklock_session_total", { event = ev }, 1)
+end
+
+-- The core's request counters since the last call, as counters by kind.
+-- lock-recipe requests by kind, and plain znode operations (client:get, :set, ...) as "plain"
+local REQUEST_KINDS = { creates = "create", deletes = "delete", lists = "list", gets = "get",
+                        exists = "exists", ops = "plain" }
+local REQUEST_ORDER = { "creates", "deletes", "lists", "gets", "exists", "ops" }
+function I.requests(rep, stats)
+  if not rep.sink then return end
+  local last = rep.last_stats
+  for _, k in ipairs(REQUEST_ORDER) do
+    local v = stats[k]
+    if v then
+      local d = v - (last[k] or 0)
+      if d > 0 then call(rep, "count", "zklock_requests_total", { kind = REQUEST_KINDS[k] }, d) end
+      last[k] = v
+    end
+  end
+end
+
+I.now = function() return now() / 1000 end
+
+---------------------------------------------------------------- sinks
+
+-- Prometheus text exposition of a label table, keys sorted.
+local function label_text(labels, extra_k, extra_v)
+  local keys = {}
+  for k in pairs(labels) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local parts = {}
+  for _, k in ipairs(keys) do
+    local v = tostring(labels[k]):gsub("\\", "\\\\"):gsub("\n", "\\n"):gsub('"', '\\"')
+    parts[#parts + 1] = ('%s="%s"'):format(k, v)
+  end
+  if extra_k then parts[#parts + 1] = ('%s="%s"'):format(extra_k, extra_v) end
+  return #parts > 0 and ("{" .. table.concat(parts, ",") .. "}") or ""
+end
+
+local function fmt_num(v)
+  if v == math.huge then return "+Inf" end
+  if v == math.floor(v) and math.abs(v) < 2 ^ 53 then return ("%d"):format(v) end
+  return ("%.9g"):format(v)
+end
+
+local HELP = {
+  zklock_acquire_total = "Acquires that waited for the server, by outcome.",
+  zklock_wait_seconds = "Time from the start of an acquire to its outcome.",
+  zklock_hold_seconds = "Time from grant to release, drop or loss.",
+  zklock_contenders = "Nodes ahead of an acquisition at its first listing.",
+  zklock_loss_total = "Holds told SUSPENDED or LOST.",
+  zklock_requests_total = "ZooKeeper requests sent, by kind.",
+  zklock_session_total = "Session state changes of the clients.",
+}
+
+-- The whole exposition from series: name -> { type =, series = { key -> { labels =, ... } } }.
+local function render(families, prefix_help)
+  local names = {}
+  for name in pairs(families) do names[#names + 1] = name end
+  table.sort(names)
+  local out = {}
+  for _, name in ipairs(names) do
+    local fam = families[name]
+    out[#out + 1] = ("# HELP %s %s"):format(name, prefix_help[name] or name)
+    out[#out + 1] = ("# TYPE %s %s"):format(name, fam.type)
+    local keys = {}
+    for k in pairs(fam.series) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      local s = fam.series[k]
+      if fam.type == "counter" then
+        out[#out + 1] = ("%s%s %s"):format(name, label_text(s.labels), fmt_num(s.value))
+      else
+        local cum = 0
+        local bounds = buckets_of(name)
+        for i, le in ipairs(bounds) do
+          cum = cum + (s.buckets[i] or 0)
+          out[#out + 1] = ("%s_bucket%s %s"):format(name, label_text(s.labels, "le", fmt_num(le)), fmt_num(cum))
+        end
+        cum = cum + (s.buckets[#bounds + 1] or 0)
+        out[#out + 1] = ("%s_bucket%s %s"):format(name, label_text(s.labels, "le", "+Inf"), fmt_num(cum))
+        out[#out + 1] = ("%s_sum%s %s"):format(name, label_text(s.labels), fmt_num(s.sum))
+        out[#out + 1] = ("%s_count%s %s"):format(name, label_text(s.labels), fmt_num(s.count))
+      end
+    end
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+local function series_key(labels)
+  local keys = {}
+  for k in pairs(labels) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local parts = {}
+  for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(labels[k]) end
+  return table.concat(parts, "\1")
+end
+
+-- index of the first bucket whose upper bound is >= v (#BUCKETS + 1: above them all)
+local function bucket_index(v, b)
+  local lo, hi = 1, #b + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if v <= b[mid] then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
+
+-- metrics.prometheus() -> a sink kept in this Lua state, with sink:render() -> the Prometheus
+-- text exposition format (version 0.0.4), and sink:get(name, labels) -> a counter's value or a
+-- histogram's { count =, sum = } (nil if never reported).
+local Prom = {}
+Prom.__index = Prom
+
+function M.prometheus()
+  return setmetatable({ _families = {} }, Prom)
+end
+
+-- the series key of a label table, cached by the table (the reporters reuse their label tables)
+local key_cache = setmetatable({}, { __mode = "k" })
+local function cached_key(labels)
+  local k = key_cache[labels]
+  if not k then
+    k = series_key(labels)
+    key_cache[labels] = k
+  end
+  return k
+end
+
+local function family(self, name, typ)
+  local fam = self._families[name]
+  if not fam then
+    fam = { type = typ, series = {} }
+    self._families[name] = fam
+  end
+  return fam
+end
+
+function Prom:count(name, labels, n)
+  local fam = family(self, name, "counter")
+  local k = cached_key(labels)
+  local s = fam.series[k]
+  if not s then
+    s = { labels = labels, value = 0 }
+    fam.series[k] = s
+  end
+  s.value = s.value + n
+end
+
+function Prom:observe(name, labels, v)
+  local fam = family(self, name, "histogram")
+  local k = cached_key(labels)
+  local s = fam.series[k]
+  if not s then
+    s = { labels = labels, buckets = {}, sum = 0, count = 0 }
+    fam.series[k] = s
+  end
+  local i = bucket_index(v, buckets_of(name))
+  s.buckets[i] = (s.buckets[i] or 0) + 1
+  s.sum = s.sum + v
+  s.count = s.count + 1
+end
+
+function Prom:get(name, labels)
+  local fam = self._families[name]
+  local s = fam and fam.series[series_key(labels or {})]
+  if not s then return nil end
+  if fam.type == "counter" then return s.value end
+  return { count = s.count, sum = s.sum }
+end
+
+function Prom:render()
+  return render(self._families, HELP)
+end
+
+-- metrics.shared_dict(dict) -> a sink over an OpenResty lua_shared_dict, so every nginx worker
+-- adds to one set of numbers; sink:render() (from any worker) gives the exposition of all of
+-- them. Keys are "<type>\2<name>\2<series>\2<field>"; values are numbers (dict:incr with init 0).
+local Shared = {}
+Shared.__index = Shared
+
+function M.shared_dict(dict)
+  if type(dict) ~= "table" and type(dict) ~= "userdata" then
+    check.argerror("shared_dict", 1, "dict: expected an ngx.shared dictionary, got " .. check.describe(dict))
+  end
+  return setmetatable({ dict = dict }, Shared)
+end
+
+local SEP = "\2"
+
+local function label_pack(labels)
+  return cached_key(labels)
+end
+
+local function label_unpack(s)
+  local labels = {}
+  for part in (s .. "\1"):gmatch("([^\1]*)\1") do
+    local k, v = part:match("^([^=]+)=(.*)$")
+    if k then labels[k] = v end
+  end
+  return labels
+end
+
+function Shared:count(name, labels, n)
+  self.dict:incr(table.concat({ "c", name, label_pack(labels), "v" }, SEP), n, 0)
+end
+
+function Shared:observe(name, labels, v)
+  local base = table.concat({ "h", name, label_pack(labels) }, SEP) .. SEP
+  local d = self.dict
+  d:incr(base .. bucket_index(v, buckets_of(name)), 1, 0)
+  d:incr(base .. "sum", v, 0)
+  d:incr(base .. "count", 1, 0)
+end
+
+function Shared:render()
+  local families = {}
+  for _, key in ipairs(self.dict:get_keys(0)) do
+    local typ, name, series, field = key:match("^([ch])\2([^\2]*)\2([^\2]*)\2([^\2]*)$")
+    if typ then
+      local v = self.dict:get(key) or 0
+      local fam = families[name]
+      if not fam then
+        fam = { type = typ == "c" and "counter" or "histogram", series = {} }
+        families[name] = fam
+      end
+      local s = fam.series[series]
+      if not s then
+        s = { labels = label_unpack(series), value = 0, buckets = {}, sum = 0, count = 0 }
+        fam.series[series] = s
+      end
+      if typ == "c" then s.value = v
+      elseif field == "sum" then s.sum = v
+      elseif field == "count" then s.count = v
+      else s.buckets[tonumber(field)] = v end
+    end
+  end
+  return render(families, HELP)
+end
+
+return M
