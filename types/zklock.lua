@@ -59,7 +59,7 @@ function zklock.run(clients, timeout) end
 
 ---What kind of zklock object `x` is.
 ---@param x any
----@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|nil kind `nil` for anything else.
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|nil kind `nil` for anything else.
 function zklock.type(x) end
 
 ---The text of an error code.
@@ -364,6 +364,19 @@ function client:exists(path, opts) end
 ---@return string? code
 function client:create(path, data, opts) end
 
+---A new, empty transaction (ZooKeeper's multi): ops added with `create`, `set`, `delete` and
+---`check` are applied by `commit` in order, all or none, in one request.
+---
+---```lua
+---local res = assert(client:transaction():create("/jobs/j-", "x", { sequential = true })
+---  :set("/jobs/state", "running", 3):commit())
+---print(res[1].created)
+---```
+---
+---Errors: raises on a closed client.
+---@return zklock.Transaction txn
+function client:transaction() end
+
 ---Options of `client:create`.
 ---@class zklock.CreateOptions
 ---@field ephemeral? boolean Delete the node when the session ends.
@@ -611,6 +624,15 @@ function lock:token() end
 ---@return string?
 function lock:node() end
 
+---A fenced transaction: its first op checks that this hold's node still exists, so it commits
+---only while the lock is held (a holder whose session ended, or whose node was removed, gets
+---`ELOST` and writes nothing, whatever it believes). Add ops and `commit` as for
+---`client:transaction()`.
+---
+---Errors: raises if the calling coroutine does not hold this lock.
+---@return zklock.Transaction txn
+function lock:transaction() end
+
 ---Withdraw every pending acquire on this object (they return `ECANCELED`).
 ---@return integer withdrawn
 function lock:cancel() end
@@ -723,6 +745,15 @@ function lease:token() end
 ---@return string?
 function lease:node() end
 
+---A fenced transaction: its first op checks that this hold's node still exists, so it commits
+---only while the lock is held (a holder whose session ended, or whose node was removed, gets
+---`ELOST` and writes nothing, whatever it believes). Add ops and `commit` as for
+---`client:transaction()`.
+---
+---Errors: raises after the lease was released.
+---@return zklock.Transaction txn
+function lease:transaction() end
+
 ---A semaphore mutex (`client:semaphore_mutex`): one lease, not reentrant, releasable from any
 ---coroutine. Lua 5.4: `<close>` releases it.
 ---@class zklock.SemaphoreMutex
@@ -757,6 +788,15 @@ function semaphore_mutex:is_held() end
 ---The lease's fencing token while held, else nil.
 ---@return integer?
 function semaphore_mutex:token() end
+
+---A fenced transaction: its first op checks that this hold's node still exists, so it commits
+---only while the lock is held (a holder whose session ended, or whose node was removed, gets
+---`ELOST` and writes nothing, whatever it believes). Add ops and `commit` as for
+---`client:transaction()`.
+---
+---Errors: raises when the semaphore mutex is not held.
+---@return zklock.Transaction txn
+function semaphore_mutex:transaction() end
 
 ---The lease node's full path while held, else nil.
 ---@return string?

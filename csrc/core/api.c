@@ -185,3 +185,9 @@ int zkl_op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
 int zkl_op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out) {
     LOCKED(c, int, zkl__op_result_get(c, id, out));
 }
+int zkl_txn_start(zkl_client *c, const zkl_txn_op *ops, int n, int timeout_ms, uint64_t *id) {
+    LOCKED(c, int, zkl__txn_start(c, ops, n, timeout_ms, id));
+}
+int zkl_txn_result_get(zkl_client *c, uint64_t id, zkl_txn_result *out, int n) {
+    LOCKED(c, int, zkl__txn_result_get(c, id, out, n));
+}

@@ -211,5 +211,7 @@ int zkl__multi_acquire(zkl_client *c, const zkl_multi_item *items, int n, int ti
 int zkl__multi_result(zkl_client *c, uint64_t id, uint64_t *ids, int n, int *failed_index);
 int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id);
 int zkl__op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out);
+int zkl__txn_start(zkl_client *c, const zkl_txn_op *ops, int n, int timeout_ms, uint64_t *id);
+int zkl__txn_result_get(zkl_client *c, uint64_t id, zkl_txn_result *out, int n);
 
 #endif

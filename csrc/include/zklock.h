@@ -506,7 +506,8 @@ typedef enum {
     ZKL_OP_EXISTS = 3,   /* stat */
     ZKL_OP_CREATE = 4,   /* created path (flags: ZKL_CREATE_*) */
     ZKL_OP_SET = 5,      /* stat */
-    ZKL_OP_DELETE = 6
+    ZKL_OP_DELETE = 6,
+    ZKL_OP_CHECK = 7 /* transactions only: the node exists (and has `version`, unless -1) */
 } zkl_op_type;
 
 /* CREATE flags. PARENTS makes every missing ancestor first, as containers with the same ACL,
@@ -548,6 +549,44 @@ typedef struct zkl_op_result {
 /* Errors: ZKL_ENOTFOUND (id is not the operation whose OP_DONE event next_event() just returned).
  */
 ZKL_EXTERN int zkl_op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out);
+
+/* Transactions: ZooKeeper's multi. All ops are applied in order, atomically, or none is.
+ * One ZKL_EV_OP_DONE follows: ZOK, or the first failing op's error (read each op's outcome with
+ * zkl_txn_result_get()). Ops: ZKL_OP_CREATE (flags EPHEMERAL/SEQUENTIAL/CONTAINER; no PARENTS),
+ * ZKL_OP_SET, ZKL_OP_DELETE (version -1: any) and ZKL_OP_CHECK (the node exists with `version`,
+ * or at all with -1). A transaction is a write: never retried by the core; a connection lost
+ * while it was in flight ends it with ZCONNECTIONLOSS (its outcome unknown), a session loss with
+ * ZKL_ESESSION, timeout_ms (> 0) with ZKL_ETIMEDOUT (outcome unknown if it was sent).
+ * Errors: ZKL_ECLOSED, ZAUTHFAILED, ZKL_EINVAL (ops NULL, n < 1 or > ZKL_TXN_MAX, a path NULL or
+ * not starting with '/', an unknown type, flags not allowed for the type, data NULL with len > 0,
+ * an unknown ACL id, timeout_ms < 0), ZKL_ENOMEM. */
+#define ZKL_TXN_MAX 1000
+typedef struct zkl_txn_op {
+    zkl_op_type type;
+    const char *path;
+    const char *data; /* create/set; NULL: no data */
+    size_t len;
+    int flags;   /* create: ZKL_CREATE_EPHEMERAL | _SEQUENTIAL | _CONTAINER; else 0 */
+    int version; /* set/delete/check; -1 any */
+    int acl;     /* create: an ACL id from zkl_client_acl; 0 = open */
+} zkl_txn_op;
+
+ZKL_EXTERN int zkl_txn_start(zkl_client *c, const zkl_txn_op *ops, int n, int timeout_ms,
+                             uint64_t *id);
+
+typedef struct zkl_txn_result {
+    int rc;           /* this op's outcome (ZOK; the failing op's error; ZRUNTIMEINCONSISTENCY for
+                         the ops the server skipped after it; the transaction's status for every
+                         op when the server never answered) */
+    const char *path; /* CREATE: the created node's path (with its sequence), else NULL */
+    int32_t version;  /* SET: the node's new version */
+    int64_t mzxid;    /* SET: the node's new mzxid */
+} zkl_txn_result;
+
+/* After the transaction's OP_DONE event (and before the next next_event(), process() or wait()):
+ * write up to n op outcomes into out (in op order) and return the number of ops.
+ * Errors: ZKL_ENOTFOUND (id is not the transaction whose OP_DONE event was just returned). */
+ZKL_EXTERN int zkl_txn_result_get(zkl_client *c, uint64_t id, zkl_txn_result *out, int n);
 
 /* Testing aid: expire a session from outside by opening a second handle with the same id and
  * password and closing it. Blocks up to timeout_ms while connecting, then in zookeeper_close()

@@ -374,11 +374,81 @@ static int l_op(lua_State *L) {
     return 1;
 }
 
-/* c:result(id) -> { rc, data, children, czxid, mzxid, version, ephemeral_owner, num_children } */
+/* c:txn({ {type, path, data|nil, flags, version, acl}, ... }, timeout_ms) -> id | nil, msg, code
+ * (the Lua layer validates; what it lets through that the core refuses comes back as EINVAL) */
+static int l_txn(lua_State *L) {
+    lclient *u = check(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int timeout_ms = (int)luaL_optinteger(L, 3, 0);
+    int n = (int)lua_rawlen(L, 2);
+    if (n < 1 || n > ZKL_TXN_MAX) return zkl_lua_fail(L, ZKL_EINVAL, "transaction: 1 to 1000 ops");
+    zkl_txn_op *ops = lua_newuserdata(L, (size_t)n * sizeof *ops); /* freed by the GC */
+    memset(ops, 0, (size_t)n * sizeof *ops);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, 2, i + 1);
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_rawgeti(L, -1, 1);
+        ops[i].type = (zkl_op_type)luaL_checkinteger(L, -1);
+        lua_rawgeti(L, -2, 2);
+        ops[i].path = luaL_checkstring(L, -1);
+        lua_rawgeti(L, -3, 3);
+        if (!lua_isnil(L, -1)) ops[i].data = luaL_checklstring(L, -1, &ops[i].len);
+        lua_rawgeti(L, -4, 4);
+        ops[i].flags = (int)luaL_optinteger(L, -1, 0);
+        lua_rawgeti(L, -5, 5);
+        ops[i].version = (int)luaL_optinteger(L, -1, -1);
+        lua_rawgeti(L, -6, 6);
+        ops[i].acl = (int)luaL_optinteger(L, -1, 0);
+        /* the strings stay referenced by the ops table (argument 2) until the call returns */
+        lua_pop(L, 7);
+    }
+    uint64_t id;
+    int rc = zkl_txn_start(u->c, ops, n, timeout_ms, &id);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
+    lua_pushinteger(L, (lua_Integer)id);
+    return 1;
+}
+
+/* the outcome of a transaction: { rc, results = { { rc, path, version, mzxid }, ... } } */
+static int push_txn_result(lua_State *L, zkl_client *c, uint64_t id) {
+    int n = zkl_txn_result_get(c, id, NULL, 0);
+    if (n < 0) return zkl_lua_fail(L, n, NULL);
+    zkl_txn_result *res = lua_newuserdata(L, (size_t)(n ? n : 1) * sizeof *res);
+    zkl_txn_result_get(c, id, res, n);
+    lua_createtable(L, 0, 2);
+    lua_createtable(L, n, 0);
+    int first_rc = 0;
+    for (int i = 0; i < n; i++) {
+        lua_createtable(L, 0, 4);
+        lua_pushinteger(L, res[i].rc);
+        lua_setfield(L, -2, "rc");
+        if (res[i].rc != 0 && !first_rc) first_rc = res[i].rc;
+        if (res[i].path) {
+            lua_pushstring(L, res[i].path);
+            lua_setfield(L, -2, "path");
+        }
+        if (res[i].mzxid) {
+            lua_pushinteger(L, res[i].version);
+            lua_setfield(L, -2, "version");
+            lua_pushinteger(L, (lua_Integer)res[i].mzxid);
+            lua_setfield(L, -2, "mzxid");
+        }
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "results");
+    lua_pushinteger(L, first_rc);
+    lua_setfield(L, -2, "rc");
+    return 1;
+}
+
+/* c:result(id) -> { rc, data, children, czxid, mzxid, version, ephemeral_owner, num_children },
+ * or for a transaction { rc, results } */
 static int l_result(lua_State *L) {
     lclient *u = check(L);
     zkl_op_result r;
-    int rc = zkl_op_result_get(u->c, (uint64_t)luaL_checkinteger(L, 2), &r);
+    uint64_t id = (uint64_t)luaL_checkinteger(L, 2);
+    int rc = zkl_op_result_get(u->c, id, &r);
+    if (rc == ZKL_ENOTFOUND) return push_txn_result(L, u->c, id);
     if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
     lua_createtable(L, 0, 8);
     lua_pushinteger(L, r.rc);
@@ -486,6 +556,7 @@ static const luaL_Reg methods[] = {{"close", l_close},
                                    {"info", l_info},
                                    {"op", l_op},
                                    {"result", l_result},
+                                   {"txn", l_txn},
                                    {"add_auth", l_add_auth},
                                    {"logs", l_logs},
                                    {"stats", l_stats},

@@ -765,6 +765,8 @@ function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: un
 function recipe.log(self, level, msg) return self:_emit(level, msg) end
 function recipe.explain(self, status) return self:_explain(status) end
 function recipe.reap_soon(self) self._next_reap = 0 end
+function recipe.op_ms(self) return self._op_ms end       -- plain calls' default timeout (-1: none)
+function recipe.max_data(self) return self._max_data end -- largest request payload allowed
 function recipe.metrics(self) return self._metrics end -- the reporter (zklock.metrics), or nil
 
 recipe.acl_id = recipe_acl_id

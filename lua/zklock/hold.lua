@@ -219,6 +219,12 @@ function Hold:on_state(state)
   end
 end
 
+-- What a fenced transaction (zklock.txn) checks before and while it commits: the hold's node.
+function Hold:guard()
+  local h = self
+  return { node = h.node, what = h:what(), live = function() return h:live() end }
+end
+
 -- Unlist the hold from its object and its client (it is being released or dropped).
 local function unlist(hold)
   local st = hold.obj[STATE]

@@ -18,6 +18,7 @@ local scheduler = require("zklock.scheduler")
 local lock_mod = require("zklock.lock")
 local sem_mod = require("zklock.semaphore")
 local multi_mod = require("zklock.multilock")
+local txn_mod = require("zklock.txn")
 
 local M = {
   _NAME = "zklock",
@@ -54,13 +55,14 @@ function M.run(clients, timeout)
 end
 
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
---                   "semaphore mutex" | "lease" | nil
+--                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
   if mt == lock_mod.Lock or mt == sem_mod.Semaphore or mt == sem_mod.SemaphoreMutex then return x.kind end
   if mt == sem_mod.Lease then return "lease" end
   if mt == multi_mod.MultiLock then return "multi-lock" end
+  if mt == txn_mod.Txn then return "transaction" end
   return nil
 end
 

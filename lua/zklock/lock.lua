@@ -134,6 +134,17 @@ function Lock:node()
   return nil
 end
 
+-- A fenced transaction: it commits only while the calling coroutine still holds this lock (its
+-- first op checks the holder's node). Raises if the caller does not hold it.
+function Lock:transaction()
+  check.object(self, Lock, "lock", "transaction")
+  local h = hold.of(self, me())
+  if not h then
+    check.raise(("zklock: transaction of %s %s by a coroutine that does not hold it"):format(self.kind, self.path))
+  end
+  return require("zklock.txn").fenced(self.client, h:guard())
+end
+
 -- Withdraw every pending acquire of this object (they return nil, "ECANCELED: ...").
 -- Returns the number withdrawn.
 Lock.cancel = hold.cancel

@@ -51,6 +51,16 @@ function Lease:is_held() return self._hold:live() end
 function Lease:token() if self._hold:live() then return self.token_value end return nil end
 function Lease:node() if self._hold:live() then return self.node_path end return nil end
 
+-- A fenced transaction: it commits only while this lease is held (its first op checks the
+-- lease's node). Raises after release.
+function Lease:transaction()
+  check.object(self, Lease, "lease", "transaction")
+  if self._hold.released then
+    check.raise(("zklock: transaction of lease %s, which was released"):format(tostring(self.node_path)))
+  end
+  return require("zklock.txn").fenced(self.client, self._hold:guard())
+end
+
 function Lease:__gc() hold.collected_hold(self._hold) end
 
 function Lease:__tostring()
@@ -186,6 +196,12 @@ function SemaphoreMutex:is_held() return self._lease ~= nil and self._lease:is_h
 function SemaphoreMutex:token() return self._lease and self._lease:token() or nil end
 function SemaphoreMutex:node() return self._lease and self._lease:node() or nil end
 function SemaphoreMutex:cancel() return self.semaphore:cancel() end
+function SemaphoreMutex:transaction()
+  if not self._lease then
+    check.raise(("zklock: transaction of semaphore mutex %s, which is not held"):format(self.path))
+  end
+  return self._lease:transaction()
+end
 function SemaphoreMutex:participants() return self.semaphore:participants() end
 function SemaphoreMutex:on_lost(fn)
   if fn ~= nil and type(fn) ~= "function" then

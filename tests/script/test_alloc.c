@@ -227,6 +227,30 @@ static void sc_session(void) {
     acquire_release(ZKL_MUTEX, "/m");
 }
 
+/* A transaction of three ops (paths and data copied into the op), served, then one whose
+ * connection drops in flight: each started transaction gets exactly one OP_DONE. */
+static void sc_txn(void) {
+    zkl_txn_op ops[3] = {{ZKL_OP_CREATE, "/t", "data", 4, 0, -1, 0},
+                         {ZKL_OP_SET, "/t", "more data", 9, 0, -1, 0},
+                         {ZKL_OP_CHECK, "/t", NULL, 0, 0, -1, 0}};
+    uint64_t a = 0, b = 0;
+    int sa = started(zkl_txn_start(C, ops, 3, 0, &a));
+    drive();
+    if (sa)
+        CHECK_INT(count_ev(a, ZKL_EV_OP_DONE, ZOK) + count_ev(a, ZKL_EV_OP_DONE, ZKL_ENOMEM), 1);
+    int sb = started(zkl_txn_start(C, ops + 1, 2, 0, &b));
+    fz_disconnect();
+    h_pump(C);
+    fz_connect();
+    drive();
+    if (sb) {
+        int n = 0;
+        for (int i = 0; i < nlog; i++)
+            n += evlog[i].id == b && evlog[i].type == ZKL_EV_OP_DONE;
+        CHECK_INT(n, 1);
+    }
+}
+
 /* ------------------------------------------------------------------ the sweep */
 
 /* One run with allocation fail_at failing; returns the number of allocations made. */
@@ -381,6 +405,10 @@ static void alloc_sem(void) {
 static void alloc_session(void) {
     sweep("session", sc_session);
 }
+static void alloc_txn(void) {
+    sweep("txn", sc_txn);
+}
 
 H_DEFINE_GROUP(g_alloc, {"locks", alloc_locks}, {"sem", alloc_sem}, {"session", alloc_session},
-               {"multi_start_oom", multi_start_oom}, {"sem_grant_oom", sem_grant_oom});
+               {"txn", alloc_txn}, {"multi_start_oom", multi_start_oom},
+               {"sem_grant_oom", sem_grant_oom});

@@ -126,7 +126,92 @@ static void bad_args(void) {
     h_free(c);
 }
 
+/* Transactions (txn.c): sent once connected, one multi request; a connection lost while it is in
+ * flight ends it with ZCONNECTIONLOSS and it is never sent again (a write: its outcome is
+ * unknown); a session lost before it was sent ends it with ESESSION; timeouts on the fake clock. */
+static void txn_lifecycle(void) {
+    zkl_client *c = h_client();
+    zkl_txn_op ops[2] = {{ZKL_OP_CHECK, "/lock/n", NULL, 0, 0, -1, 0},
+                         {ZKL_OP_SET, "/data", "v", 1, 0, -1, 0}};
+    uint64_t id;
+    fz_disconnect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    CHECK_INT(zkl_txn_start(c, ops, 2, 0, &id), ZKL_OK);
+    EXPECT_NO_REQ(); /* waits for the link */
+    fz_connect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
+    fz_req *r = EXPECT_REQ(FZ_MULTI, "");
+    EXPECT_NO_REQ();
+    fz_reply(r, ZOK);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_OP_DONE, id, ZOK);
+    zkl_txn_result res[2];
+    CHECK_INT(zkl_txn_result_get(c, id, res, 2), 2);
+    CHECK_INT(res[0].rc, ZOK);
+    CHECK_INT(zkl_txn_result_get(c, id + 1, res, 2), ZKL_ENOTFOUND);
+
+    /* in flight when the connection drops: ZCONNECTIONLOSS, not sent again after reconnecting */
+    CHECK_INT(zkl_txn_start(c, ops, 2, 0, &id), ZKL_OK);
+    EXPECT_REQ(FZ_MULTI, "");
+    fz_disconnect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_OP_DONE, id, ZCONNECTIONLOSS); /* its reply first, then the state */
+    CHECK_INT(zkl_txn_result_get(c, id, res, 2), 2);
+    CHECK_INT(res[1].rc, ZCONNECTIONLOSS); /* no answer: every op carries the status */
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    fz_connect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
+    EXPECT_NO_REQ();
+
+    /* not sent yet when the session expires: ESESSION */
+    fz_disconnect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    CHECK_INT(zkl_txn_start(c, ops, 2, 0, &id), ZKL_OK);
+    fz_expire();
+    h_pump(c);
+    int saw = 0;
+    zkl_event ev;
+    while (zkl_client_next_event(c, &ev))
+        if (ev.type == ZKL_EV_OP_DONE && ev.id == id) saw = ev.status;
+    CHECK_INT(saw, ZKL_ESESSION);
+    h_free(c);
+}
+
+static void txn_timeout_and_bad_args(void) {
+    zkl_client *c = h_client();
+    zkl_txn_op op = {ZKL_OP_CREATE, "/a", "v", 1, 0, -1, 0};
+    uint64_t id;
+    CHECK_INT(zkl_txn_start(c, &op, 1, 500, &id), ZKL_OK);
+    EXPECT_REQ(FZ_MULTI, "");
+    h_advance(c, 400);
+    EXPECT_NO_EV(c);
+    h_advance(c, 200);
+    EXPECT_EV(c, ZKL_EV_OP_DONE, id, ZKL_ETIMEDOUT);
+    CHECK_INT(zkl_txn_start(c, NULL, 1, 0, &id), ZKL_EINVAL);
+    CHECK_INT(zkl_txn_start(c, &op, 0, 0, &id), ZKL_EINVAL);
+    CHECK_INT(zkl_txn_start(c, &op, ZKL_TXN_MAX + 1, 0, &id), ZKL_EINVAL);
+    CHECK_INT(zkl_txn_start(c, &op, 1, -1, &id), ZKL_EINVAL);
+    zkl_txn_op bad[] = {
+        {ZKL_OP_CREATE, "/a", NULL, 0, ZKL_CREATE_PARENTS, -1, 0},  /* no parents in a txn */
+        {ZKL_OP_CHECK, "/a", NULL, 0, ZKL_CREATE_EPHEMERAL, -1, 0}, /* flags on a check */
+        {ZKL_OP_GET, "/a", NULL, 0, 0, -1, 0},                      /* a read */
+        {ZKL_OP_SET, "a", "v", 1, 0, -1, 0},                        /* relative path */
+        {ZKL_OP_SET, NULL, "v", 1, 0, -1, 0},                       /* no path */
+        {ZKL_OP_SET, "/a", NULL, 3, 0, -1, 0},                      /* len without data */
+        {ZKL_OP_CREATE, "/a", "v", 1, 0, -1, 9},                    /* unknown ACL id */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_INT(zkl_txn_start(c, &bad[i], 1, 0, &id), ZKL_EINVAL);
+    EXPECT_NO_REQ();
+    h_free(c);
+}
+
 H_DEFINE_GROUP(g_plain, {"create_with_parents", create_with_parents},
                {"create_parents_reaped", create_parents_reaped},
                {"create_parent_refused", create_parent_refused}, {"timeouts", timeouts},
-               {"bad_args", bad_args});
+               {"bad_args", bad_args}, {"txn_lifecycle", txn_lifecycle},
+               {"txn_timeout_and_bad_args", txn_timeout_and_bad_args});
