@@ -32,8 +32,12 @@ describe("fixture: a describe that leaves things behind", function()
     assert(c:create("/fixture/a/b/c", "x", { parents = true }))
     local h = c:mutex("/fixture/held")
     assert(h:acquire(5))
+    -- d is dropped below without close(); until then `keep` holds it, so that it cannot be
+    -- collected (its finalizer ends its session) before its nodes are counted
+    local keep = {}
     local function leak() -- in a function of its own, so no stack slot keeps the client alive
       local d = assert(zklock.connect(zk.hosts, { session_timeout = 30 }))
+      keep[1] = d
       assert(d:mutex("/fixture/lock"):acquire(5))
       assert(d:create("/fixture/eph", "", { ephemeral = true }))
     end
@@ -41,11 +45,15 @@ describe("fixture: a describe that leaves things behind", function()
     -- a waiter behind h: a watch on h's node (c is closed after the test, as a spec's clients are)
     local w = c:mutex("/fixture/held")
     c:spawn(function() w:acquire(30) end)
+    local m
     assert.is_true(util.wait_until(function()
-      local m = assert(zk:mntr())
+      m = assert(zk:mntr())
       return m.zk_watch_count >= 1 and m.zk_ephemerals_count >= 3
-    end, 5, { c }), "no watch or ephemerals to clean up")
+    end, 20, { c }), ("no watch or ephemerals to clean up: %d watches, %d ephemerals")
+      :format(m.zk_watch_count, m.zk_ephemerals_count))
     assert.are.same({ "fixture", "zookeeper" }, util.children(c, "/"))
+    assert.are.equal("client", zklock.type(keep[1]))
+    keep[1] = nil -- dropped, never closed
   end)
 end)
 
