@@ -3,8 +3,8 @@
 --   busted --lua=lua5.4 spec/01-api_spec.lua
 --   busted --lua=luajit --run=luajit spec/01-api_spec.lua
 local zklock = require("zklock")
-local testing = require("zklock.testing")
 local util = require("support.util")
+local fixture = require("support.fixture")
 
 local THIS_FILE = debug.getinfo(1, "S").short_src
 
@@ -15,15 +15,10 @@ end
 
 describe("zklock API", function()
   local zk, client
+  fixture.server({}, {}, function(s) zk = s end)
 
   setup(function()
-    zk = testing.server{}
     client = util.connect(zk.hosts, { identity = "api-spec" })
-  end)
-
-  teardown(function()
-    util.close_all()
-    if zk then zk:stop() end
   end)
 
   describe("module", function()

@@ -4,20 +4,15 @@
 -- semaphore, a read-write lock, a multi-lock, the plain znode calls, close.
 --   busted --lua=lua5.1 --run=lua51 spec/05-smoke_spec.lua    (lua5.2/lua52, lua5.3/lua53, ...)
 local zklock = require("zklock")
-local testing = require("zklock.testing")
 local util = require("support.util")
+local fixture = require("support.fixture")
 
 describe("smoke (every Lua version)", function()
   local zk, client
+  fixture.server({}, {}, function(s) zk = s end)
 
   setup(function()
-    zk = testing.server{}
     client = util.connect(zk.hosts, { identity = "smoke-" .. _VERSION })
-  end)
-
-  teardown(function()
-    util.close_all()
-    if zk then util.stop_server(zk) end
   end)
 
   it("connects and reports the session", function()
@@ -88,7 +83,11 @@ describe("smoke (every Lua version)", function()
       assert(rw.read:release())
     end)
     client:spawn(function()
-      client:sleep(0.02)
+      -- the writer asks once both readers hold (a fixed head start is not enough on a busy machine)
+      for _ = 1, 500 do
+        if #events >= 2 then break end
+        client:sleep(0.01)
+      end
       assert(rw.write:acquire(5)); events[#events + 1] = "w"
       assert(rw.write:release())
     end)

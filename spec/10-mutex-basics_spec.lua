@@ -1,5 +1,6 @@
--- The mutex (Curator InterProcessMutex) against real ZooKeeper servers: one server per describe
--- block, stopped in teardown. Runs under Lua 5.4 and LuaJIT (tests tagged #lua54 are 5.4 only).
+-- The mutex (Curator InterProcessMutex) against a real ZooKeeper: the shared server of
+-- spec/support/fixture.lua (clean at each describe's start). Runs under Lua 5.4 and LuaJIT (tests
+-- tagged #lua54 are 5.4 only).
 -- This file: acquire and release, reentrancy and ownership per coroutine, giving up (timeout, cancel, close).
 --   busted --lua=lua5.4 spec/10-mutex-basics_spec.lua
 --   busted --lua=luajit --run=luajit spec/10-mutex-basics_spec.lua

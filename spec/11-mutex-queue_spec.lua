@@ -1,5 +1,6 @@
--- The mutex (Curator InterProcessMutex) against real ZooKeeper servers: one server per describe
--- block, stopped in teardown. Runs under Lua 5.4 and LuaJIT (tests tagged #lua54 are 5.4 only).
+-- The mutex (Curator InterProcessMutex) against a real ZooKeeper: the shared server of
+-- spec/support/fixture.lua (clean at each describe's start). Runs under Lua 5.4 and LuaJIT (tests
+-- tagged #lua54 are 5.4 only).
 -- This file: fencing tokens, FIFO grants, participants(), close with pending acquires.
 --   busted --lua=lua5.4 spec/11-mutex-queue_spec.lua
 --   busted --lua=luajit --run=luajit spec/11-mutex-queue_spec.lua

@@ -1,17 +1,16 @@
 -- A lock object or lease dropped while held is released in the background when collected
 -- (with a warning), never blocking; the next holder gets it.
-local testing = require("zklock.testing")
 local core = require("zklock.core")
 local util = require("support.util")
+local fixture = require("support.fixture")
 
 describe("garbage collection", function()
   local zk, a, b
+  fixture.server({}, {}, function(s) zk = s end)
   setup(function()
-    zk = testing.server{}
     a = util.connect(zk.hosts)
     b = util.connect(zk.hosts)
   end)
-  teardown(function() util.close_all() if zk then zk:stop() end end)
 
   local wait_children = util.wait_children
 

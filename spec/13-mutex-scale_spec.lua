@@ -1,5 +1,6 @@
--- The mutex (Curator InterProcessMutex) against real ZooKeeper servers: one server per describe
--- block, stopped in teardown. Runs under Lua 5.4 and LuaJIT (tests tagged #lua54 are 5.4 only).
+-- The mutex (Curator InterProcessMutex) against real ZooKeeper servers: the many-waiters block
+-- has a server of its own (it reads mntr maxima), the other the shared one (spec/support/fixture.lua).
+-- Runs under Lua 5.4 and LuaJIT (tests tagged #lua54 are 5.4 only).
 -- This file: many waiters (no herd, no stale watches) and 1,000 coroutines in one process.
 --   busted --lua=lua5.4 spec/13-mutex-scale_spec.lua
 --   busted --lua=luajit --run=luajit spec/13-mutex-scale_spec.lua
@@ -12,7 +13,8 @@ local unpack_, pack, assert_code = H.unpack_, H.pack, H.assert_code
 
 describe("mutex under many waiters", function()
   local zk
-  fixture.server({}, { each = true }, function(s) zk = s end)
+  fixture.server({}, { each = true, own = "the mntr watch maxima below count this describe only" },
+    function(s) zk = s end)
 
   it("no herd: 200 waiters over 10 clients, every release wakes exactly one", function()
     local path = "/herd/lock"

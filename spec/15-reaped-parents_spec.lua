@@ -12,7 +12,7 @@ local util = require("support.util")
 local fixture = require("support.fixture")
 
 describe("container parents reaped under churn", function()
-  local fx = fixture.server({ container_check_ms = 50 }, {})
+  local fx = fixture.server({ container_check_ms = 50 }, { own = "reaps containers every 50 ms" })
 
   it("never fail an acquire or a create{parents=true} with ZNONODE", function()
     local a, b, r = fx.connect("a"), fx.connect("b"), fx.connect("reaper")

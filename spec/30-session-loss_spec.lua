@@ -30,7 +30,7 @@ local drive_until, owner_of, owners, session_in_dump = H.drive_until, H.owner_of
 describe("sessions: connection loss and expiry", function()
   local zk
   fixture.server({ tick_ms = 500, min_session_ms = 1000 },
-    { workers = true, resume = true, each = true, each_workers = true },
+    { workers = true, resume = true, each = true, each_workers = true, own = "pauses the server" },
     function(s) zk = s end)
 
   ------------------------------------------------------------------ connection loss < session

@@ -15,8 +15,8 @@
 -- This file: a Lua thread that does not pump past the session timeout.
 --   busted --lua=lua5.4 spec/31-session-busy_spec.lua
 --   busted --lua=luajit --run=luajit spec/31-session-busy_spec.lua
--- One server for the file (resumed after each test if a test left it paused, stopped in
--- teardown); worker processes and proxies are killed after each test. Every wait is bounded.
+-- The shared server of spec/support/fixture.lua (clean at the start; resumed after each test
+-- if a test left it paused); worker processes and proxies are killed after each test. Every wait is bounded.
 -- Helpers: spec/support/session.lua; fixture: spec/support/fixture.lua.
 local zklock = require("zklock")
 local testing = require("zklock.testing")

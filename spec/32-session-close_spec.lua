@@ -15,8 +15,8 @@
 -- This file: close() while coroutines wait, and the on_session sequence.
 --   busted --lua=lua5.4 spec/32-session-close_spec.lua
 --   busted --lua=luajit --run=luajit spec/32-session-close_spec.lua
--- One server for the file (resumed after each test if a test left it paused, stopped in
--- teardown); worker processes and proxies are killed after each test. Every wait is bounded.
+-- The shared server of spec/support/fixture.lua (clean at the start; resumed after each test
+-- if a test left it paused); worker processes and proxies are killed after each test. Every wait is bounded.
 -- Helpers: spec/support/session.lua; fixture: spec/support/fixture.lua.
 local testing = require("zklock.testing")
 local util = require("support.util")

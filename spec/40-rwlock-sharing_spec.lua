@@ -1,5 +1,5 @@
--- The read-write lock (Curator InterProcessReadWriteLock) against real ZooKeeper servers: one server
--- per describe block (spec/support/fixture.lua), stopped in teardown. Runs under Lua 5.4 and LuaJIT
+-- The read-write lock (Curator InterProcessReadWriteLock) against a real ZooKeeper: the shared
+-- server of spec/support/fixture.lua (clean at each describe's start). Runs under Lua 5.4 and LuaJIT
 -- (tests tagged #lua54 are 5.4 only).
 -- This file: node names, shared reads, exclusive writes, FIFO.
 --   busted --lua=lua5.4 spec/40-rwlock-sharing_spec.lua

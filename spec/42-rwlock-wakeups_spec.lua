@@ -1,5 +1,5 @@
--- The read-write lock (Curator InterProcessReadWriteLock) against real ZooKeeper servers: one server
--- per describe block (spec/support/fixture.lua), stopped in teardown. Runs under Lua 5.4 and LuaJIT
+-- The read-write lock (Curator InterProcessReadWriteLock) against a real ZooKeeper of its own
+-- (spec/support/fixture.lua, o.own: it reads mntr maxima), stopped in teardown. Runs under Lua 5.4 and LuaJIT
 -- (tests tagged #lua54 are 5.4 only).
 -- This file: a writer's release wakes each waiting reader once, never the queued writer (no herd).
 --   busted --lua=lua5.4 spec/42-rwlock-wakeups_spec.lua
@@ -19,8 +19,7 @@ local WRITE_NODE, check_rw = H.WRITE_NODE, H.check_rw
 describe("rwlock wake-ups (no herd)", function()
   local zk
 
-  -- its own server: the mntr maxima below count this test only
-  fixture.server({}, {}, function(s) zk = s end)
+  fixture.server({}, { own = "the mntr maxima below count this test only" }, function(s) zk = s end)
 
   it("a writer's release wakes each waiting reader once (first earlier writer), never the queued writer", function()
     -- Queue: W (held) <- 30 readers (group A, 3 clients x 10) <- W2 <- 20 readers (group B, 2 x 10).

@@ -3,18 +3,19 @@ local zklock = require("zklock")
 local testing = require("zklock.testing")
 local core = require("zklock.core")
 local util = require("support.util")
+local fixture = require("support.fixture")
 
 local children, wait_empty = util.child_count, util.wait_empty
 
 describe("multilock", function()
   local zk, a, b
+  fixture.server({ tick_ms = 500, min_session_ms = 1000, container_check_ms = 3600000 },
+    { own = "containers are never reaped here: the rollback-order tests read the parents' pzxid" },
+    function(s) zk = s end)
   setup(function()
-    -- containers are never reaped here: the rollback-order tests read the parents' pzxid
-    zk = testing.server{ tick_ms = 500, min_session_ms = 1000, container_check_ms = 3600000 }
     a = util.connect(zk.hosts, { session_timeout = 4 })
     b = util.connect(zk.hosts, { session_timeout = 4 })
   end)
-  teardown(function() util.close_all() if zk then zk:stop() end end)
 
   it("holds every component, mixed kinds, and releases them all", function()
     local m, rw, sm = a:mutex("/ml/1/m"), a:rwlock("/ml/1/rw"), a:semaphore_mutex("/ml/1/sm")
@@ -154,8 +155,7 @@ end)
 
 describe("retry policies", function()
   local zk
-  setup(function() zk = testing.server{ tick_ms = 500, min_session_ms = 1000 } end)
-  teardown(function() if zk then zk:stop() end end)
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, {}, function(s) zk = s end)
 
   it("retry an acquire that failed with the session, and give the right result", function()
     local c = assert(zklock.connect(zk.hosts, { session_timeout = 4 }))

@@ -1,6 +1,6 @@
 -- The lease semaphore (Curator InterProcessSemaphoreV2) and the semaphore mutex (Curator
--- InterProcessSemaphoreMutex) against real ZooKeeper servers: one server per describe block,
--- stopped in teardown. Runs under Lua 5.4 and LuaJIT (tests tagged #lua54 are 5.4 only).
+-- InterProcessSemaphoreMutex) against a real ZooKeeper: the shared server of spec/support/fixture.lua
+-- (clean at each describe's start). Runs under Lua 5.4 and LuaJIT (tests tagged #lua54 are 5.4 only).
 -- This file: give-up paths leave nothing, acquire_many, participants, release, <close>, the semaphore mutex, bad input.
 --   busted --lua=lua5.4 spec/51-semaphore-cleanup_spec.lua
 --   busted --lua=luajit --run=luajit spec/51-semaphore-cleanup_spec.lua

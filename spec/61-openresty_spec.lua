@@ -7,6 +7,7 @@
 local zklock = require("zklock")
 local testing = require("zklock.testing")
 local harness = require("support.nginx.harness")
+local fixture = require("support.fixture")
 
 local function repo_root()
   local src = debug.getinfo(1, "S").source:gsub("^@", "")
@@ -120,11 +121,12 @@ describe("openresty adapter #openresty #lua54 #nosan", function()
     assert.are.equal(before + n, counter())
   end
 
+  fixture.server({}, {}, function(s) zk = s end)
+
   setup(function()
     tmp = assert(io.popen("mktemp -d /tmp/zklock-openresty-spec.XXXXXX")):read("*l")
     assert(execute("chmod 0777 '" .. tmp .. "'")) -- nginx workers run as nobody when started as root
     counter_file = tmp .. "/counter"
-    zk = testing.server{}
     srv = harness.start{
       root = ROOT, workers = WORKERS,
       vars = { ZK_HOSTS = zk.hosts, LOCK_PATH = LOCK, COUNTER = counter_file },
@@ -139,7 +141,6 @@ describe("openresty adapter #openresty #lua54 #nosan", function()
       srv:stop()
     end
     if client then client:close() end
-    if zk then zk:stop() end
     if tmp then execute("rm -rf '" .. tmp .. "'") end
     -- the adapter reports no errors (the one expected error comes from /locked_error)
     for line in log:gmatch("[^\n]+") do

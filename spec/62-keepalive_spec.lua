@@ -1,7 +1,7 @@
 -- keepalive = true: a plain script that blocks (no event loop) keeps its session and its locks;
 -- without it the session is lost and the lock says so on the next call, never pretending.
 local zklock = require("zklock")
-local testing = require("zklock.testing")
+local fixture = require("support.fixture")
 
 local SESSION = 2 -- seconds; the script blocks for 3x that
 
@@ -12,8 +12,7 @@ end
 
 describe("keepalive #slow", function()
   local zk
-  setup(function() zk = testing.server{ tick_ms = 500, min_session_ms = 1000 } end)
-  teardown(function() if zk then zk:stop() end end)
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, {}, function(s) zk = s end)
 
   it("keeps the session and the lock through a block of 3x the session timeout", function()
     local c = assert(zklock.connect(zk.hosts, { session_timeout = SESSION, keepalive = true }))

@@ -5,11 +5,11 @@
 -- is reported as a data race and fails the run.
 local zklock = require("zklock")
 local testing = require("zklock.testing")
+local fixture = require("support.fixture")
 
 describe("keepalive thread and the Lua thread", function()
   local zk
-  setup(function() zk = testing.server{ tick_ms = 500, min_session_ms = 1000 } end)
-  teardown(function() if zk then zk:stop() end end)
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, {}, function(s) zk = s end)
 
   it("share log lines, state and counters without losing any", function()
     local seen = {}

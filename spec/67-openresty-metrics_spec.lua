@@ -5,6 +5,7 @@
 -- Skipped (pending) when nginx, the Lua module, lua-resty-core, curl or build-jit are missing.
 local testing = require("zklock.testing")
 local harness = require("support.nginx.harness")
+local fixture = require("support.fixture")
 
 local function repo_root()
   local src = debug.getinfo(1, "S").source:gsub("^@", "")
@@ -42,8 +43,8 @@ describe("openresty example /metrics #openresty #lua54 #nosan", function()
   end
 
   local zk, srv
+  fixture.server({}, {}, function(s) zk = s end)
   setup(function()
-    zk = testing.server({})
     srv = harness.start{ root = ROOT, template = ROOT .. "/examples/openresty/nginx.conf",
                          vars = { ZK_HOSTS = zk.hosts }, ready_path = "/hello" }
     -- the example's counter file lives in the prefix; workers run as nobody when started as root
@@ -51,7 +52,6 @@ describe("openresty example /metrics #openresty #lua54 #nosan", function()
   end)
   teardown(function()
     if srv then srv:stop() end
-    if zk then zk:stop() end
   end)
 
   it("counts every worker's acquisitions in one exposition", function()

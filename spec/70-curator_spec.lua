@@ -17,11 +17,11 @@
 --   busted --lua=lua5.4 spec/70-curator_spec.lua            (about 30 s)
 --   busted --lua=luajit --run=luajit spec/70-curator_spec.lua
 -- ZKLOCK_INTEROP_SECONDS (default 6) sets the length of each mixed run.
-local testing = require("zklock.testing")
 local core = require("zklock.core")
 local util = require("support.util")
 local fw = require("support.fault_worker")
 local peers = require("support.peers.peer")
+local fixture = require("support.fixture")
 
 local SECONDS = tonumber(os.getenv("ZKLOCK_INTEROP_SECONDS") or "") or 6
 local START_DELAY = 1500 -- ms between sending a mixed run and its start: the workers connect meanwhile
@@ -41,8 +41,9 @@ describe("interop with Apache Curator 5.4 #interop", function()
 
   local function pump(dt) util.drive({ c }, dt) end
 
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, {}, function(s) zk = s end)
+
   setup(function()
-    zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
     cur = peers.curator(zk.hosts)
     c = util.connect(zk.hosts, { session_timeout = 10, identity = "zklock-spec" })
   end)
@@ -50,7 +51,6 @@ describe("interop with Apache Curator 5.4 #interop", function()
   teardown(function()
     util.close_all()
     peers.stop_all()
-    if zk then zk:stop() end
   end)
 
   it("the peer runs Curator 5.4 and reads the same monotonic clock as zklock", function()

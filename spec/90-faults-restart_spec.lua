@@ -19,7 +19,8 @@ local interval_report, workload = H.interval_report, H.workload
 
 describe("faults: server restart within the session timeout (SX-03, SX-04) #faults", function()
   local zk
-  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, {}, function(s) zk = s end)
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, { own = "kills and restarts the server" },
+    function(s) zk = s end)
 
   it("keeps the holder's lock (SUSPENDED, RECONNECTED), lets waiters proceed, never two holders", function()
     local path, held_path = "/faults/restart/work", "/faults/restart/held"

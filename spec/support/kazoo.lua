@@ -1,11 +1,11 @@
 -- spec/support/kazoo.lua: what the Kazoo interop specs (spec/7[12]-kazoo-*_spec.lua) share: node
 -- patterns, Kazoo's lock pattern settings, the overlap count, and the fixture (server, Kazoo peer,
 -- zklock client, mixed runs). The settings and verdicts are listed in spec/71-kazoo-safe_spec.lua.
-local testing = require("zklock.testing")
 local core = require("zklock.core")
 local util = require("support.util")
 local fw = require("support.fault_worker")
 local peers = require("support.peers.peer")
+local fixture = require("support.fixture")
 local assert = require("luassert") -- the spec files get it from busted; a required module does not
 
 local SECONDS = tonumber(os.getenv("ZKLOCK_INTEROP_SECONDS") or "") or 6
@@ -47,8 +47,9 @@ local function kazoo_fixture(bind)
 
   function fx.pump(dt) util.drive({ fx.c }, dt) end
 
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, {}, function(s) fx.zk = s end)
+
   busted.setup(function()
-    fx.zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
     fx.kz = peers.kazoo(fx.zk.hosts)
     fx.c = util.connect(fx.zk.hosts, { session_timeout = 10, identity = "zklock-spec" })
     bind(fx)
@@ -57,7 +58,6 @@ local function kazoo_fixture(bind)
   busted.teardown(function()
     util.close_all()
     peers.stop_all()
-    if fx.zk then fx.zk:stop() end
   end)
 
   function fx.kcall(cmd, args, timeout) return fx.kz:call(cmd, args, timeout or 15, fx.pump) end
