@@ -87,6 +87,11 @@ function Log:check()
     all[#all + 1] = { owner = t.owner, token = t.token, start = t.start, finish = core.now(), key = t.key,
                       interrupted = false }
   end
+  -- a participant that could not read its node's czxid (a Curator peer during a ZooKeeper
+  -- leader election logs -1) has no token to order: its term still counts for overlaps
+  for _, t in ipairs(all) do
+    if t.token and t.token < 0 then t.token = nil end
+  end
   local r = fw.check(all, 1)
   local by_owner, changes, prev = {}, 0, nil
   table.sort(all, function(a, b) return a.start < b.start end)
