@@ -162,8 +162,8 @@ describe("zklock.testing kit #faults", function()
   end)
 
   -- #nosan: the worker loads this build's zklock.core, which in the ASan suite is the sanitizer
-  -- build, without the sanitizer runtime preloaded (workers run with LD_PRELOAD unset); there it
-  -- hung the suite. It runs in the Lua 5.4 and LuaJIT suites.
+  -- build, without the sanitizer runtime preloaded (workers run with LD_PRELOAD unset). It runs in
+  -- the Lua 5.4 and LuaJIT suites.
   it("worker: runs a Lua script with this build, keeps its exit status and output, stops on demand #nosan", function()
     local w = testing.worker{ code = [[
       local zklock = require("zklock")

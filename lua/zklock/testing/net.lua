@@ -137,7 +137,7 @@ end
 -- blocks meanwhile); -> its sequence number, for wait_ack().
 function Net:send_later(cmd, delay)
   self.seq = self.seq + 1
-  os.execute(("(sleep %.3f; printf '%%d %%s\\n' %d %s >> %s) </dev/null >/dev/null 2>&1 &"):format(
+  shell.execute(("(sleep %.3f; printf '%%d %%s\\n' %d %s >> %s) </dev/null >/dev/null 2>&1 &"):format(
     delay, self.seq, shq(cmd), shq(self.control)))
   return self.seq
 end
@@ -202,7 +202,7 @@ end
 function Net:alive() return pid_alive(self.pid, self.start) end
 
 function Net:_signal(sig)
-  if pid_alive(self.pid, self.start) then os.execute(("kill -%s %d 2>/dev/null"):format(sig, self.pid)) end
+  if pid_alive(self.pid, self.start) then shell.execute(("kill -%s %d 2>/dev/null"):format(sig, self.pid)) end
 end
 
 function Net:stop()

@@ -157,7 +157,7 @@ end
 function Worker:output() return read_file(self.out) or "" end
 
 function Worker:_signal(sig)
-  if pid_alive(self.pid, self.start) then os.execute(("kill -%s %d 2>/dev/null"):format(sig, self.pid)) end
+  if pid_alive(self.pid, self.start) then shell.execute(("kill -%s %d 2>/dev/null"):format(sig, self.pid)) end
 end
 Worker.signal = Worker._signal
 function Worker:pause() self:_signal("STOP") end
@@ -170,7 +170,7 @@ function Worker:stop(opts)
     self.stopped = true
     self:_signal("CONT")
     -- its own children first (a shell command it runs), then the worker
-    if pid_alive(self.pid, self.start) then os.execute(("pkill -KILL -P %d 2>/dev/null"):format(self.pid)) end
+    if pid_alive(self.pid, self.start) then shell.execute(("pkill -KILL -P %d 2>/dev/null"):format(self.pid)) end
     self:_signal("KILL")
     local deadline = now() + 5
     while pid_alive(self.pid, self.start) and now() < deadline do sleep(0.02) end
