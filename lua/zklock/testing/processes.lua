@@ -1,6 +1,6 @@
 -- zklock.testing.processes: processes as /proc shows them, this process's own pid, and
 -- long-lived children that go away with it (babysitter shell: servers, workers, proxies).
---   proc_stat, pid_alive, pid, pid_start, spawn, exit_with_parent
+--   proc_stat, pid_alive, wait_stopped, pid, pid_start, spawn, exit_with_parent
 local shell = require("zklock.testing.shell")
 
 local read_file, readcmd, execute, shq = shell.read_file, shell.readcmd, shell.execute, shell.shq
@@ -28,6 +28,19 @@ local function pid_alive(pid, starttime)
   return true
 end
 M.pid_alive = pid_alive
+
+-- After a SIGSTOP or SIGCONT: wait (up to timeout s, default 2) until the kernel shows pid
+-- stopped (state T) or not, as `stopped` asks; a signal takes effect only when the process is
+-- next scheduled. -> true once it shows, false at the timeout
+function M.wait_stopped(pid, stopped, timeout)
+  local deadline = now() + (timeout or 2)
+  while true do
+    local state = proc_stat(pid)
+    if state == nil or (state == "T") == stopped then return state ~= nil end
+    if now() >= deadline then return false end
+    sleep(0.01)
+  end
+end
 
 -- The PID of this Lua process, read from /proc/self/stat, or $PPID of a child shell.
 local MY_PID, MY_START

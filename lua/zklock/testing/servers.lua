@@ -257,8 +257,7 @@ local function stop_cont(self, what, sig, stopped)
     error(("zklock.testing: %s(): server on port %d is not running"):format(what, self.port), 3)
   end
   self:_signal(sig)
-  local deadline = now() + 2
-  while (proc_stat(self.pid) == "T") ~= stopped and now() < deadline do sleep(0.01) end
+  processes.wait_stopped(self.pid, stopped, 2)
   self.paused = stopped
 end
 

@@ -160,8 +160,9 @@ function Worker:_signal(sig)
   if pid_alive(self.pid, self.start) then shell.execute(("kill -%s %d 2>/dev/null"):format(sig, self.pid)) end
 end
 Worker.signal = Worker._signal
-function Worker:pause() self:_signal("STOP") end
-function Worker:resume() self:_signal("CONT") end
+-- pause() / resume() return once the kernel shows the worker stopped / running again (2 s at most)
+function Worker:pause() self:_signal("STOP"); processes.wait_stopped(self.pid, true, 2) end
+function Worker:resume() self:_signal("CONT"); processes.wait_stopped(self.pid, false, 2) end
 
 -- stop([opts]): the output stays readable after stop(); { keep_dir = false } (what
 -- testing.stop_all() passes) also removes the worker's temp dir.
