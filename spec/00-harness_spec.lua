@@ -305,4 +305,13 @@ describe("zklock.testing shell, file and process helpers", function()
     local gone = tonumber(testing.sh("sh -c 'echo $$'"):match("%d+"))
     assert.is_false(testing.pid_alive(gone))
   end)
+
+  it("the specs' scope removes its temp dirs, also ones whose tag holds '-'", function()
+    local fw = require("support.fault_worker")
+    local scope = fw.scope("zklock-harness")
+    local dirs = { scope.tmpdir("plain"), scope.tmpdir("with-two-dashes") }
+    for _, d in ipairs(dirs) do assert.is_true(testing.exists(d), d) end
+    scope.stop_all()
+    for _, d in ipairs(dirs) do assert.is_false(testing.exists(d), d) end
+  end)
 end)

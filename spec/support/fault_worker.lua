@@ -83,7 +83,8 @@ function M.scope(prefix)
   local started, tmpdirs = {}, {}
   local scope = {}
   local name = prefix:gsub("%-", "%%-")
-  local made, mine = "^/.+" .. name .. "%-", "^/.+/" .. name .. "%-[%w]+%.[%w]+$"
+  local made, mine = "^/.+" .. name .. "%-", "^/.+/" .. name .. "%-[%w%-]+%.[%w]+$" -- tags may hold '-'
+
   function scope.tmpdir(tag)
     local d = (sh("mktemp -d -t " .. prefix .. "-" .. tag .. ".XXXXXXXX"):gsub("%s+$", ""))
     assert(d:match(made), "mktemp failed")
