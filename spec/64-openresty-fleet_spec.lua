@@ -10,19 +10,7 @@ local zklock = require("zklock")
 local testing = require("zklock.testing")
 local harness = require("support.nginx.harness")
 
-local function repo_root()
-  local src = debug.getinfo(1, "S").source:gsub("^@", "")
-  local dir = src:match("^(.*)/spec/[^/]*$") or "."
-  if dir:sub(1, 1) ~= "/" then
-    local p = io.popen("pwd")
-    local cwd = p:read("*l")
-    p:close()
-    dir = (dir == "." and cwd) or (cwd .. "/" .. dir)
-  end
-  return dir
-end
-
-local ROOT = repo_root()
+local ROOT = harness.ROOT
 local JOB_PATH = "/fleet/job"
 local WORKERS = 4
 local SESSION = 3 -- s: the fleet's session timeout (the server allows 1..60 s)
