@@ -173,6 +173,92 @@ describe("double barrier", function()
     assert.is_true(r2[1], tostring(r2[2]))
   end)
 
+  -- A coroutine closed (coroutine.close) while it waits in enter or leave gives up like a timeout:
+  -- its member node goes at once (the client's reaper of dead owners, within a pump or two), not
+  -- when the session ends; nothing resumes the dead coroutine later.
+  local function closed_while(co, what)
+    assert.are.equal("suspended", coroutine.status(co), what .. " did not wait")
+    assert(coroutine.close(co))
+  end
+
+  it("a coroutine closed while its enter waits leaves no node #lua54", function()
+    local lines = {}
+    local a = connect({ identity = "ce-1", log = function(line) lines[#lines + 1] = line end })
+    local b = connect("ce-2")
+    local bar = a:double_barrier("/bar/closed-enter", 2)
+    local res
+    local co = a:spawn(function() res = pack(bar:enter(30)) end)
+    util.drive({ a }, 0.3)
+    assert.are.equal(1, #util.children(b, "/bar/closed-enter"))
+    closed_while(co, "enter")
+    assert.is_truthy(util.wait_until(function() return #util.children(b, "/bar/closed-enter") == 0 end, 5, { a }),
+      "the closed member's node stayed")
+    util.drive({ a }, 0.2)
+    assert.is_nil(res) -- never resumed
+    assert.are.equal(0, a:tasks())
+    assert.are.equal(0, a:pending())
+    util.assert_words(table.concat(lines, "\n"), { "double barrier /bar/closed-enter", "while it waited", "removed" })
+    assert.is_nil(bar:node())
+    assert.truthy(tostring(bar):find("idle", 1, true), tostring(bar)) -- the object may enter again
+    -- it does not count: a later pair needs two live members, and gets through with them
+    local b1, b2 = a:double_barrier("/bar/closed-enter", 2), b:double_barrier("/bar/closed-enter", 2)
+    assert_code("ETIMEDOUT", pack(b2:enter(0.3)))
+    local r1, r2
+    a:spawn(function() r1 = pack(b1:enter(30)) end)
+    b:spawn(function() r2 = pack(b2:enter(30)) end)
+    assert(zklock.run({ a, b }, 30))
+    assert.is_true(r1[1], tostring(r1[2]))
+    assert.is_true(r2[1], tostring(r2[2]))
+  end)
+
+  it("a coroutine closed while its enter's create is in flight leaves no node #lua54", function()
+    local a, b = connect("cf-1"), connect("cf-2")
+    local path = "/bar/closed-create"
+    assert(b:create(path, "", { parents = true }))
+    local bar = a:double_barrier(path, 2)
+    local co = a:spawn(function() bar:enter(30) end)
+    -- one round at a time: the round that answers the ready check sends the create; the server
+    -- applies it while `a` is not pumped, so its reply is not read when the coroutine is closed
+    local caught = false
+    for _ = 1, 500 do
+      a:process()
+      util.sleep(0.02)
+      if bar:node() then break end -- the reply was read first (a busy machine): not this time
+      if #util.children(b, path) == 1 then caught = true break end
+    end
+    assert.is_true(caught, "the create was never seen in flight")
+    closed_while(co, "the create")
+    assert.is_truthy(util.wait_until(function() return #util.children(b, path) == 0 end, 5, { a }),
+      "the node made by the create whose coroutine was closed stayed")
+  end)
+
+  it("a coroutine closed while its leave waits: its node goes, the others leave #lua54", function()
+    local a, b = connect("cl-1"), connect("cl-2")
+    local path = "/bar/closed-leave"
+    local b1, b2 = a:double_barrier(path, 2), b:double_barrier(path, 2)
+    local r1, r2
+    a:spawn(function() r1 = pack(b1:enter(30)) end)
+    b:spawn(function() r2 = pack(b2:enter(30)) end)
+    assert(zklock.run({ a, b }, 30))
+    assert.is_true(r1[1], tostring(r1[2]))
+    assert.is_true(r2[1], tostring(r2[2]))
+    -- the lowest-named member's leave waits for the other to go: its node stays while it waits
+    local low, high, lc, hc = b1, b2, a, b
+    if b2.id < b1.id then low, high, lc, hc = b2, b1, b, a end
+    local co = lc:spawn(function() low:leave(30) end)
+    util.drive({ lc }, 0.3)
+    assert.is_truthy(hc:exists(low.own))
+    closed_while(co, "leave")
+    assert.is_truthy(util.wait_until(function() return not hc:exists(low.own) end, 5, { lc }),
+      "the closed member's node stayed")
+    -- the other leaves alone, and finds nobody left
+    local out
+    hc:spawn(function() out = pack(high:leave(10)) end)
+    assert(zklock.run({ a, b }, 20))
+    assert.is_true(out[1], tostring(out[2]))
+    assert.are.same({}, util.children(hc, path))
+  end)
+
   it("bad input and misuse raise clear errors, and send nothing", function()
     local a = connect("bad")
     raises("bad argument #1 to 'double_barrier' (path", function() a:double_barrier(nil, 2) end)

@@ -94,27 +94,57 @@ local function call(self, which)
     tostring(err))) end
 end
 
+-- the session ended: its ephemeral nodes went with it
+local GONE = { ZNONODE = true, ESESSION = true, ECLOSED = true, ZSESSIONEXPIRED = true }
+
+-- Delete the node of an acquire that gives up. A delete that fails (a connection loss) is handed
+-- to the client, which sends it again in the background while the session lives.
 local function give_up(self, msg, code)
   if self._node then
     local ok, _, c = self.client:delete(self._node)
-    if ok or c == "ZNONODE" then self._node = nil end
+    if not ok and not GONE[c] then R.discard(self.client, self._node) end
+    self._node = nil
   end
   return nil, msg, code
 end
 
+local acquire
+
 -- lock:acquire(timeout) -> true | nil, msg, code (ETIMEDOUT, ELOST, ESESSION, ...)
---   timeout: seconds, nil = wait forever, 0 = try once. On failure the node is deleted.
+--   timeout: seconds, nil = wait forever, 0 = try once. On failure the node is deleted, and so
+--   it is when the calling coroutine dies while it waits (closed, killed by its host, collected).
 function ZkLock:acquire(timeout)
   zl_check(self, "acquire")
   local ms = check.timeout("acquire", 1, timeout)
   if self._node then check.raise("zklock: zookeeper_lock:acquire while held or acquiring (not reentrant)") end
+  local c = self.client
+  local rec
+  rec = R.waiting(c, "zookeeper_lock", self.dir, function()
+    -- the coroutine died while it waited: its node goes in the background
+    if self._waiting ~= rec then return end
+    self._waiting = nil
+    if self._node and not self._held then
+      R.discard(c, self._node)
+      self._node = nil
+    end
+  end, function(st, res)
+    if st == 0 and res and res.data then R.discard(c, res.data) end -- the node its create made
+  end)
+  self._waiting = rec
+  local ok, msg, code = acquire(self, timeout, ms)
+  R.done_waiting(c, rec)
+  if self._waiting == rec then self._waiting = nil end
+  return ok, msg, code
+end
+
+function acquire(self, timeout, ms)
   local deadline = ms >= 0 and core.now() + ms or nil
   local c = self.client
   local sid = c:session()
   if not sid then return nil, "ECONNECTING: no session yet", "ECONNECTING" end
   local prefix = "x-" .. M.session_decimal(type(sid) == "number" and ("%016x"):format(sid) or sid) .. "-"
-  local node, msg, code = c:create(self.dir .. "/" .. prefix, self.data, { ephemeral = true, sequential = true,
-                                                                             parents = true })
+  local node, msg, code = R.create(c, self.dir .. "/" .. prefix, self.data, { ephemeral = true, sequential = true,
+                                                                              parents = true }, self._waiting)
   if not node then return nil, msg, code end
   self._node = node
   local mine = node:match("[^/]+$")
