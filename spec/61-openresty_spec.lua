@@ -9,19 +9,7 @@ local testing = require("zklock.testing")
 local harness = require("support.nginx.harness")
 local fixture = require("support.fixture")
 
-local function repo_root()
-  local src = debug.getinfo(1, "S").source:gsub("^@", "")
-  local dir = src:match("^(.*)/spec/[^/]*$") or "."
-  if dir:sub(1, 1) ~= "/" then
-    local p = io.popen("pwd")
-    local cwd = p:read("*l")
-    p:close()
-    dir = (dir == "." and cwd) or (cwd .. "/" .. dir)
-  end
-  return dir
-end
-
-local ROOT = repo_root()
+local ROOT = harness.ROOT
 local LOCK = "/openresty/counter"
 local WORKERS = 4
 

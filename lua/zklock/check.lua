@@ -119,6 +119,34 @@ function M.path(fname, argn, path)
   return path
 end
 
+-- A plain call's znode path: any absolute path (the server judges the rest). -> path
+function M.znode_path(fname, argn, path)
+  if type(path) ~= "string" or path:sub(1, 1) ~= "/" then
+    argerror(fname, argn, "path: expected an absolute znode path, got " .. describe(path))
+  end
+  return path
+end
+
+-- A znode version: nil or -1 (any version), or an integer up to 2^31-1. -> version (-1 for nil)
+function M.version(fname, argn, version)
+  if version ~= nil and not (type(version) == "number" and version >= -1 and version <= 2147483647
+                             and math.floor(version) == version) then
+    argerror(fname, argn, "version: expected an integer (-1 or nil: any version), got " .. describe(version))
+  end
+  return version or -1
+end
+
+-- One request's size against the client option max_data (the server's jute.maxbuffer, 1 MiB by
+-- default, less overhead; a larger request makes the server drop the connection). `what` says
+-- what was counted, e.g. "data: 2000000 bytes (with the path)".
+function M.fits(fname, argn, size, max, what)
+  if size > max then
+    argerror(fname, argn, ("%s is more than the server accepts in one request (client option max_data,"
+      .. " %d bytes: the server's jute.maxbuffer less overhead; a larger request would make it drop the"
+      .. " connection)"):format(what, max))
+  end
+end
+
 -- opts must be nil or a table whose keys all appear in `known` (name -> validator(v) -> ok, what).
 function M.options(fname, argn, opts, known)
   if opts == nil then return {} end

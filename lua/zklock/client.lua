@@ -589,13 +589,8 @@ end
 
 local function check_path(self, fname, path)
   check.open(self, fname)
-  if type(path) ~= "string" or path:sub(1, 1) ~= "/" then
-    check.argerror(fname, 1, "path: expected an absolute znode path, got " .. check.describe(path))
-  end
-  if #path > self._max_data then
-    check.argerror(fname, 1, ("path: %d bytes is more than the server accepts in one request (client option"
-      .. " max_data, %d bytes), got %s"):format(#path, self._max_data, check.describe(path)))
-  end
+  check.znode_path(fname, 1, path)
+  check.fits(fname, 1, #path, self._max_data, ("path: %d bytes (%s)"):format(#path, check.describe(path)))
 end
 
 -- The { timeout = s } option of a plain call -> ms for the core (-1: none). Absent: op_timeout.
@@ -616,20 +611,11 @@ function Client:_plain_ms(fname, argn, opts)
   return check.op_timeout(fname, argn, opts.timeout, "option 'timeout'")
 end
 
-local function check_version(fname, argn, version)
-  if version ~= nil and not (type(version) == "number" and version >= -1 and version <= 2147483647
-                             and math.floor(version) == version) then
-    check.argerror(fname, argn, "version: expected an integer (-1 or nil: any version), got "
-      .. check.describe(version))
-  end
-  return version or -1
-end
+local check_version = check.version
 
 local function check_size(self, fname, path, data)
-  if data and #data + #path > self._max_data then
-    check.argerror(fname, 2, ("data: %d bytes (with the path) is more than the server accepts in one request"
-      .. " (client option max_data, %d bytes: the server's jute.maxbuffer, 1 MiB by default, less overhead;"
-      .. " a larger request would make it drop the connection)"):format(#data + #path, self._max_data))
+  if data then
+    check.fits(fname, 2, #data + #path, self._max_data, ("data: %d bytes (with the path)"):format(#data + #path))
   end
 end
 

@@ -78,11 +78,9 @@ function M.check_data(client, fname, argn, path, data)
   if type(data) ~= "string" then
     check.argerror(fname, argn, "option 'data': expected a string (the node data), got " .. check.describe(data))
   end
-  local max = R.max_data(client)
-  if #data + #path + 64 > max then
-    check.argerror(fname, argn, ("option 'data': %d bytes (with the path and node name) is more than the server"
-      .. " accepts in one request (client option max_data, %d bytes)"):format(#data + #path + 64, max))
-  end
+  local size = #data + #path + 64
+  check.fits(fname, argn, size, R.max_data(client),
+    ("option 'data': %d bytes (with the path and node name)"):format(size))
   return data
 end
 

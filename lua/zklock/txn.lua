@@ -35,20 +35,8 @@ local function check_txn(self, fname)
   check.open(self.client, fname)
 end
 
-local function check_path(fname, path)
-  if type(path) ~= "string" or path:sub(1, 1) ~= "/" then
-    check.argerror(fname, 1, "path: expected an absolute znode path, got " .. check.describe(path))
-  end
-end
-
-local function check_version(fname, argn, version)
-  if version ~= nil and not (type(version) == "number" and version >= -1 and version <= 2147483647
-                             and math.floor(version) == version) then
-    check.argerror(fname, argn, "version: expected an integer (-1 or nil: any version), got "
-      .. check.describe(version))
-  end
-  return version or -1
-end
+local function check_path(fname, path) check.znode_path(fname, 1, path) end
+local check_version = check.version
 
 local function add(self, fname, op)
   if #self._ops >= 999 then
@@ -134,10 +122,7 @@ function Txn:commit(timeout)
   local all = self:_all()
   local size = 0
   for _, op in ipairs(all) do size = size + #op[2] + (op[3] and #op[3] or 0) + 64 end
-  if size > R.max_data(client) then
-    check.argerror("commit", 1, ("the transaction's %d bytes are more than the server accepts in one request"
-      .. " (client option max_data, %d bytes)"):format(size, R.max_data(client)))
-  end
+  check.fits("commit", 1, size, R.max_data(client), ("the transaction's %d bytes"):format(size))
   self._committed = true
   local id, msg, code = R.core(client):txn(all, ms > 0 and ms or 0)
   if not id then return nil, msg, code end

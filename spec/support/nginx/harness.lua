@@ -22,6 +22,18 @@ local read_file, write_file, exists = testing.read_file, testing.write_file, tes
 local sleep, now = testing.sleep, testing.now
 M.now = now
 
+-- The repository's root (absolute), from this file's own path: nginx's config and the specs
+-- name files under it.
+M.ROOT = (function()
+  local src = debug.getinfo(1, "S").source:gsub("^@", "")
+  local dir = src:match("^(.*)/spec/support/nginx/[^/]*$") or "."
+  if dir:sub(1, 1) ~= "/" then
+    local cwd = (readcmd("pwd"):gsub("%s+$", ""))
+    dir = (dir == "." and cwd) or (cwd .. "/" .. dir)
+  end
+  return dir
+end)()
+
 
 local function alive(pid)
   return pid ~= nil and testing.pid_alive(pid)

@@ -76,34 +76,12 @@ import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.zookeeper.data.Stat;
 
-public class CuratorPeer {
+public class CuratorPeer extends PeerControl {
     static CuratorFramework client;
-    static File replyFile;
-    static final Object replyLock = new Object();
     static final List<String> events = Collections.synchronizedList(new ArrayList<>());
     static final ConcurrentHashMap<String, Holder> holders = new ConcurrentHashMap<>();
-    static final String PID = String.valueOf(ProcessHandle.current().pid());
     static long maxSeconds;
     static Method getLockPath;
-
-    static double now() { return System.nanoTime() / 1e6; }
-
-    static String fmt(double ms) { return String.format(Locale.ROOT, "%.3f", ms); }
-
-    static void reply(long seq, String text) {
-        synchronized (replyLock) {
-            try (FileOutputStream o = new FileOutputStream(replyFile, true)) {
-                o.write((seq + " " + text.replace('\n', ' ') + "\n").getBytes(StandardCharsets.UTF_8));
-            } catch (IOException e) {
-                System.err.println("cannot write reply: " + e);
-            }
-        }
-    }
-
-    static String oneLine(Throwable e) {
-        String s = e.getClass().getSimpleName() + ":" + e.getMessage();
-        return s.replaceAll("\\s+", "_");
-    }
 
     // ------------------------------------------------------------ recipes
 
@@ -436,8 +414,7 @@ public class CuratorPeer {
         long parent = Long.parseLong(args[2]);
         maxSeconds = Long.parseLong(args[3]);
         int sessionMs = args.length > 4 ? Integer.parseInt(args[4]) : 10000;
-        replyFile = new File(dir, "reply");
-        File control = new File(dir, "control");
+        replyTo(dir);
         getLockPath = InterProcessMutex.class.getDeclaredMethod("getLockPath");
         getLockPath.setAccessible(true);
 
@@ -452,43 +429,7 @@ public class CuratorPeer {
         events.clear();
         reply(0, "ready now=" + fmt(now()) + " pid=" + PID);
 
-        Optional<ProcessHandle> ph = ProcessHandle.of(parent);
-        double deadline = now() + maxSeconds * 1000.0;
-        long offset = 0;
-        StringBuilder partial = new StringBuilder();
-        long polls = 0;
-        while (now() < deadline) {
-            if (++polls % 100 == 0 && (ph.isEmpty() || !ph.get().isAlive())) break; // the spec is gone
-            long len = control.length();
-            if (len > offset) {
-                try (RandomAccessFile f = new RandomAccessFile(control, "r")) {
-                    f.seek(offset);
-                    byte[] b = new byte[(int) (len - offset)];
-                    f.readFully(b);
-                    offset = len;
-                    partial.append(new String(b, StandardCharsets.UTF_8));
-                }
-                int nl;
-                while ((nl = partial.indexOf("\n")) >= 0) {
-                    String line = partial.substring(0, nl).trim();
-                    partial.delete(0, nl + 1);
-                    if (line.isEmpty()) continue;
-                    String[] w = line.split("\\s+");
-                    long seq = Long.parseLong(w[0]);
-                    Map<String, String> kv = new HashMap<>();
-                    for (int i = 2; i < w.length; i++) {
-                        int eq = w[i].indexOf('=');
-                        if (eq > 0) kv.put(w[i].substring(0, eq), w[i].substring(eq + 1));
-                    }
-                    String cmd = w.length > 1 ? w[1] : "";
-                    Thread t = new Thread(() -> handle(seq, cmd, kv));
-                    t.setDaemon(true);
-                    t.start();
-                }
-            } else {
-                Thread.sleep(2);
-            }
-        }
+        serve(dir, parent, maxSeconds, CuratorPeer::handle);
         client.close();
         System.exit(0);
     }

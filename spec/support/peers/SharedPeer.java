@@ -42,33 +42,12 @@ import org.apache.curator.retry.RetryNTimes;
 import org.apache.zookeeper.recipes.lock.LockListener;
 import org.apache.zookeeper.recipes.lock.WriteLock;
 
-public class SharedPeer {
+public class SharedPeer extends PeerControl {
     static CuratorFramework client;
-    static File replyFile;
-    static final Object replyLock = new Object();
-    static final String PID = String.valueOf(ProcessHandle.current().pid());
     static final ConcurrentHashMap<String, DistributedDoubleBarrier> barriers = new ConcurrentHashMap<>();
     static final ConcurrentHashMap<String, int[]> seen = new ConcurrentHashMap<>();
     static final ConcurrentHashMap<String, WriteLock> writeLocks = new ConcurrentHashMap<>();
     static final ConcurrentHashMap<String, int[]> wlCalls = new ConcurrentHashMap<>();
-
-    static double now() { return System.nanoTime() / 1e6; }
-
-    static String fmt(double ms) { return String.format(Locale.ROOT, "%.3f", ms); }
-
-    static void reply(long seq, String text) {
-        synchronized (replyLock) {
-            try (FileOutputStream o = new FileOutputStream(replyFile, true)) {
-                o.write((seq + " " + text.replace('\n', ' ') + "\n").getBytes(StandardCharsets.UTF_8));
-            } catch (IOException e) {
-                System.err.println("cannot write reply: " + e);
-            }
-        }
-    }
-
-    static String oneLine(Throwable e) {
-        return (e.getClass().getSimpleName() + ":" + e.getMessage()).replaceAll("\\s+", "_");
-    }
 
     static int iarg(Map<String, String> a, String k, int dflt) {
         String v = a.get(k);
@@ -212,8 +191,7 @@ public class SharedPeer {
         long parent = Long.parseLong(args[2]);
         long maxSeconds = Long.parseLong(args[3]);
         int sessionMs = args.length > 4 ? Integer.parseInt(args[4]) : 10000;
-        replyFile = new File(dir, "reply");
-        File control = new File(dir, "control");
+        replyTo(dir);
         client = CuratorFrameworkFactory.builder().connectString(hosts).sessionTimeoutMs(sessionMs)
             .connectionTimeoutMs(10000).retryPolicy(new RetryNTimes(10, 100)).build();
         client.start();
@@ -222,42 +200,7 @@ public class SharedPeer {
             System.exit(3);
         }
         reply(0, "ready now=" + fmt(now()) + " pid=" + PID);
-        Optional<ProcessHandle> ph = ProcessHandle.of(parent);
-        double deadline = now() + maxSeconds * 1000.0;
-        long offset = 0, polls = 0;
-        StringBuilder partial = new StringBuilder();
-        while (now() < deadline) {
-            if (++polls % 100 == 0 && (ph.isEmpty() || !ph.get().isAlive())) break;
-            long len = control.length();
-            if (len > offset) {
-                try (RandomAccessFile f = new RandomAccessFile(control, "r")) {
-                    f.seek(offset);
-                    byte[] b = new byte[(int) (len - offset)];
-                    f.readFully(b);
-                    offset = len;
-                    partial.append(new String(b, StandardCharsets.UTF_8));
-                }
-                int nl;
-                while ((nl = partial.indexOf("\n")) >= 0) {
-                    String line = partial.substring(0, nl).trim();
-                    partial.delete(0, nl + 1);
-                    if (line.isEmpty()) continue;
-                    String[] w = line.split("\\s+");
-                    long seq = Long.parseLong(w[0]);
-                    Map<String, String> kv = new HashMap<>();
-                    for (int i = 2; i < w.length; i++) {
-                        int eq = w[i].indexOf('=');
-                        if (eq > 0) kv.put(w[i].substring(0, eq), w[i].substring(eq + 1));
-                    }
-                    String cmd = w.length > 1 ? w[1] : "";
-                    Thread t = new Thread(() -> handle(seq, cmd, kv));
-                    t.setDaemon(true);
-                    t.start();
-                }
-            } else {
-                Thread.sleep(2);
-            }
-        }
+        serve(dir, parent, maxSeconds, SharedPeer::handle);
         client.close();
         System.exit(0);
     }

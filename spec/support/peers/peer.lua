@@ -75,17 +75,19 @@ end
 -- returns the class directory.
 function M.curator_classes(name)
   name = name or "CuratorPeer"
+  -- with PeerControl.java, the file protocol that the peers share
   local src = ROOT .. "/spec/support/peers/" .. name .. ".java"
+  local srcs = shq(src) .. " " .. shq(ROOT .. "/spec/support/peers/PeerControl.java")
   local cp = M.classpath()
   -- SharedPeer also drives ZooKeeper's own lock recipe (WriteLock)
   if name == "SharedPeer" then cp = cp .. ":" .. M.JAVA_DIR .. "/zookeeper-recipes-lock.jar" end
-  local hash = sh(("{ cat %s; echo %s; javac -version 2>&1; } | sha1sum"):format(shq(src), shq(cp))):match("^(%x+)")
+  local hash = sh(("{ cat %s; echo %s; javac -version 2>&1; } | sha1sum"):format(srcs, shq(cp))):match("^(%x+)")
   assert(hash, "sha1sum failed")
   local base = os.getenv("TMPDIR") or "/tmp"
   local dir = ("%s/zklock-curator-peer-%s"):format(base, hash:sub(1, 16))
   if exists(dir .. "/" .. name .. ".class") then return dir, cp end
   local tmp = (sh("mktemp -d " .. shq(base .. "/zklock-curator-build.XXXXXXXX")):gsub("%s+$", ""))
-  local out = sh(("javac -nowarn -d %s -cp %s %s 2>&1; echo rc=$?"):format(shq(tmp), shq(cp), shq(src)))
+  local out = sh(("javac -nowarn -d %s -cp %s %s 2>&1; echo rc=$?"):format(shq(tmp), shq(cp), srcs))
   if not out:match("rc=0%s*$") then
     sh("rm -rf -- " .. shq(tmp))
     error("javac " .. name .. ".java failed:\n" .. out)
