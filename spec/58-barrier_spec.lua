@@ -259,6 +259,40 @@ describe("double barrier", function()
     assert.are.same({}, util.children(hc, path))
   end)
 
+  it("the client closed while enter or leave waits: ECLOSED, no error raised, no node", function()
+    local a, b = connect("cc-1"), connect("cc-2")
+    local path = "/bar/client-closed"
+    local bar = a:double_barrier(path, 2)
+    local res
+    a:spawn(function() res = pack(pcall(bar.enter, bar, 30)) end)
+    util.drive({ a }, 0.3)
+    assert.are.equal(1, #util.children(b, path))
+    a:close()
+    assert.is_true(res[1], tostring(res[2])) -- returned, did not raise
+    assert.is_nil(res[2])
+    assert.are.equal("ECLOSED", res[4], tostring(res[3]))
+    assert.is_nil(bar:node())
+    assert.are.same({}, util.children(b, path))
+    -- in leave: the lowest member waits for the other one
+    local c, d = connect("cc-3"), connect("cc-4")
+    local b1, b2 = c:double_barrier(path, 2), d:double_barrier(path, 2)
+    local r1, r2
+    c:spawn(function() r1 = pack(b1:enter(30)) end)
+    d:spawn(function() r2 = pack(b2:enter(30)) end)
+    assert(zklock.run({ c, d }, 30))
+    assert.is_true(r1[1], tostring(r1[2]))
+    assert.is_true(r2[1], tostring(r2[2]))
+    local low, lc, hc = b1, c, d
+    if b2.id < b1.id then low, lc, hc = b2, d, c end
+    local out
+    lc:spawn(function() out = pack(pcall(low.leave, low, 30)) end)
+    util.drive({ lc }, 0.3)
+    lc:close()
+    assert.is_true(out[1], tostring(out[2]))
+    assert.are.equal("ECLOSED", out[4], tostring(out[3]))
+    assert.is_false(hc:exists(low.own))
+  end)
+
   it("bad input and misuse raise clear errors, and send nothing", function()
     local a = connect("bad")
     raises("bad argument #1 to 'double_barrier' (path", function() a:double_barrier(nil, 2) end)

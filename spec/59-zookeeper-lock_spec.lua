@@ -153,6 +153,23 @@ describe("zookeeper_lock (ZooKeeper's WriteLock recipe)", function()
     assert.are.same({}, util.children(a, "/zl/closed-create"))
   end)
 
+  it("the client closed while acquire waits: ECLOSED, no error raised, no node", function()
+    local a, b = connect("cc-1"), connect("cc-2")
+    local la, lb = a:zookeeper_lock("/zl/client-closed"), b:zookeeper_lock("/zl/client-closed")
+    assert.is_true(la:acquire(5))
+    local res
+    b:spawn(function() res = pack(pcall(lb.acquire, lb, 30)) end)
+    util.drive({ b }, 0.3)
+    assert.are.equal(2, #util.children(a, "/zl/client-closed"))
+    b:close()
+    assert.is_true(res[1], tostring(res[2])) -- returned, did not raise
+    assert.is_nil(res[2])
+    assert.are.equal("ECLOSED", res[4], tostring(res[3]))
+    assert.is_nil(lb:node())
+    assert.are.equal(1, #util.children(a, "/zl/client-closed"))
+    assert(la:release())
+  end)
+
   it("bad input and misuse raise clear errors", function()
     local a = connect("bad")
     raises("bad argument #1 to 'zookeeper_lock' (dir", function() a:zookeeper_lock(nil) end)

@@ -76,6 +76,10 @@ local GONE = { ZNONODE = true, ESESSION = true, ECLOSED = true, ZSESSIONEXPIRED 
 -- loss) is handed to the client, which sends it again in the background while the session lives.
 local function drop_own(self)
   if not self._node then return true end
+  if self.client.state == "CLOSED" then -- closed while it waited: the node went with the session
+    self._node = nil
+    return true
+  end
   local ok, _, code = self.client:delete(self._node)
   if not ok and not GONE[code] then R.discard(self.client, self._node) end
   self._node = nil

@@ -100,7 +100,9 @@ local GONE = { ZNONODE = true, ESESSION = true, ECLOSED = true, ZSESSIONEXPIRED 
 -- Delete the node of an acquire that gives up. A delete that fails (a connection loss) is handed
 -- to the client, which sends it again in the background while the session lives.
 local function give_up(self, msg, code)
-  if self._node then
+  if self._node and self.client.state == "CLOSED" then
+    self._node = nil -- closed while it waited: the node went with the session
+  elseif self._node then
     local ok, _, c = self.client:delete(self._node)
     if not ok and not GONE[c] then R.discard(self.client, self._node) end
     self._node = nil
