@@ -1,8 +1,9 @@
--- Fault injection on the give-up paths of the recipes built on plain calls (the double barrier
--- here; zookeeper_lock's give-up delete is the same code): a member whose create answer is lost,
--- and a member whose give-up delete meets a connection loss, leave no node behind while their
--- session lives (before, the node stayed until the session ended and counted as a member).
--- Through the public fault proxy (testing.proxy); every loop bounded.
+-- Fault injection on the give-up paths of the recipes built on plain calls (double barrier,
+-- zookeeper_lock): a member or waiter whose create answer is lost (the lock finds its node by
+-- its session prefix), and a member whose give-up delete meets a connection loss, leave no node
+-- while their session lives (before, the node stayed until the session ended: it counted as a
+-- barrier member, it held up the WriteLock queue). Through the public fault proxy
+-- (testing.proxy); every loop bounded.
 --   busted --lua=lua5.4 spec/90-faults-giveup_spec.lua
 --   busted --lua=luajit --run=luajit spec/90-faults-giveup_spec.lua
 local util = require("support.util")
@@ -62,5 +63,41 @@ describe("faults: give-up paths of the plain-call recipes leave no node #faults"
     assert.is_nil(bar:node())
     -- its background delete is answered: nothing left in flight
     assert.is_truthy(util.wait_until(function() return c:pending() == 0 end, 5, { c }))
+  end)
+
+  it("a zookeeper_lock waiter whose create answer is lost finds its node by its session prefix and deletes it",
+    function()
+    local dir = "/faults/giveup/zl"
+    local holder = obs:zookeeper_lock(dir)
+    assert.is_true(holder:acquire(5))
+    local c = util.connect(proxy.hosts, { session_timeout = 10, identity = "gz-1" })
+    local other = c:zookeeper_lock("/faults/giveup/zl")
+    local l = c:zookeeper_lock(dir)
+    -- another object of the same client (same session prefix) already waits: its node is kept
+    local ores
+    c:spawn(function() ores = pack(other:acquire(60)) end)
+    assert.is_truthy(util.wait_until(function() return #util.children(obs, dir) == 2 end, 10, { c }))
+    proxy:send("delay 600", 5, pump_of({ c }))
+    local res
+    c:spawn(function() res = pack(l:acquire(30)) end)
+    assert.is_truthy(util.wait_until(function() return #util.children(obs, dir) == 3 end, 10, { c }),
+      "the waiter's create never reached the server")
+    assert.is_nil(l:node(), "the create's answer was read too early")
+    proxy:send("drop", 5, pump_of({ c }))
+    proxy:send("heal", 5, pump_of({ c }))
+    assert.is_truthy(util.wait_until(function() return res end, 20, { c }))
+    assert.is_nil(res[1])
+    assert.are.equal("ZCONNECTIONLOSS", res[3], tostring(res[2]))
+    assert.is_truthy(util.wait_until(function() return #util.children(obs, dir) == 2 end, 10, { c }),
+      "the node of the waiter whose create answer was lost stayed")
+    assert.is_nil(l:node())
+    -- the other waiter kept its node and gets the lock when the holder lets go
+    assert.is_nil(ores)
+    assert.is_truthy(obs:exists(other:node()))
+    assert(holder:release())
+    assert.is_truthy(util.wait_until(function() return ores end, 10, { c }))
+    assert.is_true(ores[1], tostring(ores[2]))
+    assert(other:release())
+    assert.are.same({}, util.children(obs, dir))
   end)
 end)
