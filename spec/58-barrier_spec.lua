@@ -259,6 +259,46 @@ describe("double barrier", function()
     assert.are.same({}, util.children(hc, path))
   end)
 
+  it("a coroutine its host drops while its enter waits (collected) leaves no node", function()
+    -- a minimal host adapter (docs/design.md, "Host API") that keeps its coroutines weakly, as a
+    -- host that kills a request's coroutine would: the coroutine waiting in enter is dropped
+    local lines = {}
+    local a = connect({ identity = "hd-1", log = function(line) lines[#lines + 1] = line end })
+    local b = connect("hd-2")
+    local path = "/bar/host-dropped"
+    local mine, woken = setmetatable({}, { __mode = "k" }), 0
+    a:use({
+      owns = function() local co = coroutine.running(); return co ~= nil and mine[co] == true end,
+      wait = function() coroutine.yield() end,
+      wake = function() woken = woken + 1 end,
+      sleep = function() coroutine.yield() end,
+    })
+    local bar = a:double_barrier(path, 2)
+    local co = coroutine.create(function() bar:enter(30) end)
+    mine[co] = true
+    assert(coroutine.resume(co))
+    -- run it (resumed after each wake-up) for a while: its node goes in, then it waits for "ready"
+    util.wait_until(function()
+      a:process()
+      if woken > 0 and coroutine.status(co) == "suspended" then
+        woken = 0
+        assert(coroutine.resume(co))
+      end
+      return false
+    end, 1, { a })
+    assert.are.equal(0, woken)
+    assert.is_truthy(bar:node())
+    assert.are.equal(1, #util.children(b, path))
+    assert.are.equal("suspended", coroutine.status(co))
+    co = nil -- luacheck: ignore 311 (dropped: the host forgets it)
+    collectgarbage()
+    collectgarbage()
+    assert.is_truthy(util.wait_until(function() return #util.children(b, path) == 0 end, 5, { a }),
+      "the dropped member's node stayed")
+    util.assert_words(table.concat(lines, "\n"), { "double barrier " .. path, "was collected", "removed" })
+    assert.is_nil(bar:node())
+  end)
+
   it("the client closed while enter or leave waits: ECLOSED, no error raised, no node", function()
     local a, b = connect("cc-1"), connect("cc-2")
     local path = "/bar/client-closed"
