@@ -100,4 +100,27 @@ describe("faults: give-up paths of the plain-call recipes leave no node #faults"
     assert(other:release())
     assert.are.same({}, util.children(obs, dir))
   end)
+
+  it("a zookeeper_lock waiter closed while its create is in flight, whose answer is then lost, leaves no node #lua54",
+    function()
+    local dir = "/faults/giveup/zl-closed"
+    local holder = obs:zookeeper_lock(dir)
+    assert.is_true(holder:acquire(5))
+    local c = util.connect(proxy.hosts, { session_timeout = 10, identity = "gc-1" })
+    local l = c:zookeeper_lock(dir)
+    proxy:send("delay 600", 5, pump_of({ c }))
+    local co = c:spawn(function() l:acquire(30) end)
+    assert.is_truthy(util.wait_until(function() return #util.children(obs, dir) == 2 end, 10, { c }),
+      "the waiter's create never reached the server")
+    assert.is_nil(l:node(), "the create's answer was read too early")
+    assert(coroutine.close(co))
+    proxy:send("drop", 5, pump_of({ c }))
+    proxy:send("heal", 5, pump_of({ c }))
+    assert.is_truthy(util.wait_until(function() return #util.children(obs, dir) == 1 end, 15, { c }),
+      "the node of the closed waiter whose create answer was lost stayed")
+    assert.are.equal("CONNECTED", c.state)
+    assert.is_truthy(util.wait_until(function() return c:tasks() == 0 and c:pending() == 0 end, 5, { c }))
+    assert(holder:release())
+    assert.are.same({}, util.children(obs, dir))
+  end)
 end)

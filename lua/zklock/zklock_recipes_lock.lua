@@ -98,6 +98,8 @@ end
 local GONE = { ZNONODE = true, ESESSION = true, ECLOSED = true, ZSESSIONEXPIRED = true }
 -- a create that failed this way may have been applied (its answer was lost)
 local UNKNOWN = { ZCONNECTIONLOSS = true, ZOPERATIONTIMEOUT = true, ETIMEDOUT = true }
+local UNKNOWN_ST = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
+                     [core.errno.ETIMEDOUT] = true }
 
 -- Per client: the nodes its zookeeper_lock objects know as theirs (full path -> true), and the
 -- creates in flight per directory. A create whose answer was lost is found again by its
@@ -196,7 +198,12 @@ function ZkLock:acquire(timeout)
       set_node(self, nil)
     end
   end, function(st, res)
-    if st == 0 and res and res.data then R.discard(c, res.data) end -- the node its create made
+    if st == 0 and res and res.data then
+      R.discard(c, res.data) -- the node its create made
+    elseif UNKNOWN_ST[st] and self._prefix then
+      -- its outcome is unknown: look for it as a waiter does (it must list: in a task of its own)
+      c:spawn(find_lost, self, self._prefix)
+    end
   end)
   self._waiting = rec
   local ok, msg, code = acquire(self, timeout, ms)
@@ -211,6 +218,7 @@ function acquire(self, timeout, ms)
   local sid = c:session()
   if not sid then return nil, "ECONNECTING: no session yet", "ECONNECTING" end
   local prefix = "x-" .. M.session_decimal(type(sid) == "number" and ("%016x"):format(sid) or sid) .. "-"
+  self._prefix = prefix
   creating(self, true)
   local node, msg, code = R.create(c, self.dir .. "/" .. prefix, self.data, { ephemeral = true, sequential = true,
                                                                               parents = true }, self._waiting)
