@@ -1,9 +1,10 @@
 -- Fault injection on the give-up paths of the recipes built on plain calls (double barrier,
 -- zookeeper_lock): a member or waiter whose create answer is lost (the lock finds its node by
--- its session prefix), and a member whose give-up delete meets a connection loss, leave no node
--- while their session lives (before, the node stayed until the session ended: it counted as a
--- barrier member, it held up the WriteLock queue). Through the public fault proxy
--- (testing.proxy); every loop bounded.
+-- its session prefix, also for a waiter closed meanwhile), and a member whose give-up delete
+-- meets a connection loss, leave no node while their session lives (before, the node stayed
+-- until the session ended: it counted as a barrier member, it held up the WriteLock queue); a
+-- member whose create of "ready" loses its answer is through instead of giving up with "ready"
+-- left behind. Through the public fault proxy (testing.proxy); every loop bounded.
 --   busted --lua=lua5.4 spec/90-faults-giveup_spec.lua
 --   busted --lua=luajit --run=luajit spec/90-faults-giveup_spec.lua
 local util = require("support.util")
@@ -122,5 +123,28 @@ describe("faults: give-up paths of the plain-call recipes leave no node #faults"
     assert.is_truthy(util.wait_until(function() return c:tasks() == 0 and c:pending() == 0 end, 5, { c }))
     assert(holder:release())
     assert.are.same({}, util.children(obs, dir))
+  end)
+
+  it("a barrier member whose create of 'ready' loses its answer is through, not given up with 'ready' left", function()
+    local path = "/faults/giveup/ready"
+    assert(obs:create(path, "", { parents = true }))
+    local c = util.connect(proxy.hosts, { session_timeout = 10, identity = "gr-1" })
+    local bar = c:double_barrier(path, 1) -- the member completes the count itself: it makes "ready"
+    proxy:send("delay 600", 5, pump_of({ c }))
+    local res
+    c:spawn(function() res = pack(bar:enter(30)) end)
+    assert.is_truthy(util.wait_until(function() return obs:exists(path .. "/ready") end, 15, { c }),
+      "'ready' never reached the server")
+    assert.is_nil(res, "the create's answer was read too early")
+    proxy:send("drop", 5, pump_of({ c }))
+    proxy:send("heal", 5, pump_of({ c }))
+    assert.is_truthy(util.wait_until(function() return res end, 20, { c }))
+    assert.is_true(res[1], tostring(res[2]))
+    assert.are.equal(2, #util.children(obs, path)) -- the member and "ready"
+    local out
+    c:spawn(function() out = pack(bar:leave(10)) end)
+    assert.is_truthy(util.wait_until(function() return out end, 20, { c }))
+    assert.is_true(out[1], tostring(out[2]))
+    assert.are.same({}, util.children(obs, path))
   end)
 end)

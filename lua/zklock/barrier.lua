@@ -149,6 +149,12 @@ function enter(self, timeout, deadline)
     if #kids >= self.member_qty then
       local ok
       ok, msg, code = c:create(self.ready, "")
+      if not ok and UNKNOWN[code] then
+        -- its answer was lost: if "ready" is there the others are through, and so is this member
+        -- (giving up would leave "ready" behind for a barrier this member never entered)
+        local there = c:exists(self.ready)
+        if there then ok, code = true, nil end
+      end
       if not ok and code ~= "ZNODEEXISTS" then return give_up(self, msg, code) end
     else
       local fired
