@@ -413,7 +413,8 @@ end
 -- Delete `path` in the background (a recipe's node given up by a coroutine that cannot wait
 -- for it any more, or whose delete failed on a connection loss): sent as soon as the client is
 -- connected, sent again after a connection loss (the outcome of a delete in flight then is
--- unknown) while the session lives. A session that ends takes the node (ephemeral) with it.
+-- unknown) while the session lives, up to DISCARD_TRIES times (then a warning: the node stays
+-- until the session ends). A session that ends takes the node (ephemeral) with it.
 local DISCARD_TRIES = 10
 local DISCARD_AGAIN = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
                         [core.errno.ETIMEDOUT] = true }
