@@ -259,6 +259,28 @@ describe("double barrier", function()
     assert.are.same({}, util.children(hc, path))
   end)
 
+  it("members closed while their leave waits take 'ready' with them, as a leave that times out #lua54", function()
+    local a, b, c = connect("cb-1"), connect("cb-2"), connect("cb-3")
+    local path = "/bar/closed-leavers"
+    local bs = { a:double_barrier(path, 3), b:double_barrier(path, 3), c:double_barrier(path, 3) }
+    local ent = {}
+    for i, cl in ipairs({ a, b, c }) do cl:spawn(function() ent[i] = pack(bs[i]:enter(30)) end) end
+    assert(zklock.run({ a, b, c }, 30))
+    for i = 1, 3 do assert.is_true(ent[i][1], tostring(ent[i][2])) end
+    -- two leave and wait for the third, which stays in; both are closed, then the third's
+    -- process goes (its session ends): nobody is left to delete "ready"
+    local c1 = a:spawn(function() bs[1]:leave(30) end)
+    local c2 = b:spawn(function() bs[2]:leave(30) end)
+    util.drive({ a, b }, 0.3)
+    closed_while(c1, "leave")
+    closed_while(c2, "leave")
+    c:close()
+    assert.is_truthy(util.wait_until(function() return #util.children(a, path) == 0 end, 5, { a, b }),
+      "nodes stayed: " .. table.concat(util.children(a, path), " "))
+    -- a later round waits for member_qty members again
+    assert_code("ETIMEDOUT", pack(bs[1]:enter(0.3)))
+  end)
+
   it("a coroutine its host drops while its enter waits (collected) leaves no node", function()
     -- a minimal host adapter (docs/design.md, "Host API") that keeps its coroutines weakly, as a
     -- host that kills a request's coroutine would: the coroutine waiting in enter is dropped

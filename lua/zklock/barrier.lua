@@ -92,6 +92,9 @@ local function forsake(self, rec)
   if self._waiting ~= rec then return end
   self._waiting = nil
   if self._node then R.discard(self.client, self._node) end
+  -- in leave, as a leave that times out: "ready" goes too (left alone, it would let a later
+  -- round's members through enter before they are member_qty)
+  if self._state == "leaving" then R.discard(self.client, self.ready) end
   self._node = nil
   self._state = "idle"
 end

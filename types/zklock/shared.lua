@@ -163,7 +163,7 @@ function double_barrier:enter(timeout) end
 ---
 ---Errors: `nil, msg, code`: `ETIMEDOUT` (this member's node and the ready node are deleted, as
 ---Curator deletes the ready node), `ELOST` (this member's node vanished: its session ended),
----`ESESSION`, `ECLOSED`. A coroutine that dies while it waits here takes its node with it too.
+---`ESESSION`, `ECLOSED`. A coroutine that dies while it waits here gives up as on a timeout.
 ---Raises on a bad timeout or when not entered.
 ---@param timeout? number Seconds; nil waits forever.
 ---@return true|nil ok
