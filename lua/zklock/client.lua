@@ -920,5 +920,7 @@ function recipe.done_waiting(self, rec)
 end
 function recipe.create(self, path, data, opts, rec) return self:_create(path, data, opts, rec) end
 function recipe.discard(self, path) return self:_discard(path) end
+--   recipe.orphan(client, id, fn): fn(status, result) when core op id is done (nobody waits for it).
+function recipe.orphan(self, id, fn) return self:_orphan(id, fn) end
 
 return { new = new, Client = Client, recipe = recipe }
