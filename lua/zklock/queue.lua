@@ -146,7 +146,8 @@ function Queue:_keep_if_orphaned(wg, wd)
       return
     end
     local data = (got[2] and got[2].data) or ""
-    local id, msg = R.core(client):op(core.OP_CREATE, path .. "/" .. PREFIX, data, core.CREATE_SEQUENTIAL, -1, 0, 0)
+    local id, msg = R.core(client):op(core.OP_CREATE, path .. "/" .. PREFIX, data,
+      core.CREATE_SEQUENTIAL + core.CREATE_PARENTS, -1, 0, 0) -- the emptied queue node may be reaped
     if not id then
       R.log(client, "warn", ("queue %s: could not put back an item its taker left: %s"):format(check.short(path),
         tostring(msg)))
