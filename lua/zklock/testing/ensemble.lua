@@ -263,6 +263,14 @@ function M.ensemble(opts)
   if o.partitions ~= nil and type(o.partitions) ~= "boolean" then
     error("zklock.testing: ensemble option partitions must be a boolean, got " .. tostring(o.partitions), 2)
   end
+  if o.partitions then
+    -- a member that was cut off backs off its election messages up to this interval (ZooKeeper's
+    -- default is 60 s); kept short so a healed member rejoins within seconds (opts.jvm_opts
+    -- come later on the command line and win)
+    local jvm = { "-Dzookeeper.fastleader.maxNotificationInterval=2000" }
+    for _, a in ipairs(o.jvm_opts or {}) do jvm[#jvm + 1] = a end
+    o.jvm_opts = jvm
+  end
   local last
   for _ = 1, 3 do
     local self, err, why = M._start(o, n)
