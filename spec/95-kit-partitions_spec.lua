@@ -109,7 +109,8 @@ describe("zklock.testing partitions between ensemble members #faults #lua54", fu
     end
   end)
 
-  it("isolate_leader: the other two elect a leader, the isolated one stops serving; heal() brings it back with the data", function()
+  it("isolate_leader: the others elect a leader, the isolated one stops serving; heal() brings it back with the data",
+    function()
     local leader = assert(ens:leader(30))
     local lone = util.connect(ens.nodes[leader].hosts, { session_timeout = SESSION, identity = "lone" })
     local lone_states = util.record_session(lone)
@@ -240,11 +241,12 @@ describe("zklock.testing partitions between ensemble members #faults #lua54", fu
     local mok, msg = check.mutex(h)
     assert.is_true(mok, msg)
     assert.is_true(grants >= 5, "grants " .. grants)
-    print(("\n  mutex: holder's member %d isolated; majority granted after %.1f s; %d grants, %d holds checked, %d failed acquires")
+    print(("\n  mutex: holder's member %d isolated; majority granted after %.1f s; %d grants, %d holds checked, "
+      .. "%d failed acquires")
       :format(victim, t_grant, grants, select(2, check.mutex(h)), #failures))
   end)
 
-  it("the nemesis's partition faults: the same seed plans the same schedule; a run logs them and ends healed", function()
+  it("nemesis partition faults: the same seed plans the same schedule; a run logs them and ends healed", function()
     local function plan(seed)
       local nem = testing.nemesis{ seed = seed, ensemble = ens, faults = { "partition", "isolate_leader" },
                                    gap = { 0.5, 1 }, duration = { 2, 3 }, quiet = 1 }
