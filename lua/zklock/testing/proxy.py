@@ -104,6 +104,7 @@ class Conn:
         self.drop_s2c = False
         self.drop_c2s = False
         self.closed = False
+        self.closing = False              # one side closed: flush what the other still gets, then close
         self.delayed = []                 # [due, to_server?, bytes] while a delay is set
         self.delayed_bytes = 0
 
@@ -112,6 +113,9 @@ class Conn:
 
     def interest(self, sock):
         ev = 0
+        if self.closing:
+            buf = self.to_client if sock is self.client else self.to_server
+            return selectors.EVENT_WRITE if buf else 0
         if sock is self.client:
             if len(self.to_server) < MAX_BUF and self.delayed_bytes < MAX_BUF:
                 ev |= selectors.EVENT_READ
@@ -226,7 +230,18 @@ class Conn:
                 return
             if data is not None:
                 if not data:
-                    self.close()  # either side closed: close both (the peer sees EOF)
+                    # either side closed: close both (the peer sees EOF), once the peer has what
+                    # was already read for it (a ZooKeeper member writes its election handshake
+                    # and closes at once when it expects the other member to connect back)
+                    if sock is self.client and self.hello is not None and self.hello_buf:
+                        self.to_server += self.hello_buf
+                        self.hello, self.hello_buf = None, bytearray()
+                    pending = self.to_server if sock is self.client else self.to_client
+                    if not pending or self.upstream is None:
+                        self.close()
+                        return
+                    self.closing = True
+                    self.update()
                     return
                 if sock is self.client and self.hello is not None:
                     data = self.rewrite_hello(data)
@@ -263,6 +278,9 @@ class Conn:
                 del buf[:n]
                 st[key] += n
                 self.proxy.dirty = True
+            if self.closing and not self.to_client and not self.to_server:
+                self.close()
+                return
         self.update()
 
 
