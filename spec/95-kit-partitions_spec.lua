@@ -307,6 +307,46 @@ describe("zklock.testing partitions between ensemble members #faults #lua54", fu
     print(("\n  nemesis: %s in %.1f s\n%s"):format(report.summary, took, log))
   end)
 
+  it("a link's election route rewrites the handshake's address and delivers what a sender wrote before closing",
+    function()
+    -- a python3 listener stands in for a member; the sender writes a handshake and closes at once,
+    -- as a member does when it expects the other one to connect back
+    local dir = testing.sh("mktemp -d"):gsub("%s+$", "")
+    local port = testing.free_ports(1)[1]
+    local link = testing.proxy("127.0.0.1:" .. port, { routes = { { target = "127.0.0.1:" .. port,
+                                                                     hello = "127.0.0.1:4242" } } })
+    local ok, err = pcall(function()
+      assert.are.equal(2, #link.ports)
+      local py = table.concat({
+        "import socket, struct, sys",
+        "srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)",
+        "srv.bind(('127.0.0.1', int(sys.argv[1]))); srv.listen(8); srv.settimeout(10)",
+        "good = 0",
+        "for i in range(20):",
+        "    c = socket.create_connection(('127.0.0.1', int(sys.argv[2])), timeout=10)",
+        "    a = b'127.0.0.1:29597'",
+        "    c.sendall(struct.pack('>qqi', -65536, 1, len(a)) + a + b'tail'); c.close()",
+        "    s, _ = srv.accept(); s.settimeout(10); got = b''",
+        "    while True:",
+        "        d = s.recv(4096)",
+        "        if not d: break",
+        "        got += d",
+        "    s.close()",
+        "    want = struct.pack('>qqi', -65536, 1, 14) + b'127.0.0.1:4242' + b'tail'",
+        "    good += got == want",
+        "    if got != want: print('got %r' % got)",
+        "print('good %d' % good)",
+      }, "\n")
+      testing.write_file(dir .. "/t.py", py .. "\n")
+      local out = testing.sh(("timeout 60 python3 %s %d %d 2>&1"):format(testing.shq(dir .. "/t.py"), port,
+        link.ports[2]))
+      assert.truthy(out:find("good 20", 1, true), out)
+    end)
+    link:stop()
+    testing.execute("rm -rf " .. testing.shq(dir))
+    assert(ok, err)
+  end)
+
   it("bad arguments raise naming the argument; an ensemble without links says how to get them", function()
     assert.truthy(util.error_of(ens.partition, ens):find("at least one group", 1, true))
     assert.truthy(util.error_of(ens.partition, ens, { 4 }):find("member indexes in 1..3", 1, true))
