@@ -3,10 +3,11 @@
 -- isolated leader stops serving while the other two elect a new one, a client that sees only the
 -- isolated member is SUSPENDED and cannot write, heal() brings it back as a follower with the
 -- data written meanwhile, a mutex taken through the majority side stays exclusive across the
--- partition (check.mutex on the hold intervals), and the nemesis's partition faults replay from
--- their seed and end healed.
+-- partition (check.mutex on the hold intervals), the nemesis's partition faults replay from
+-- their seed and end healed, a link's election route rewrites the handshake without losing the
+-- bytes of a sender that closes at once, and bad arguments raise naming the argument.
 -- #lua54: the ensemble tests run in the Lua 5.4 suites only (like spec 90-faults-ensemble).
---   busted --lua=lua5.4 spec/95-kit-partitions_spec.lua      (~2-3 min on 2 busy cores)
+--   busted --lua=lua5.4 spec/95-kit-partitions_spec.lua      (~100-200 s on 2 busy cores)
 --   busted --lua=luajit --run=luajit --exclude-tags= spec/95-kit-partitions_spec.lua
 -- Every loop is bounded; the ensemble and its links are stopped in teardown, also on failure, and
 -- the last test checks that no process is left in the ensemble's temp dir.

@@ -51,6 +51,10 @@ Status: CONTROL_FILE.status is rewritten (atomically) whenever a counter changed
 dropping (connections), new (mode), applied (last SEQ), delay (ms), healing (1 while a
 heal_after is pending).
 
+Closing: when one side closes, the other first gets what was already read for it (a ZooKeeper
+member writes its election handshake and closes at once when it expects a connect-back), then
+sees the close.
+
 Bounds: exits when the parent dies (--parent PID, else the process that started it), after
 --max-seconds (default 900), on SIGTERM; at most 512 connections at once (more are refused);
 at most 4 MiB buffered per direction per connection (reading pauses beyond that).
