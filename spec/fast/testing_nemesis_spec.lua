@@ -50,6 +50,48 @@ describe("zklock.testing.nemesis schedule #fast", function()
     assert.is_true(seen.expire > seen.cut, "the weights count")
   end)
 
+  it("partition steps: a minority drawn from the seed, the same for the same seed; other faults' draws unchanged",
+    function()
+    -- a stand-in ensemble with links (what ensemble{ partitions = true } sets)
+    local function ens(n)
+      local e = { nodes = {}, links = {} }
+      for i = 1, n do e.nodes[i] = {}; e.links[i] = {} end
+      return e
+    end
+    local five = ens(5)
+    local function plan(seed) return testing.nemesis{ seed = seed, ensemble = five,
+      faults = { "partition", "isolate_leader", "pause" } }:plan(300) end
+    local a, b = plan(3), plan(3)
+    assert.are.same(a, b)
+    assert.are_not.same(a, plan(4))
+    local sizes = {}
+    for _, st in ipairs(a) do
+      if st.fault == "partition" then
+        local g1, g2 = st.groups[1], st.groups[2]
+        sizes[#g1] = true
+        assert.is_true(#g1 >= 1 and #g1 <= 2)              -- a minority of five
+        assert.are.equal(5, #g1 + #g2)
+        assert.truthy(g1[1] == st.target or g1[2] == st.target)
+        local seen = {}
+        for _, i in ipairs(g1) do seen[i] = true end
+        for _, i in ipairs(g2) do assert.is_nil(seen[i]); seen[i] = true end
+      end
+    end
+    assert.is_true(sizes[1] and sizes[2])
+    -- the default mix of an ensemble with links offers both; one without links refuses them
+    local names = {}
+    for _, m in ipairs(testing.nemesis{ seed = 1, ensemble = five }.mix) do names[m.name] = true end
+    assert.is_true(names.partition and names.isolate_leader)
+    local plain = { nodes = { {}, {}, {} } }
+    local msg = select(2, pcall(testing.nemesis, { seed = 1, ensemble = plain, faults = { "partition" } }))
+    assert.truthy(tostring(msg):find("partitions = true", 1, true), msg)
+    -- a schedule without partition faults is what it was before they existed
+    local p1 = testing.nemesis{ seed = 9, ensemble = five, faults = { "pause", "kill_leader" } }:plan(100)
+    local p2 = testing.nemesis{ seed = 9, ensemble = { nodes = five.nodes }, faults = { "pause", "kill_leader" } }
+      :plan(100)
+    assert.are.same(p1, p2)
+  end)
+
   it("a fixed schedule is used as given", function()
     local sched = { { at = 1, fault = "cut", target = 2, seconds = 1.5 }, { at = 4, fault = "pause" } }
     local steps = nem(1, { schedule = sched }):plan(10)

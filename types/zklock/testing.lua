@@ -54,6 +54,7 @@ function testing.ensemble(opts) end
 ---@field n? integer Number of servers (default 3).
 ---@field init_limit? integer `initLimit` in ticks (default 10).
 ---@field sync_limit? integer `syncLimit` in ticks (default 4).
+---@field partitions? boolean Links between the members that the kit can cut (default false): each member gets a zoo.cfg of its own in which every other member's quorum and election addresses are kit proxies on 127.0.0.1 (one python3 process per ordered pair of members), so `ens:partition`, `ens:isolate`, `ens:isolate_leader` and `ens:heal` work; no root needed. Reconfig stays disabled, and the members back off their election messages 2 s at most (`-Dzookeeper.fastleader.maxNotificationInterval=2000`, which `jvm_opts` can override) so that a healed member rejoins within seconds.
 
 ---Stop every server and ensemble this process started.
 ---@return true? ok
@@ -261,6 +262,8 @@ function server:log_tail(n) end
 ---@field nodes zklock.testing.Server[]
 ---@field dir string Its temporary directory.
 ---@field n integer Number of nodes.
+---@field links? zklock.testing.Net[][] With `partitions = true`: `links[i][j]` is the proxy that carries what member `i` sends to member `j` (`links[i][j].ports` = its listeners: to j's quorum port, to j's election port).
+---@field groups? integer[][] The partition in effect (each group sorted, the members named in no group last), nil when healed.
 local ensemble = {}
 
 ---Index of the leader: exactly one node says leader and a quorum serves (paused and dead nodes
@@ -280,9 +283,49 @@ function ensemble:wait_quorum(timeout) end
 ---@return boolean
 function ensemble:running() end
 
----Stop all nodes and remove the directory. Idempotent.
+---Stop all nodes and every link between them (with `partitions = true`), and remove the
+---directory. Idempotent.
 ---@return true
 function ensemble:stop() end
+
+---Part the members (needs `partitions = true`): members in different groups cannot talk, in
+---either direction (the links between them are cut); members in one group, or together in no
+---group, talk as before. `ens:partition({1}, {2, 3})`, or `ens:partition({1})`: the members named
+---in no group form one more group. A link between members of one group that an earlier
+---partition cut is healed. Each cut link heals by itself after `opts.seconds` even if this
+---process is blocked. Returns once every link has applied it; the members notice in their own
+---time (`ens:leader()` and `ens:wait_quorum()` poll).
+---
+---Errors: raises on an ensemble without links, a group that is not a non-empty list of member
+---indexes, a member in two groups, or a bad option; nothing is applied then.
+---@param ... integer[]|zklock.testing.PartitionOptions|number Groups of member indexes, then optionally the options (or the seconds).
+---@return true
+function ensemble:partition(...) end
+
+---Cut member `i` from every other member: `partition({i})`.
+---
+---Errors: as `partition`, or if `i` is not a member index.
+---@param i integer
+---@param opts? zklock.testing.PartitionOptions|number
+---@return true
+function ensemble:isolate(i, opts) end
+
+---Find the leader (polling up to `opts.timeout`, 30 s) and isolate it.
+---@param opts? zklock.testing.PartitionOptions|number
+---@return integer? i The isolated member's index.
+---@return string? err Why no leader was found (nothing applied).
+function ensemble:isolate_leader(opts) end
+
+---Heal every link between members (the members rejoin in their own time: `wait_quorum()`).
+---On an ensemble without links: nothing to do.
+---@return true
+function ensemble:heal() end
+
+---Options of `ens:partition`, `ens:isolate` and `ens:isolate_leader` (a number stands for `seconds`).
+---@class zklock.testing.PartitionOptions
+---@field seconds? number Each cut link heals by itself after this long (default `testing.config.net_fault_max`, 120).
+---@field how? "cut"|"blackhole" `"cut"` (default): connections between the groups are closed and new ones refused, the members notice at once; `"blackhole"`: nothing passes, nothing is closed, new connections are swallowed, the members notice by their own timeouts.
+---@field timeout? number `isolate_leader` only: seconds to look for the leader (default 30).
 
 ---------------------------------------------------------------- the lock-test kit
 
@@ -301,6 +344,8 @@ function testing.proxy(target, opts) end
 ---@class zklock.testing.ProxyOptions
 ---@field max_seconds? number The proxy exits after this long in any case (default 900).
 ---@field start_timeout? number Seconds to wait for it to listen (default 30).
+---@field port? integer Listen on this port (default: any free one).
+---@field routes? table[] More listeners in the same process, sharing its faults: `{ { target = "127.0.0.1:PORT" [, port = n] [, hello = "127.0.0.1:PORT"] }, ... }`; `net.ports[k + 1]` is route k's port. `hello` rewrites the sender's address in a ZooKeeper election handshake (the ensemble's links use it).
 
 ---A seeded fault schedule over a run (see `zklock.testing.nemesis` for the faults and what each
 ---needs). The schedule is a pure function of the seed and the options.
@@ -314,12 +359,12 @@ function testing.nemesis(opts) end
 ---@class zklock.testing.NemesisOptions
 ---@field seed number The seed: the same seed and options give the same schedule.
 ---@field server? zklock.testing.Server Target of `pause`, `kill`, `restart`.
----@field ensemble? zklock.testing.Ensemble Target of `pause`, `kill`, `restart` (a random node) and `kill_leader`.
+---@field ensemble? zklock.testing.Ensemble Target of `pause`, `kill`, `restart` (a random node) and `kill_leader`; started with `partitions = true`, also of `partition` (a random minority of its members cut from the rest, drawn from the seed: the step's `groups`) and `isolate_leader` (whoever leads when the step starts).
 ---@field nets? zklock.testing.Net[] Targets of `cut`, `blackhole`, `drop_replies`, `delay`, `reset`.
 ---@field clients? zklock.Client[] Targets of `expire`.
 ---@field workers? zklock.testing.Worker[] Targets of `pause_worker`.
----@field faults? string[]|table<string, number> The mix: names (equal weights) or `{ name = weight }`; default: every fault the given targets allow among pause, restart, kill_leader, reset, blackhole, expire.
----@field schedule? table[] A fixed schedule instead of a drawn one: `{ { at = s, fault = name, target = i, seconds = d }, ... }`.
+---@field faults? string[]|table<string, number> The mix: names (equal weights) or `{ name = weight }`; default: every fault the given targets allow among pause, restart, kill_leader, partition, isolate_leader, reset, blackhole, expire.
+---@field schedule? table[] A fixed schedule instead of a drawn one: `{ { at = s, fault = name, target = i, seconds = d [, groups = { {1}, {2, 3} }] }, ... }` (`groups`: a `partition` step's sides; default `{ { target } }`).
 ---@field gap? number|number[] Seconds between faults, or `{ min, max }` (default `{ 2, 5 }`).
 ---@field duration? number|number[] Seconds a fault lasts, or `{ min, max }` (default `{ 1, 2 }`).
 ---@field delay_ms? number|number[] The `delay` fault's milliseconds, or `{ min, max }` (default `{ 200, 1500 }`).
@@ -406,7 +451,16 @@ function testing.with_ensemble(opts, fn) end
 ---@field target string The server it forwards to.
 ---@field pid integer The proxy process.
 ---@field pump? fun(seconds: number) Called while a command waits to be applied.
+---@field ports integer[] Every listener's port: `port`, then each of `opts.routes`.
 local net = {}
+
+---Append a raw proxy command (see proxy.py) without waiting for it to be applied; `wait_ack` waits.
+---Lets several proxies apply their commands together (the ensemble's links do).
+---
+---Errors: raises on a stopped proxy.
+---@param cmd string
+---@return integer seq Its sequence number.
+function net:post(cmd) end
 
 ---Close every connection and refuse new ones: the client notices at once and cannot reconnect.
 ---@param seconds? number Bound (default `config.net_fault_max`).

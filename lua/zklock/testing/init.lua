@@ -55,7 +55,17 @@
 --                                       -> i | nil, err. Paused and dead nodes are skipped.
 --   ens:wait_quorum([timeout_s])        like leader(), and also waits until every running,
 --                                       unpaused node serves as leader or follower -> i | nil, err
---   ens:stop()                          stops all nodes, removes ens.dir. Idempotent.
+--   ens:stop()                          stops all nodes (and links), removes ens.dir. Idempotent.
+--   opts.partitions = true              links between the members that the kit can cut: each
+--                                       member's zoo.cfg names a kit proxy (one per ordered pair,
+--                                       127.0.0.1, python3) for every other member
+--   ens:partition(group, ... [, opts])  members in different groups cannot talk ({1}, {2, 3});
+--                                       members in no group form one more group -> true
+--   ens:isolate(i [, opts])             member i cut from all others -> true
+--   ens:isolate_leader([opts])          -> the isolated leader's index | nil, err
+--   ens:heal()                          every link passes again (then ens:wait_quorum())
+--     opts: { seconds = 120 (links heal by themselves after that), how = "cut" | "blackhole" }
+--     ens.groups: the partition in effect (nil when healed); ens.links[i][j]: link i -> j
 --
 --   testing.stop_all()                  stops every server and ensemble this process started
 --   testing.expire(client [, hosts [, timeout_ms]])
@@ -95,7 +105,8 @@
 --   testing.proxy(target [, opts]) -> net   a fault proxy in front of one server (python3):
 --       net.hosts, net:cut([s]), net:blackhole([s]), net:drop_replies([s]), net:delay(ms [, s]),
 --       net:reset(), net:heal(), net:status(), net:stop()          (zklock.testing.net)
---   testing.nemesis(opts) -> nem             a seeded fault schedule: nem:plan(seconds),
+--   testing.nemesis(opts) -> nem             a seeded fault schedule (partition and isolate_leader
+--       among its faults with an ensemble{ partitions = true }): nem:plan(seconds),
 --       nem:run(seconds) -> report, nem:heal()                      (zklock.testing.nemesis)
 --   testing.rng(seed)                        the nemesis's seeded generator: r(), r(lo, hi)
 --   testing.check                            the history format and checkers: recorder, load,

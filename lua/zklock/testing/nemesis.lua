@@ -17,8 +17,12 @@
 --   cut, blackhole, drop_replies, reset, delay   nets: that fault on a random proxy for the
 --                 duration (delay: opts.delay_ms, default 200..1500 ms drawn per step), then heal
 --   pause_worker  workers: a random worker process (testing.worker) stopped for the duration
--- (A client cut off from the servers is the nets' cut/blackhole. Partitions between ensemble
--- members are not offered: the members talk over their quorum ports directly.)
+--   partition     ensemble started with partitions = true: a random minority of its members (the
+--                 step's groups, drawn from the seed) cut from the rest for the duration, then
+--                 ens:heal() and a wait for the quorum
+--   isolate_leader  the same ensemble: the member that leads when the step starts is isolated
+--                 for the duration, then healed
+-- (A client cut off from the servers is the nets' cut/blackhole.)
 -- opts.schedule = { { at = s, fault = name, target = i, seconds = d }, ... } replaces the draw.
 local shell = require("zklock.testing.shell")
 
@@ -44,6 +48,7 @@ local NEEDS = {
   pause = "servers", kill = "servers", restart = "servers", kill_leader = "ensemble",
   expire = "clients", cut = "nets", blackhole = "nets", drop_replies = "nets",
   reset = "nets", delay = "nets", pause_worker = "workers",
+  partition = "partitions", isolate_leader = "partitions",
 }
 M.FAULTS = {}
 for k in pairs(NEEDS) do M.FAULTS[#M.FAULTS + 1] = k end
@@ -103,6 +108,9 @@ function M.new(opts)
     faults = {}
     if self.server or self.ensemble then faults[#faults + 1] = "pause"; faults[#faults + 1] = "restart" end
     if self.ensemble then faults[#faults + 1] = "kill_leader" end
+    if self.ensemble and self.ensemble.links then
+      faults[#faults + 1] = "partition"; faults[#faults + 1] = "isolate_leader"
+    end
     if #self.nets > 0 then faults[#faults + 1] = "reset"; faults[#faults + 1] = "blackhole" end
     if #self.clients > 0 then faults[#faults + 1] = "expire" end
   end
@@ -120,7 +128,8 @@ function M.new(opts)
       if not NEEDS[n] then bad("faults", "fault names among " .. table.concat(M.FAULTS, ", "), n) end
       if type(w) ~= "number" or w <= 0 then bad("faults." .. n, "a positive weight", w) end
       if self:_targets(n) == 0 then
-        bad("faults", ("targets for %q (it needs %s)"):format(n, NEEDS[n]), "none")
+        bad("faults", ("targets for %q (it needs %s)"):format(n, NEEDS[n] == "partitions"
+          and "an ensemble started with partitions = true" or NEEDS[n]), "none")
       end
       mix[#mix + 1] = { name = n, weight = w }
     end
@@ -152,6 +161,9 @@ function Nemesis:_targets(fault)
   local need = NEEDS[fault]
   if need == "servers" then return #self:_nodes() end
   if need == "ensemble" then return self.ensemble and #(self.ensemble.nodes or {}) or 0 end
+  if need == "partitions" then
+    return self.ensemble and self.ensemble.links and #(self.ensemble.nodes or {}) or 0
+  end
   return #self[need]
 end
 
@@ -165,7 +177,7 @@ function Nemesis:plan(seconds)
     local out = {}
     for i, st in ipairs(self.fixed) do
       out[i] = { at = st.at or 0, fault = st.fault, target = st.target or 1,
-                 seconds = st.seconds or self.duration[1], delay_ms = st.delay_ms }
+                 seconds = st.seconds or self.duration[1], delay_ms = st.delay_ms, groups = st.groups }
     end
     return out
   end
@@ -188,6 +200,21 @@ function Nemesis:plan(seconds)
     local st = { at = math.floor(at * 1000 + 0.5) / 1000, fault = fault, target = target,
                  seconds = math.floor(d * 1000 + 0.5) / 1000 }
     if fault == "delay" then st.delay_ms = delay_ms end
+    if fault == "partition" then
+      -- a minority side: the target and up to floor((n - 1) / 2) - 1 more members, drawn here
+      -- (only for this fault, so the schedules of the other faults stay as they were)
+      local n = self:_targets(fault)
+      local size = r(1, math.max(1, math.floor((n - 1) / 2)))
+      local pool = {}
+      for i = 1, n do if i ~= target then pool[#pool + 1] = i end end
+      local side = { target }
+      for _ = 2, size do
+        local k = r(1, #pool)
+        side[#side + 1] = table.remove(pool, k)
+      end
+      table.sort(side)
+      st.groups = { side, pool }
+    end
     steps[#steps + 1] = st
     if fault == "restart" or fault == "expire" or fault == "reset" then at = at + 0.5 else at = at + d end
   end
@@ -239,6 +266,27 @@ function Nemesis:_apply(st)
       self.down[n] = nil
       self.ensemble:wait_quorum(30)
     end, ("leader node %d, down %.3f s"):format(i, st.seconds)
+  elseif f == "partition" or f == "isolate_leader" then
+    local ens = self.ensemble
+    local bound = { seconds = st.seconds + 30 }
+    local detail
+    if f == "partition" then
+      local groups = st.groups or { { st.target } }
+      ens:_partition("partition", groups, bound)
+      local shown = {}
+      for g, group in ipairs(ens.groups or groups) do shown[g] = "{" .. table.concat(group, ",") .. "}" end
+      detail = ("%s for %.3f s"):format(table.concat(shown, " | "), st.seconds)
+    else
+      local i = leader_index(ens) or st.target
+      ens:isolate(i, bound)
+      detail = ("leader node %d for %.3f s"):format(i, st.seconds)
+    end
+    self.down[ens] = "partitioned"
+    return function()
+      ens:heal()
+      self.down[ens] = nil
+      ens:wait_quorum(30)
+    end, detail
   elseif f == "expire" then
     local c = self.clients[st.target]
     local hosts = self.expire_hosts or (self.ensemble or self.server or {}).hosts

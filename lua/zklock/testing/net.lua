@@ -65,6 +65,10 @@ M.Net = Net
 
 -- Start a proxy in front of `target` ("127.0.0.1:PORT"). opts.max_seconds (900): the proxy
 -- exits after that long in any case; opts.start_timeout (30): seconds to wait for it to listen.
+-- opts.port: listen on that port (default: any free one). opts.routes = { { port =, target =
+-- [, hello = "127.0.0.1:PORT"] }, ... }: more listeners in the same process, each forwarding to
+-- its own target and sharing the faults (net.ports[k + 1] is route k's port); `hello` rewrites
+-- the address in a ZooKeeper election handshake (see proxy.py; the ensemble's partitions use it).
 function M.proxy(target, opts)
   if type(target) ~= "string" or not target:match("^[%w%.%-]+:%d+$") then
     argerr("proxy", 1, "one server address \"HOST:PORT\" (for example zk.hosts)", target)
@@ -79,14 +83,28 @@ function M.proxy(target, opts)
   if type(max_seconds) ~= "number" or max_seconds <= 0 then
     argerr("proxy", 2, "opts.max_seconds, a positive number", max_seconds)
   end
+  local function is_port(p) return type(p) == "number" and p >= 0 and p <= 65535 and p == math.floor(p) end
+  if opts.port ~= nil and not is_port(opts.port) then argerr("proxy", 2, "opts.port, a TCP port number", opts.port) end
+  if opts.routes ~= nil and type(opts.routes) ~= "table" then argerr("proxy", 2, "opts.routes, a list", opts.routes) end
+  local route_args = {}
+  for k, r in ipairs(opts.routes or {}) do
+    local function loopback(a) return type(a) == "string" and a:match("^127%.0%.0%.1:%d+$") end
+    if type(r) ~= "table" or not loopback(r.target) or (r.port ~= nil and not is_port(r.port))
+      or (r.hello ~= nil and not loopback(r.hello)) then
+      argerr("proxy", 2, ("opts.routes[%d] = { port = n, target = \"127.0.0.1:PORT\" [, hello = \"127.0.0.1:PORT\"] }")
+        :format(k), r)
+    end
+    route_args[#route_args + 1] = " --route " .. shq(("%d,%s%s"):format(r.port or 0, r.target,
+      r.hello and ("," .. r.hello) or ""))
+  end
   if not processes.pid then error("zklock.testing.proxy: cannot tell this process's pid", 2) end
   local dir = shell.mktemp("zklock-zknet")
   local control = dir .. "/control"
   write_file(control, "")
   local log = dir .. "/proxy.log"
-  local cmd = ("env -u LD_PRELOAD %s %s 0 %s %s --parent %d --max-seconds %d"):format(
-    shq(config.python or "python3"), shq(M.script), shq(target), shq(control), processes.pid,
-    math.floor(max_seconds + 0.5))
+  local cmd = ("env -u LD_PRELOAD %s %s %d %s %s --parent %d --max-seconds %d%s"):format(
+    shq(config.python or "python3"), shq(M.script), opts.port or 0, shq(target), shq(control), processes.pid,
+    math.floor(max_seconds + 0.5), table.concat(route_args))
   local out = sh("( exec " .. cmd .. " ) >" .. shq(log) .. " 2>&1 </dev/null & echo $!")
   local pid = tonumber(out:match("(%d+)"))
   if not pid then error("zklock.testing.proxy: could not start " .. cmd, 2) end
@@ -97,8 +115,10 @@ function M.proxy(target, opts)
   local deadline = t0 + (opts.start_timeout or 30)    -- generous: a loaded machine starts python slowly
   while true do
     local p = read_file(control .. ".port")
-    if p and p:match("%d+%s*\n") then
-      self.port = tonumber(p:match("%d+"))
+    local got = {}
+    for port in (p or ""):gmatch("(%d+)\n") do got[#got + 1] = tonumber(port) end
+    if #got == 1 + #route_args then
+      self.port, self.ports = got[1], got
       break
     end
     local alive = pid_alive(pid, start)
@@ -131,6 +151,15 @@ function Net:send(cmd, timeout, pump)
     if now() > deadline then error("zklock.testing.net: the proxy did not apply '" .. cmd .. "' in time", 2) end
     if pump then pump(0.01) else sleep(0.01) end
   end
+end
+
+-- Append a command without waiting -> its sequence number, for wait_ack() (several proxies can
+-- then apply their commands together).
+function Net:post(cmd)
+  if self.stopped then error("zklock.testing.net: the proxy was stopped", 2) end
+  self.seq = self.seq + 1
+  write_file(self.control, ("%d %s\n"):format(self.seq, cmd), "a")
+  return self.seq
 end
 
 -- Append a command that a background shell writes after `delay` seconds (for when this process

@@ -4,9 +4,20 @@ thread, selectors). zklock.testing.net starts and drives it; this is its wire of
 
     python3 proxy.py LISTEN_PORT TARGET_HOST:PORT CONTROL_FILE
                      [--parent PID] [--max-seconds N]
+                     [--route LISTEN_PORT,TARGET_HOST:PORT[,HELLO_HOST:PORT]] ...
 
 Listens on 127.0.0.1:LISTEN_PORT (0 = any free port) and forwards every accepted connection to
-TARGET, both ways. Once listening it writes the port to CONTROL_FILE.port (atomically, by rename).
+TARGET, both ways. Each --route adds one more listener with a target of its own; the commands
+below act on the connections of every route alike. Once listening it writes the ports to
+CONTROL_FILE.port (atomically, by rename), one a line: the first listener's, then each route's.
+
+HELLO (for the links between ZooKeeper ensemble members): on a route given a HELLO address, the
+first message of each connection from the client is read as a ZooKeeper election handshake
+(8-byte protocol version < 0, 8-byte server id, 4-byte length, that many bytes of the sender's
+election address) and the address is replaced by HELLO before it is forwarded. The receiving
+member connects back to the address it reads there, so this keeps its reply on a proxy too.
+A connection that starts otherwise (an old protocol with a version >= 0, a length above 4096)
+is forwarded unchanged.
 
 Control. Every 20 ms the proxy reads CONTROL_FILE: one command a line, "SEQ COMMAND [ARG]", SEQ a
 positive integer that grows. Lines with a SEQ above the last one applied are applied in order;
@@ -39,6 +50,10 @@ Status: CONTROL_FILE.status is rewritten (atomically) whenever a counter changed
 20 ms: "key value" lines: open, accepted, c2s, s2c (bytes forwarded), c2s_dropped, s2c_dropped,
 dropping (connections), new (mode), applied (last SEQ), delay (ms), healing (1 while a
 heal_after is pending).
+
+Closing: when one side closes, the other first gets what was already read for it (a ZooKeeper
+member writes its election handshake and closes at once when it expects a connect-back), then
+sees the close.
 
 Bounds: exits when the parent dies (--parent PID, else the process that started it), after
 --max-seconds (default 900), on SIGTERM; at most 512 connections at once (more are refused);
@@ -82,8 +97,10 @@ def proc_start_time(pid):
 class Conn:
     """One client connection and its upstream socket."""
 
-    def __init__(self, proxy, client, upstream):
+    def __init__(self, proxy, client, upstream, hello=None):
         self.proxy = proxy
+        self.hello = hello                # bytes: the election address to write into the handshake
+        self.hello_buf = bytearray()
         self.client = client
         self.upstream = upstream          # None in blackhole mode
         self.to_client = bytearray()
@@ -91,6 +108,7 @@ class Conn:
         self.drop_s2c = False
         self.drop_c2s = False
         self.closed = False
+        self.closing = False              # one side closed: flush what the other still gets, then close
         self.delayed = []                 # [due, to_server?, bytes] while a delay is set
         self.delayed_bytes = 0
 
@@ -99,6 +117,9 @@ class Conn:
 
     def interest(self, sock):
         ev = 0
+        if self.closing:
+            buf = self.to_client if sock is self.client else self.to_server
+            return selectors.EVENT_WRITE if buf else 0
         if sock is self.client:
             if len(self.to_server) < MAX_BUF and self.delayed_bytes < MAX_BUF:
                 ev |= selectors.EVENT_READ
@@ -151,6 +172,32 @@ class Conn:
         self.update()
         return self.delayed[0][0] if self.delayed else None
 
+    def rewrite_hello(self, data):
+        """Hold the first bytes until the election handshake is complete, then give it back with
+        the address replaced (or unchanged if it is not such a handshake)."""
+        buf = self.hello_buf
+        buf += data
+        if len(buf) < 8:
+            return b""
+        version = struct.unpack(">q", bytes(buf[:8]))[0]
+        out = None
+        if version >= 0:
+            out = bytes(buf)
+        elif len(buf) >= 20:
+            n = struct.unpack(">i", bytes(buf[16:20]))[0]
+            if n < 0 or n > 4096:
+                out = bytes(buf)
+            elif len(buf) >= 20 + n:
+                out = bytes(buf[:16]) + struct.pack(">i", len(self.hello)) + self.hello + bytes(buf[20 + n:])
+        if out is None:
+            if len(buf) > 8192:
+                out = bytes(buf)
+            else:
+                return b""
+        self.hello = None
+        self.hello_buf = bytearray()
+        return out
+
     def reset(self):
         """Close with an RST towards the client (its next send fails with ECONNRESET)."""
         try:
@@ -187,9 +234,24 @@ class Conn:
                 return
             if data is not None:
                 if not data:
-                    self.close()  # either side closed: close both (the peer sees EOF)
+                    # either side closed: close both (the peer sees EOF), once the peer has what
+                    # was already read for it (a ZooKeeper member writes its election handshake
+                    # and closes at once when it expects the other member to connect back)
+                    if sock is self.client and self.hello is not None and self.hello_buf:
+                        self.to_server += self.hello_buf
+                        self.hello, self.hello_buf = None, bytearray()
+                    pending = self.to_server if sock is self.client else self.to_client
+                    if not pending or self.upstream is None:
+                        self.close()
+                        return
+                    self.closing = True
+                    self.update()
                     return
-                if sock is self.client:
+                if sock is self.client and self.hello is not None:
+                    data = self.rewrite_hello(data)
+                if not data:
+                    pass
+                elif sock is self.client:
                     if self.drop_c2s or self.upstream is None:
                         st["c2s_dropped"] += len(data)
                     elif self.proxy.delay > 0 or self.delayed:
@@ -220,11 +282,14 @@ class Conn:
                 del buf[:n]
                 st[key] += n
                 self.proxy.dirty = True
+            if self.closing and not self.to_client and not self.to_server:
+                self.close()
+                return
         self.update()
 
 
 class Proxy:
-    def __init__(self, port, target, control, parent, max_seconds):
+    def __init__(self, port, target, control, parent, max_seconds, routes=()):
         self.target = target
         self.control = control
         self.parent = parent
@@ -241,21 +306,27 @@ class Proxy:
         self.dirty = True
         self.last_status = None
         self.stats = {"accepted": 0, "c2s": 0, "s2c": 0, "c2s_dropped": 0, "s2c_dropped": 0}
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", port))
-        self.listener.listen(64)
-        self.listener.setblocking(False)
-        self.sel.register(self.listener, selectors.EVENT_READ, None)
-        self.port = self.listener.getsockname()[1]
-        write_atomic(control + ".port", "%d\n" % self.port)
+        self.routes = {}                  # listening socket -> (target, hello)
+        ports = []
+        for lport, ltarget, hello in [(port, target, None)] + list(routes):
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", lport))
+            listener.listen(64)
+            listener.setblocking(False)
+            self.sel.register(listener, selectors.EVENT_READ, None)
+            self.routes[listener] = (ltarget, hello)
+            ports.append(listener.getsockname()[1])
+        self.port = ports[0]
+        write_atomic(control + ".port", "".join("%d\n" % p for p in ports))
 
     # ------------------------------------------------------------ connections
 
-    def accept(self):
+    def accept(self, listener):
+        target, hello = self.routes[listener]
         for _ in range(64):
             try:
-                client, _ = self.listener.accept()
+                client, _ = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
@@ -271,13 +342,13 @@ class Proxy:
             upstream = None
             if mode != "blackhole":
                 try:
-                    upstream = socket.create_connection(self.target, timeout=2)
+                    upstream = socket.create_connection(target, timeout=2)
                 except OSError:
                     client.close()  # target down: the client sees the connection close
                     continue
                 upstream.setblocking(False)
                 upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Conn(self, client, upstream)
+            conn = Conn(self, client, upstream, hello)
             if mode == "drop":
                 conn.drop_s2c = True
             self.conns.add(conn)
@@ -404,22 +475,26 @@ class Proxy:
                 continue
             for key, mask in events:
                 if key.data is None:
-                    self.accept()
+                    self.accept(key.fileobj)
                 else:
                     conn = key.data
                     if not conn.closed:
                         conn.on_event(key.fileobj, mask)
         for c in list(self.conns):
             c.close()
-        self.listener.close()
+        for listener in self.routes:
+            listener.close()
         self.write_status(force=True)
 
 
 def main(argv):
-    args, opts = [], {"--parent": None, "--max-seconds": "900"}
+    args, opts, routes = [], {"--parent": None, "--max-seconds": "900"}, []
     i = 1
     while i < len(argv):
-        if argv[i] in opts and i + 1 < len(argv):
+        if argv[i] == "--route" and i + 1 < len(argv):
+            routes.append(argv[i + 1].split(","))
+            i += 2
+        elif argv[i] in opts and i + 1 < len(argv):
             opts[argv[i]] = argv[i + 1]
             i += 2
         else:
@@ -429,10 +504,18 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     port = int(args[0])
-    host, _, tport = args[1].rpartition(":")
-    target = (host or "127.0.0.1", int(tport))
+    def address(s):
+        host, _, tport = s.rpartition(":")
+        return (host or "127.0.0.1", int(tport))
+
+    extra = []
+    for r in routes:
+        if len(r) not in (2, 3):
+            sys.stderr.write("bad --route %s: expected LISTEN_PORT,HOST:PORT[,HELLO_HOST:PORT]\n" % ",".join(r))
+            return 2
+        extra.append((int(r[0]), address(r[1]), r[2].encode() if len(r) == 3 else None))
     parent = int(opts["--parent"]) if opts["--parent"] else None
-    proxy = Proxy(port, target, args[2], parent, float(opts["--max-seconds"]))
+    proxy = Proxy(port, address(args[1]), args[2], parent, float(opts["--max-seconds"]), extra)
 
     def on_signal(signum, frame):
         if signum == signal.SIGUSR1:
