@@ -55,6 +55,9 @@ typedef struct zkl_qop {
     char *data;
     size_t data_len;
     int64_t owner; /* ephemeralOwner of own node (create or adopt reply), 0 unknown */
+    /* while waiting: what this client knows of the dir (listing.c), for the walk down to the
+     * next node that still sorts before ours instead of a new listing; NULL: list again */
+    zkl_dircache *cache;
 } zkl_qop;
 
 #define QOP(o) ((zkl_qop *)(o))
