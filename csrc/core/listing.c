@@ -264,8 +264,9 @@ void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const cha
 }
 
 const char *zkl__dircache_below(const zkl_dircache *d, const char *name, int writers_only,
-                                int *found) {
+                                int *found, int *left) {
     *found = 0;
+    *left = 0;
     if (!d || !name || !d->n) return NULL;
     const char *key = zkl__sort_key(name, d->order);
     size_t i = lower_bound(d, key, name);
@@ -273,11 +274,13 @@ const char *zkl__dircache_below(const zkl_dircache *d, const char *name, int wri
     *found = 1;
     size_t stop = d->floor ? lower_bound(d, d->floor_key, d->floor) : 0;
     if (d->floor && stop < d->n && strcmp(d->names[stop], d->floor) == 0) stop++;
+    const char *next = NULL;
     while (i > stop) {
         i--;
         if (d->gone[i]) continue;
         if (writers_only && !zkl__is_writer(d->names[i])) continue;
-        return d->names[i];
+        if (!next) next = d->names[i];
+        if (++*left > ZKL_WALK_MAX) break;
     }
-    return NULL;
+    return next;
 }

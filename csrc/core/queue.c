@@ -618,17 +618,21 @@ static void predecessor_gone(zkl_client *c, zkl_op *op) {
         return;
     }
     if (q->cache && q->node) {
-        int found = 0, found_next = 0;
+        int found = 0, found_next = 0, left = 0, left_next = 0;
         const char *own = strrchr(q->node, '/') + 1;
-        const char *next = zkl__dircache_below(q->cache, own, q->recipe == ZKL_READ, &found);
-        if (found && next) {
+        const char *next = zkl__dircache_below(q->cache, own, q->recipe == ZKL_READ, &found, &left);
+        /* More than a few nodes to check one by one (none of them seen go, no grant of ours
+         * below them): a listing is cheaper, and it leaves only the live ones in the cache. In a
+         * drain that happens once per client; then its own grants keep the walk short. */
+        if (found && next && left <= ZKL_WALK_MAX) {
             int head = (q->recipe == ZKL_MUTEX || q->recipe == ZKL_LATCH) &&
-                       !zkl__dircache_below(q->cache, next, 0, &found_next) && found_next;
+                       !zkl__dircache_below(q->cache, next, 0, &found_next, &left_next) &&
+                       found_next;
             op->gen++; /* a late reply or event about the node watched before is stale now */
             watch_node(c, op, next, head);
             return;
         }
-        if (found && q->recipe != ZKL_WRITE && own_session_node(c, op)) {
+        if (found && !next && q->recipe != ZKL_WRITE && own_session_node(c, op)) {
             c->stats.handoffs++;
             zkl__queue_acquired(c, op);
             return;

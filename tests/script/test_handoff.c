@@ -4,6 +4,7 @@
  * readers, the write side lists before it holds, and a dropped link, a wrapped sequence or a
  * give-up end the walk. */
 #include "harness.h"
+#include "internal.h" /* ZKL_WALK_MAX */
 
 #define DIR "/ho"
 #define W "__WRIT__"
@@ -403,6 +404,42 @@ static void walk_not_after_wrap(void) {
     finish(c);
 }
 
+/* Many nodes below the one that went, none seen gone and no grant of ours under them: checking
+ * them one by one would cost a round trip each, so the waiter lists again; the listing leaves
+ * only the live ones, and the walk goes on from it. */
+static void walk_too_far_lists(void) {
+    zkl_client *c = client();
+    fz_req *cr, *ls;
+    uint64_t id = start(c, ZKL_MUTEX, &cr, &ls);
+    const char *names[ZKL_WALK_MAX + 4];
+    int n = ZKL_WALK_MAX + 2; /* others with sequences 1..n; ours n + 1 */
+    for (int i = 0; i < n; i++)
+        names[i] = h_other(i + 1, "lock-", i + 1);
+    fz_create_ok(cr, n + 1, 1);
+    names[n] = h_seqname(cr, n + 1);
+    names[n + 1] = NULL;
+    fz_children_ok(ls, names);
+    h_pump(c);
+    fz_data_ok(EXPECT_GET(names[n - 1]), "x", 1);
+    h_pump(c);
+    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, names[n - 1])), 1);
+    h_pump(c);
+    fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR); /* n - 1 = ZKL_WALK_MAX + 1 left: list */
+    EXPECT_NO_REQ();
+    fz_children_v(ls2, names[n], names[1], names[3], NULL);
+    h_pump(c);
+    fz_data_ok(EXPECT_GET(names[3]), "x", 1);
+    h_pump(c);
+    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, names[3])), 1);
+    h_pump(c);
+    fz_reply(EXPECT_GET(names[1]), ZNONODE); /* two left: walk */
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
+    EXPECT_NO_REQ();
+    CHECK_INT(LISTS(c), 2);
+    finish(c);
+}
+
 H_DEFINE_GROUP(g_handoff, {"walk_down_to_grant", walk_down_to_grant},
                {"watch_fires_during_walk", walk_watch_fires_during_walk},
                {"reader_skips_readers", walk_reader_skips_readers},
@@ -411,4 +448,4 @@ H_DEFINE_GROUP(g_handoff, {"walk_down_to_grant", walk_down_to_grant},
                {"late_found_after_cancel", walk_late_found_after_cancel},
                {"late_nonode_after_cancel", walk_late_nonode_after_cancel},
                {"floor_of_own_grant", walk_floor_of_own_grant},
-               {"not_after_wrap", walk_not_after_wrap});
+               {"not_after_wrap", walk_not_after_wrap}, {"too_far_lists", walk_too_far_lists});
