@@ -183,9 +183,12 @@ void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const cha
  * (writers_only: only writers count): its name, or NULL when none. *found is 0 when name itself
  * is not in the cache (the caller must then list); *left counts such nodes, up to
  * ZKL_WALK_MAX + 1. */
-#define ZKL_WALK_MAX 8
+#define ZKL_WALK_MAX 64
 const char *zkl__dircache_below(const zkl_dircache *d, const char *name, int writers_only,
                                 int *found, int *left);
+/* the names of those nodes (up to max), nearest first; returns how many */
+int zkl__dircache_candidates(const zkl_dircache *d, const char *name, int writers_only,
+                             const char **out, int max);
 
 /* How many times a create makes its container parents (again) when it meets ZNONODE: the server
  * reaps an emptied container at any moment, also between a parent's create and the child's. */

@@ -263,24 +263,59 @@ void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const cha
     d->floor_key = (char *)zkl__sort_key(f, r);
 }
 
-const char *zkl__dircache_below(const zkl_dircache *d, const char *name, int writers_only,
-                                int *found, int *left) {
-    *found = 0;
-    *left = 0;
-    if (!d || !name || !d->n) return NULL;
+/* Walk down from name over the nodes that still count; calls back each, nearest first, until
+ * it returns 0. Returns 0 when name is not in the cache. */
+static int walk_below(const zkl_dircache *d, const char *name, int writers_only,
+                      int (*each)(const char *node, void *ud), void *ud) {
+    if (!d || !name || !d->n) return 0;
     const char *key = zkl__sort_key(name, d->order);
     size_t i = lower_bound(d, key, name);
-    if (i >= d->n || strcmp(d->names[i], name) != 0) return NULL;
-    *found = 1;
+    if (i >= d->n || strcmp(d->names[i], name) != 0) return 0;
     size_t stop = d->floor ? lower_bound(d, d->floor_key, d->floor) : 0;
     if (d->floor && stop < d->n && strcmp(d->names[stop], d->floor) == 0) stop++;
-    const char *next = NULL;
     while (i > stop) {
         i--;
         if (d->gone[i]) continue;
         if (writers_only && !zkl__is_writer(d->names[i])) continue;
-        if (!next) next = d->names[i];
-        if (++*left > ZKL_WALK_MAX) break;
+        if (!each(d->names[i], ud)) break;
     }
-    return next;
+    return 1;
+}
+
+typedef struct {
+    const char *first;
+    int n;
+} below_acc;
+
+static int count_one(const char *node, void *ud) {
+    below_acc *a = ud;
+    if (!a->first) a->first = node;
+    return ++a->n <= ZKL_WALK_MAX;
+}
+
+const char *zkl__dircache_below(const zkl_dircache *d, const char *name, int writers_only,
+                                int *found, int *left) {
+    below_acc a = {NULL, 0};
+    *found = walk_below(d, name, writers_only, count_one, &a);
+    *left = a.n;
+    return a.first;
+}
+
+typedef struct {
+    const char **out;
+    int n, max;
+} collect_acc;
+
+static int collect_one(const char *node, void *ud) {
+    collect_acc *a = ud;
+    a->out[a->n++] = node;
+    return a->n < a->max;
+}
+
+int zkl__dircache_candidates(const zkl_dircache *d, const char *name, int writers_only,
+                             const char **out, int max) {
+    collect_acc a = {out, 0, max};
+    if (max <= 0) return 0;
+    walk_below(d, name, writers_only, collect_one, &a);
+    return a.n;
 }

@@ -43,6 +43,8 @@ static void watch_fired(zhandle_t *zh, int type, int state, const char *path, vo
 static void keep_listing(zkl_client *c, zkl_op *op, const char **sorted, int n,
                          const struct String_vector *v, int wrapped);
 static void watch_node(zkl_client *c, zkl_op *op, const char *name, int is_head);
+static void probe_reply(int rc, const struct Stat *st, const void *token);
+static void issue_list(zkl_client *c, zkl_op *op);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -72,7 +74,18 @@ void zkl__set_str(zkl_client *c, char **slot, char *value) {
 
 /* The op stops relying on what the client knows of its dir (it holds, gave up, lost its node,
  * or the link dropped: the next listing decides again). */
+static void probe_free(zkl_client *c, zkl_op *op) {
+    zkl_qop *q = QOP(op);
+    if (!q->probe) return;
+    for (int i = 0; i < q->probe_n; i++)
+        zkl__strfree(c, q->probe[i]);
+    zkl__free(c, q->probe, (size_t)(q->probe_cap ? q->probe_cap : 1) * sizeof *q->probe);
+    q->probe = NULL;
+    q->probe_n = q->probe_i = q->probe_lost = q->probe_cap = 0;
+}
+
 static void cache_drop(zkl_client *c, zkl_op *op) {
+    probe_free(c, op);
     if (!QOP(op)->cache) return;
     zkl__dircache_unref(c, QOP(op)->cache);
     QOP(op)->cache = NULL;
@@ -242,8 +255,15 @@ void zkl__queue_session_lost(zkl_client *c, zkl_op *op, int status) {
 }
 
 void zkl__queue_suspended(zkl_client *c, zkl_op *op, int suspended) {
-    /* the link dropped: a waiter lists again once its watch fires (correctness first) */
-    if (op->phase == P_ACQUIRING && suspended) cache_drop(c, op);
+    /* the link dropped: a waiter lists again once its watch fires (correctness first); a probe
+     * round in flight is over (its replies are stale): list once connected again */
+    if (op->phase == P_ACQUIRING && suspended) {
+        if (QOP(op)->step == S_PROBE) {
+            op->gen++;
+            QOP(op)->step = S_RELIST;
+        }
+        cache_drop(c, op);
+    }
     if (op->phase == P_HELD)
         zkl__emit(c, op, ZKL_EV_LOCK_STATE, suspended ? ZKL_LOCK_SUSPENDED : ZKL_LOCK_RECONNECTED);
 }
@@ -601,14 +621,120 @@ static int own_exclusive_predecessor(zkl_client *c, zkl_op *op) {
     return 0;
 }
 
+/* 1 if no node that counts for a mutex or latch is left below name (name: the node to watch) */
+static int head_below(zkl_op *op, const char *name) {
+    zkl_qop *q = QOP(op);
+    int found = 0, left = 0;
+    if (q->recipe != ZKL_MUTEX && q->recipe != ZKL_LATCH) return 0;
+    return !zkl__dircache_below(q->cache, name, 0, &found, &left) && found;
+}
+
+/* No node that counts is left below ours: the lock is ours, except on the write side (it lists:
+ * a downgrade's read node has an old sequence) and for a latch node of another session. */
+static int walk_grant(zkl_client *c, zkl_op *op) {
+    if (QOP(op)->recipe == ZKL_WRITE || !own_session_node(c, op)) return 0;
+    c->stats.handoffs++;
+    zkl__queue_acquired(c, op);
+    return 1;
+}
+
+/* The walk down the kept listing (see predecessor_gone). Returns 0 when the op must list. */
+static int walk(zkl_client *c, zkl_op *op) {
+    zkl_qop *q = QOP(op);
+    if (!q->cache || !q->node) return 0;
+    int found = 0, left = 0, writers = q->recipe == ZKL_READ;
+    const char *own = strrchr(q->node, '/') + 1;
+    const char *next = zkl__dircache_below(q->cache, own, writers, &found, &left);
+    if (!found || left > ZKL_WALK_MAX) return 0;
+    if (!next) return walk_grant(c, op);
+    op->gen++; /* a late reply or event about the node watched before is stale now */
+    if (left == 1) {
+        watch_node(c, op, next, head_below(op, next));
+        return 1;
+    }
+    /* Several nodes to check: exists() without a watch on each, pipelined (one round trip; a
+     * reply is a header, and a Stat for a node still there), then a watch on the nearest one
+     * still there. In a drain across processes they are mostly gone. */
+    const char *names[ZKL_WALK_MAX];
+    int n = zkl__dircache_candidates(q->cache, own, writers, names, ZKL_WALK_MAX);
+    probe_free(c, op);
+    q->probe = zkl__alloc(c, (size_t)(n ? n : 1) * sizeof *q->probe);
+    if (!q->probe) return 0;
+    memset(q->probe, 0, (size_t)(n ? n : 1) * sizeof *q->probe);
+    q->probe_cap = n;
+    for (int i = 0; i < n; i++) {
+        q->probe[i] = zkl__join_path(c, q->dir, names[i]);
+        q->probe_n = i + 1;
+        if (!q->probe[i]) {
+            probe_free(c, op);
+            return 0;
+        }
+    }
+    q->step = S_PROBE;
+    for (int i = 0; i < n; i++) {
+        c->stats.exists++;
+        int rc = c->zk->aexists(c->zh, q->probe[i], 0, probe_reply, ZKL_TOKEN(op));
+        if (rc != ZOK) { /* the link is gone: those sent fail too; list once connected */
+            q->probe_lost = 1;
+            if (i == 0) {
+                probe_free(c, op);
+                q->step = S_RELIST;
+                KICK(c, op);
+                return 1;
+            }
+            for (int j = i; j < n; j++)
+                zkl__strfree(c, q->probe[j]);
+            q->probe_n = i; /* the replies of those sent end the round */
+            break;
+        }
+        op->refs++;
+    }
+    return 1;
+}
+
+static void probe_reply(int rc, const struct Stat *st, const void *token) {
+    zkl_client *c;
+    (void)st;
+    zkl_op *op = zkl__reply_op(token, &c);
+    if (!op) return;
+    zkl_qop *q = QOP(op);
+    if (op->phase == P_ACQUIRING && q->step == S_PROBE && op->gen == ZKL_TOKEN_GEN(token) &&
+        q->probe_i < q->probe_n) {
+        const char *path = q->probe[q->probe_i++];
+        if (rc == ZNONODE && q->cache)
+            zkl__dircache_gone(q->cache, strrchr(path, '/') + 1);
+        else if (rc != ZOK)
+            q->probe_lost = 1; /* connection loss, or anything else: unsure, list */
+        if (q->probe_i == q->probe_n) {
+            int lost = q->probe_lost || !q->cache || !q->node;
+            probe_free(c, op);
+            int found = 0, left = 0;
+            const char *next = lost ? NULL
+                                    : zkl__dircache_below(q->cache, strrchr(q->node, '/') + 1,
+                                                          q->recipe == ZKL_READ, &found, &left);
+            if (lost || !found) {
+                q->step = S_RELIST;
+                KICK(c, op);
+            } else if (!next) {
+                if (!walk_grant(c, op)) issue_list(c, op);
+            } else {
+                op->gen++;
+                watch_node(c, op, next, head_below(op, next)); /* the nearest one still there */
+            }
+        }
+    }
+    zkl__op_maybe_free(c, op);
+}
+
 /* The watched node is gone. A waiter that kept its listing walks down it instead of listing
  * again: every node that can still sort before ours was in that listing (sequence numbers only
  * grow, and it was taken after our create), so it watches the nearest one not known gone (for a
- * reader: the nearest writer), and holds when none is left. Walking a mutex queue of N waiters
- * then moves a constant number of bytes per handoff, not N names. The write side still lists
- * before it takes the lock: a holder's downgrade makes a read node with an old sequence, which
- * no listing of ours has seen. Without a kept listing (none yet, the link dropped since, a
- * wrapped sequence) it lists, as Curator does. */
+ * reader: the nearest writer), after checking the others with exists() when there are several,
+ * and holds when none is left. A drain of N waiters across processes then moves bytes per
+ * handoff that do not grow with N. The write side still lists before it takes the lock: a
+ * holder's downgrade makes a read node with an old sequence, which no listing of ours has seen.
+ * Without a kept listing (none yet, the link dropped since, a wrapped sequence), or with more
+ * than ZKL_WALK_MAX nodes to check, it lists, as Curator does. */
 static void predecessor_gone(zkl_client *c, zkl_op *op) {
     zkl_qop *q = QOP(op);
     if (q->cache && q->watch_path) zkl__dircache_gone(q->cache, strrchr(q->watch_path, '/') + 1);
@@ -617,27 +743,7 @@ static void predecessor_gone(zkl_client *c, zkl_op *op) {
         zkl__queue_acquired(c, op);
         return;
     }
-    if (q->cache && q->node) {
-        int found = 0, found_next = 0, left = 0, left_next = 0;
-        const char *own = strrchr(q->node, '/') + 1;
-        const char *next = zkl__dircache_below(q->cache, own, q->recipe == ZKL_READ, &found, &left);
-        /* More than a few nodes to check one by one (none of them seen go, no grant of ours
-         * below them): a listing is cheaper, and it leaves only the live ones in the cache. In a
-         * drain that happens once per client; then its own grants keep the walk short. */
-        if (found && next && left <= ZKL_WALK_MAX) {
-            int head = (q->recipe == ZKL_MUTEX || q->recipe == ZKL_LATCH) &&
-                       !zkl__dircache_below(q->cache, next, 0, &found_next, &left_next) &&
-                       found_next;
-            op->gen++; /* a late reply or event about the node watched before is stale now */
-            watch_node(c, op, next, head);
-            return;
-        }
-        if (found && !next && q->recipe != ZKL_WRITE && own_session_node(c, op)) {
-            c->stats.handoffs++;
-            zkl__queue_acquired(c, op);
-            return;
-        }
-    }
+    if (walk(c, op)) return;
     issue_list(c, op);
 }
 

@@ -44,18 +44,33 @@ static fz_req *expect_get(const char *file, int line, const char *name) {
 }
 #define EXPECT_GET(name) expect_get(__FILE__, __LINE__, (name))
 
+/* the next request is an exists() without a watch on name (a probe of the walk) */
+static fz_req *expect_exists(const char *file, int line, const char *name) {
+    fz_req *e = h_expect_req(file, line, FZ_EXISTS, DIR "/");
+    h_checks++;
+    if (strcmp(e->path, h_join(DIR, name)) != 0)
+        h_fail(file, line, "exists on %s, expected %s", e->path, h_join(DIR, name));
+    h_checks++;
+    if (e->watch != 0) h_fail(file, line, "exists on %s with a watch", e->path);
+    return e;
+}
+#define EXPECT_EXISTS(name) expect_exists(__FILE__, __LINE__, (name))
+
 static int64_t stat_of(zkl_client *c, int which) {
     zkl_stats st;
     zkl_client_stats(c, &st);
-    return which == 0 ? st.lists : which == 1 ? st.gets : st.handoffs;
+    return which == 0 ? st.lists : which == 1 ? st.gets : which == 2 ? st.handoffs : st.exists;
 }
 #define LISTS(c) stat_of((c), 0)
 #define GETS(c) stat_of((c), 1)
 #define HANDOFFS(c) stat_of((c), 2)
+#define EXISTS(c) stat_of((c), 3)
 
-/* Four other clients' nodes before ours. The predecessor goes: getData on the next lower one
- * (watch set), no listing. That one goes too: the next. The two lowest are gone already
- * (NONODE, no watch left): checked in turn, then the lock is ours, still without a listing. */
+/* Four other clients' nodes before ours. The predecessor goes: the three below it are checked
+ * with exists() (no watch), pipelined, nearest first; the nearest one still there (o3) is
+ * watched with getData, no listing. o3 goes: only o2 is left to check, so it is watched at once;
+ * it is gone already (NONODE, no watch left) and was the last: the lock is ours, still without a
+ * listing. Fails if the walk skips a node. */
 static void walk_down_to_grant(void) {
     zkl_client *c = client();
     fz_req *cr, *ls;
@@ -73,7 +88,15 @@ static void walk_down_to_grant(void) {
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o4)), 1);
     h_pump(c);
     EXPECT_NO_EV(c);
-    fz_req *g3 = EXPECT_GET(o3); /* the next lower node, not a listing */
+    fz_req *e3 = EXPECT_EXISTS(o3), *e2 = EXPECT_EXISTS(o2), *e1 = EXPECT_EXISTS(o1);
+    EXPECT_NO_REQ(); /* not a listing */
+    fz_stat_owner(e3, 3, 77);
+    fz_stat_owner(e2, 2, 77);
+    fz_reply(e1, ZNONODE);
+    h_pump(c);
+    EXPECT_NO_EV(c);
+    CHECK_INT(fz_armed_total(), 0); /* the probes set no watch */
+    fz_req *g3 = EXPECT_GET(o3);    /* the nearest one still there */
     EXPECT_NO_REQ();
     fz_data_ok(g3, "x", 3);
     h_pump(c);
@@ -82,21 +105,17 @@ static void walk_down_to_grant(void) {
 
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o3)), 1);
     h_pump(c);
-    fz_req *g2 = EXPECT_GET(o2);
+    fz_req *g2 = EXPECT_GET(o2); /* the only one left: watched at once */
     EXPECT_NO_REQ();
-    fz_reply(g2, ZNONODE); /* gone already: go on down */
-    h_pump(c);
-    EXPECT_NO_EV(c);
-    fz_req *g1 = EXPECT_GET(o1);
-    EXPECT_NO_REQ();
-    fz_reply(g1, ZNONODE); /* none left: the lock is ours */
+    fz_reply(g2, ZNONODE); /* gone already: none left, the lock is ours */
     h_pump(c);
     EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
     EXPECT_NO_EV(c);
     EXPECT_NO_REQ();
     CHECK_INT(fz_armed_total(), 0);
     CHECK_INT(LISTS(c), 1);
-    CHECK_INT(GETS(c), 4);
+    CHECK_INT(GETS(c), 3);
+    CHECK_INT(EXISTS(c), 3);
     CHECK_INT(HANDOFFS(c), 1);
     zkl_lock_info info;
     CHECK_INT(zkl_lock_info_get(c, id, &info), ZKL_OK);
@@ -110,8 +129,8 @@ static void walk_down_to_grant(void) {
 }
 
 /* The watch fires right behind the reply that set it (both delivered in one pump), twice in a
- * row: the walk goes on from each; a late event of a node left behind is stale. A data change
- * on the watched node (a revocation request) still means a full listing. */
+ * row: the walk goes on from each. A data change on the watched node (a revocation request)
+ * still means a full listing. */
 static void walk_watch_fires_during_walk(void) {
     zkl_client *c = client();
     fz_req *cr, *ls;
@@ -125,12 +144,17 @@ static void walk_watch_fires_during_walk(void) {
     CHECK_INT(fz_data_ok(g3, "x", 3), 0);
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o3)), 1);
     h_pump(c);
+    fz_req *e2 = EXPECT_EXISTS(o2), *e1 = EXPECT_EXISTS(o1);
+    EXPECT_NO_REQ();
+    fz_stat_owner(e2, 2, 77);
+    fz_stat_owner(e1, 1, 77);
+    h_pump(c);
     fz_req *g2 = EXPECT_GET(o2);
     EXPECT_NO_REQ();
     CHECK_INT(fz_data_ok(g2, "x", 2), 0);
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o2)), 1);
     h_pump(c);
-    fz_req *g1 = EXPECT_GET(o1);
+    fz_req *g1 = EXPECT_GET(o1); /* the last one: watched at once */
     EXPECT_NO_REQ();
     EXPECT_NO_EV(c);
     fz_data_ok(g1, "x", 1);
@@ -153,9 +177,9 @@ static void walk_watch_fires_during_walk(void) {
     finish(c);
 }
 
-/* A reader watches the first writer; when it goes, the nearest writer below its node; readers in
- * between are never checked. A writer gone already (NONODE) is skipped; with no writer left the
- * read lock is ours without a listing. */
+/* A reader watches the first writer; when it goes, the writers below its node are checked
+ * (readers in between never are), and the nearest one still there is watched. With no writer
+ * left the read lock is ours without a listing. */
 static void walk_reader_skips_readers(void) {
     zkl_client *c = client();
     fz_req *cr, *ls;
@@ -171,20 +195,23 @@ static void walk_reader_skips_readers(void) {
     h_pump(c);
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, w0)), 1);
     h_pump(c);
-    fz_req *g4 = EXPECT_GET(w4); /* the nearest writer below ours: r5 is skipped */
+    fz_req *e4 = EXPECT_EXISTS(w4), *e2 = EXPECT_EXISTS(w2); /* r5, r3, r1 skipped */
+    EXPECT_NO_REQ();
+    fz_stat_owner(e4, 4, 77);
+    fz_reply(e2, ZNONODE);
+    h_pump(c);
+    fz_req *g4 = EXPECT_GET(w4);
     EXPECT_NO_REQ();
     fz_data_ok(g4, "w", 4);
     h_pump(c);
+    EXPECT_NO_EV(c);
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, w4)), 1);
     h_pump(c);
-    fz_req *g2 = EXPECT_GET(w2); /* r3 skipped */
-    EXPECT_NO_REQ();
-    fz_reply(g2, ZNONODE);
-    h_pump(c);
-    EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK); /* w0 is known gone: no writer left */
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK); /* w0, w2, w4 seen gone: no writer left */
     EXPECT_NO_REQ();
     CHECK_INT(LISTS(c), 1);
-    CHECK_INT(GETS(c), 3);
+    CHECK_INT(GETS(c), 2);
+    CHECK_INT(EXISTS(c), 2);
     finish(c);
 }
 
@@ -224,7 +251,7 @@ static void walk_writer_lists_before_grant(void) {
     finish(c);
 }
 
-/* The link drops while the walk's getData is in flight: after the reconnect the waiter lists
+/* The link drops while the walk's probes are in flight: after the reconnect the waiter lists
  * again (the walk resumes from that listing). A link that drops while a watch is armed: the
  * watch survives the reconnect, and its event means a listing too. */
 static void walk_reconnect_lists(void) {
@@ -240,16 +267,17 @@ static void walk_reconnect_lists(void) {
     h_pump(c);
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o3)), 1);
     h_pump(c);
-    fz_req *g2 = EXPECT_GET(o2);
+    fz_req *e2 = EXPECT_EXISTS(o2), *e1 = EXPECT_EXISTS(o1);
+    fz_stat_owner(e2, 2, 77); /* answered, but the link drops before the other reply */
     fz_disconnect();
     h_pump(c);
-    CHECK_INT(g2->rc, ZCONNECTIONLOSS);
+    CHECK_INT(e1->rc, ZCONNECTIONLOSS);
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
     EXPECT_NO_REQ();
     fz_connect();
     h_pump(c);
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
-    fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR); /* not a getData on o1 */
+    fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR); /* not a getData on o2 */
     EXPECT_NO_REQ();
     fz_children_v(ls2, o1, o2, h_seqname(cr, 4), NULL);
     h_pump(c);
@@ -404,35 +432,70 @@ static void walk_not_after_wrap(void) {
     finish(c);
 }
 
-/* Many nodes below the one that went, none seen gone and no grant of ours under them: checking
- * them one by one would cost a round trip each, so the waiter lists again; the listing leaves
- * only the live ones, and the walk goes on from it. */
+/* Cancelled while the walk's probes are in flight: FAILED at once, the node is deleted; the late
+ * probe replies lead nowhere (no watch, no grant). */
+static void walk_probes_after_cancel(void) {
+    zkl_client *c = client();
+    fz_req *cr, *ls;
+    uint64_t id = start(c, ZKL_MUTEX, &cr, &ls);
+    const char *o1 = h_other(1, "lock-", 1), *o2 = h_other(2, "lock-", 2);
+    const char *o3 = h_other(3, "lock-", 3);
+    fz_create_ok(cr, 4, 4);
+    fz_children_v(ls, o1, o2, o3, h_seqname(cr, 4), NULL);
+    h_pump(c);
+    fz_data_ok(EXPECT_GET(o3), "x", 3);
+    h_pump(c);
+    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o3)), 1);
+    h_pump(c);
+    fz_req *e2 = EXPECT_EXISTS(o2), *e1 = EXPECT_EXISTS(o1);
+    CHECK_INT(zkl_lock_cancel(c, id), ZKL_OK);
+    EXPECT_EV(c, ZKL_EV_FAILED, id, ZKL_ECANCELED);
+    fz_req *del = EXPECT_REQ(FZ_DELETE, cr->created);
+    EXPECT_NO_REQ();
+    fz_reply(e2, ZNONODE);
+    fz_reply(e1, ZNONODE); /* "none left": must not grant a cancelled op */
+    fz_reply(del, ZOK);
+    h_pump(c);
+    EXPECT_NO_REQ();
+    EXPECT_NO_EV(c);
+    CHECK_INT(fz_armed_total(), 0);
+    CHECK_INT(fz_live(), 0);
+    finish(c);
+}
+
+/* Many nodes below the one that went, none seen gone and no grant of ours under them: more than
+ * ZKL_WALK_MAX to check, so the waiter lists again; the listing leaves only the live ones, and
+ * the walk goes on from it. */
 static void walk_too_far_lists(void) {
     zkl_client *c = client();
     fz_req *cr, *ls;
     uint64_t id = start(c, ZKL_MUTEX, &cr, &ls);
-    const char *names[ZKL_WALK_MAX + 4];
-    int n = ZKL_WALK_MAX + 2; /* others with sequences 1..n; ours n + 1 */
-    for (int i = 0; i < n; i++)
-        names[i] = h_other(i + 1, "lock-", i + 1);
-    fz_create_ok(cr, n + 1, 1);
-    names[n] = h_seqname(cr, n + 1);
-    names[n + 1] = NULL;
-    fz_children_ok(ls, names);
+    enum { N = ZKL_WALK_MAX + 2 }; /* others with sequences 1..N; ours N + 1 */
+    static char names[N + 1][80];
+    const char *list[N + 2];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "%s", h_other(i + 1, "lock-", i + 1));
+        list[i] = names[i];
+    }
+    fz_create_ok(cr, N + 1, 1);
+    snprintf(names[N], sizeof names[N], "%s", h_seqname(cr, N + 1));
+    list[N] = names[N];
+    list[N + 1] = NULL;
+    fz_children_ok(ls, list);
     h_pump(c);
-    fz_data_ok(EXPECT_GET(names[n - 1]), "x", 1);
+    fz_data_ok(EXPECT_GET(names[N - 1]), "x", 1);
     h_pump(c);
-    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, names[n - 1])), 1);
+    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, names[N - 1])), 1);
     h_pump(c);
-    fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR); /* n - 1 = ZKL_WALK_MAX + 1 left: list */
+    fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR); /* N - 1 = ZKL_WALK_MAX + 1 left: list */
     EXPECT_NO_REQ();
-    fz_children_v(ls2, names[n], names[1], names[3], NULL);
+    fz_children_v(ls2, names[N], names[1], names[3], NULL);
     h_pump(c);
     fz_data_ok(EXPECT_GET(names[3]), "x", 1);
     h_pump(c);
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, names[3])), 1);
     h_pump(c);
-    fz_reply(EXPECT_GET(names[1]), ZNONODE); /* two left: walk */
+    fz_reply(EXPECT_GET(names[1]), ZNONODE); /* one left: watched at once; gone: ours */
     h_pump(c);
     EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
     EXPECT_NO_REQ();
@@ -448,4 +511,5 @@ H_DEFINE_GROUP(g_handoff, {"walk_down_to_grant", walk_down_to_grant},
                {"late_found_after_cancel", walk_late_found_after_cancel},
                {"late_nonode_after_cancel", walk_late_nonode_after_cancel},
                {"floor_of_own_grant", walk_floor_of_own_grant},
-               {"not_after_wrap", walk_not_after_wrap}, {"too_far_lists", walk_too_far_lists});
+               {"not_after_wrap", walk_not_after_wrap}, {"too_far_lists", walk_too_far_lists},
+               {"probes_after_cancel", walk_probes_after_cancel});
