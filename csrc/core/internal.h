@@ -184,6 +184,9 @@ void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const cha
  * is not in the cache (the caller must then list); *left counts such nodes, up to
  * ZKL_WALK_MAX + 1. */
 #define ZKL_WALK_MAX 64
+/* up to this many are always probed; more only when a listing would be 8 times their number */
+#define ZKL_WALK_CHEAP 8
+size_t zkl__dircache_size(const zkl_dircache *d);
 const char *zkl__dircache_below(const zkl_dircache *d, const char *name, int writers_only,
                                 int *found, int *left);
 /* the names of those nodes (up to max), nearest first; returns how many */

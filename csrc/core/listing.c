@@ -282,6 +282,10 @@ static int walk_below(const zkl_dircache *d, const char *name, int writers_only,
     return 1;
 }
 
+size_t zkl__dircache_size(const zkl_dircache *d) {
+    return d ? d->n : 0;
+}
+
 typedef struct {
     const char *first;
     int n;

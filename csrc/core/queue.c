@@ -646,6 +646,9 @@ static int walk(zkl_client *c, zkl_op *op) {
     const char *own = strrchr(q->node, '/') + 1;
     const char *next = zkl__dircache_below(q->cache, own, writers, &found, &left);
     if (!found || left > ZKL_WALK_MAX) return 0;
+    /* a probe costs the server a request per node, a listing one with every name: in a short
+     * queue listing is cheaper */
+    if (left > ZKL_WALK_CHEAP && (size_t)left * 8 > zkl__dircache_size(q->cache)) return 0;
     if (!next) return walk_grant(c, op);
     op->gen++; /* a late reply or event about the node watched before is stale now */
     if (left == 1) {

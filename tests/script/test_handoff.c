@@ -464,15 +464,16 @@ static void walk_probes_after_cancel(void) {
 }
 
 /* Many nodes below the one that went, none seen gone and no grant of ours under them: more than
- * ZKL_WALK_MAX to check, so the waiter lists again; the listing leaves only the live ones, and
- * the walk goes on from it. */
-static void walk_too_far_lists(void) {
+ * ZKL_WALK_MAX to check, or more than ZKL_WALK_CHEAP in a listing less than 8 times their number,
+ * so the waiter lists again; the listing leaves only the live ones, and the walk goes on from it.
+ */
+static void too_far(int N) {
     zkl_client *c = client();
     fz_req *cr, *ls;
     uint64_t id = start(c, ZKL_MUTEX, &cr, &ls);
-    enum { N = ZKL_WALK_MAX + 2 }; /* others with sequences 1..N; ours N + 1 */
-    static char names[N + 1][80];
-    const char *list[N + 2];
+    /* others with sequences 1..N; ours N + 1 */
+    static char names[ZKL_WALK_MAX + 3][80];
+    const char *list[ZKL_WALK_MAX + 4];
     for (int i = 0; i < N; i++) {
         snprintf(names[i], sizeof names[i], "%s", h_other(i + 1, "lock-", i + 1));
         list[i] = names[i];
@@ -487,7 +488,7 @@ static void walk_too_far_lists(void) {
     h_pump(c);
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, names[N - 1])), 1);
     h_pump(c);
-    fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR); /* N - 1 = ZKL_WALK_MAX + 1 left: list */
+    fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR); /* N - 1 left: list */
     EXPECT_NO_REQ();
     fz_children_v(ls2, names[N], names[1], names[3], NULL);
     h_pump(c);
@@ -503,6 +504,13 @@ static void walk_too_far_lists(void) {
     finish(c);
 }
 
+static void walk_too_far_lists(void) {
+    too_far(ZKL_WALK_MAX + 2);
+}
+static void walk_short_queue_lists(void) {
+    too_far(ZKL_WALK_CHEAP + 2);
+}
+
 H_DEFINE_GROUP(g_handoff, {"walk_down_to_grant", walk_down_to_grant},
                {"watch_fires_during_walk", walk_watch_fires_during_walk},
                {"reader_skips_readers", walk_reader_skips_readers},
@@ -512,4 +520,5 @@ H_DEFINE_GROUP(g_handoff, {"walk_down_to_grant", walk_down_to_grant},
                {"late_nonode_after_cancel", walk_late_nonode_after_cancel},
                {"floor_of_own_grant", walk_floor_of_own_grant},
                {"not_after_wrap", walk_not_after_wrap}, {"too_far_lists", walk_too_far_lists},
-               {"probes_after_cancel", walk_probes_after_cancel});
+               {"probes_after_cancel", walk_probes_after_cancel},
+               {"short_queue_lists", walk_short_queue_lists});
