@@ -5,24 +5,37 @@
 -- every waiter is queued and watching, the holder releases and the queue drains: every waiter
 -- takes the lock once and releases it. Measured over the drain only:
 --   handoffs/s   N / (time from the release to the last worker's last acquisition)
---   bytes/handoff  bytes the workers read from their sockets during the drain (the rchar of
---                /proc/<pid>/io, read by each worker itself before and after), divided by N
+--   bytes/handoff  bytes the workers' sockets received during the drain (tcp_info bytes_received
+--                of each worker's own connection, read through ss(8) by the worker itself before
+--                and after), divided by N
 --   lists, gets  the core's own request counters over the drain, per handoff
 -- Each build runs in its own worker processes; builds alternate within each size.
 --
 --   lua5.4 bench/drivers/handoff_drain.lua [--sizes 100,1000,10000] [--workers 4] [--batch 10]
---       [--build NAME=BUILD_DIR[:LUA_DIR] ...] [--rounds R] [--smoke]
+--       [--build NAME=BUILD_DIR[:LUA_DIR] ...] [--rounds R] [--nosync] [--smoke]
 --   (from the repository root; default build: new=bench/out/build with lua/)
 -- Output: a Markdown table on stdout (and progress on stderr).
 -- Worker mode (run by the above): handoff_drain.lua worker HOSTS PATH N BATCH STATEFILE
 local mode = arg[1]
 
-local function read_rchar()
-  local f = io.open("/proc/self/io", "r")
-  if not f then return 0 end
-  local s = f:read("a")
-  f:close()
-  return tonumber(s:match("rchar:%s*(%d+)")) or 0
+-- Bytes this process's TCP sockets to the server have received (the kernel's tcp_info
+-- bytes_received, through ss(8)): the client side, every reply and notification counted, even
+-- those the ZooKeeper client reads with recv(), which /proc/<pid>/io's rchar leaves out.
+local function received(port)
+  local f = io.open("/proc/self/stat", "r")
+  local pid = f and f:read("a"):match("^(%d+)")
+  if f then f:close() end
+  local p = io.popen(("ss -tinpH state established '( dport = :%d )' 2>/dev/null"):format(port))
+  local total, mine = 0, false
+  for line in p:lines() do
+    if line:match("^%S") then
+      mine = pid ~= nil and line:find("pid=" .. pid .. ",", 1, true) ~= nil
+    elseif mine then
+      total = total + (tonumber(line:match("bytes_received:(%d+)")) or 0)
+    end
+  end
+  p:close()
+  return total
 end
 
 if mode == "worker" then
@@ -57,13 +70,14 @@ if mode == "worker" then
   end
   c:sleep(0.3) -- the last watches set
   local s0 = c:stats()
-  local r0 = read_rchar()
+  local port = tonumber(hosts:match(":(%d+)$"))
+  local r0 = received(port)
   local f = assert(io.open(state .. ".ready", "w"))
   f:write("ready\n")
   f:close()
   assert(c:run(1200))
   local t_end = core.now()
-  local r1 = read_rchar()
+  local r1 = received(port)
   local s1 = c:stats()
   f = assert(io.open(state .. ".tmp", "w"))
   f:write(("%.3f %d %d %d %d\n"):format(t_end, r1 - r0, done, s1.lists - s0.lists, s1.gets - s0.gets))
@@ -74,7 +88,7 @@ if mode == "worker" then
 end
 
 -- ------------------------------------------------------------------ coordinator
-local sizes, workers, batch, rounds, builds, smoke = { 100, 1000, 10000 }, 4, 10, 1, {}, false
+local sizes, workers, batch, rounds, builds, smoke, nosync = { 100, 1000, 10000 }, 4, 10, 1, {}, false, false
 do
   local i = 1
   while i <= #arg do
@@ -92,6 +106,7 @@ do
       builds[#builds + 1] = { name = name, build = dir, lua = lua ~= "" and lua or "lua" }
       i = i + 1
     elseif a == "--smoke" then smoke = true
+    elseif a == "--nosync" then nosync = true
     else error("unknown argument " .. a, 0) end
     i = i + 1
   end
@@ -112,7 +127,8 @@ local function shq(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 local tmp = os.tmpname()
 os.remove(tmp)
 assert(os.execute("mkdir -p " .. shq(tmp)))
-local zk = testing.server{ jvm_opts = { "-Xmx1g" } }
+-- 1 GiB heap: listings of a 10,000-node queue (see bench.lua's h10k case)
+local zk = testing.server{ jvm_opts = { "-Xmx1g" }, config = nosync and { forceSync = "no" } or nil }
 local ok, err = pcall(function()
   local c = assert(zklock.connect(zk.hosts, { session_timeout = 30 }))
   local results = {}
@@ -165,7 +181,7 @@ local ok, err = pcall(function()
     local r = { rate = n / secs, bytes = bytes / n, lists = lists / n, gets = gets / n, secs = secs }
     log("%-6s n=%-6d %8.0f handoffs/s %10.0f bytes/handoff  lists %.3f gets %.2f per handoff  %.2f s",
       b.name, n, r.rate, r.bytes, r.lists, r.gets, secs)
-    assert(c:delete(path))
+    c:delete(path) -- may be reaped already (a container)
     return r
   end
   for _, n in ipairs(sizes) do
@@ -187,8 +203,8 @@ local ok, err = pcall(function()
     table.sort(v)
     return v[(#v + 1) // 2]
   end
-  print(("Waiters over %d processes (queued in batches of %d per process), %d round(s), median:")
-    :format(workers, batch, rounds))
+  print(("Waiters over %d processes (queued in batches of %d per process), server forceSync=%s, %d round(s), median:")
+    :format(workers, batch, nosync and "no" or "yes", rounds))
   print("")
   print("| build | waiters | handoffs/s | bytes received / handoff | lists / handoff | getData / handoff | drain, s |")
   print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
