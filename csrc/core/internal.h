@@ -183,7 +183,7 @@ void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const cha
  * (writers_only: only writers count): its name, or NULL when none. *found is 0 when name itself
  * is not in the cache (the caller must then list); *left counts such nodes, up to
  * ZKL_WALK_MAX + 1. */
-#define ZKL_WALK_MAX 64
+#define ZKL_WALK_MAX 256
 /* up to this many are always probed; more only when a listing would be 8 times their number */
 #define ZKL_WALK_CHEAP 8
 size_t zkl__dircache_size(const zkl_dircache *d);
