@@ -22,6 +22,7 @@ local mode = arg[1]
 -- bytes_received, through ss(8)): the client side, every reply and notification counted, even
 -- those the ZooKeeper client reads with recv(), which /proc/<pid>/io's rchar leaves out.
 local function received(port)
+  if not os.execute("command -v ss >/dev/null 2>&1") then return -1 end -- no iproute2: not measured
   local f = io.open("/proc/self/stat", "r")
   local pid = f and f:read("a"):match("^(%d+)")
   if f then f:close() end
@@ -80,7 +81,8 @@ if mode == "worker" then
   local r1 = received(port)
   local s1 = c:stats()
   f = assert(io.open(state .. ".tmp", "w"))
-  f:write(("%.3f %d %d %d %d\n"):format(t_end, r1 - r0, done, s1.lists - s0.lists, s1.gets - s0.gets))
+  local bytes = (r0 < 0 or r1 < 0) and -1 or r1 - r0
+  f:write(("%.3f %d %d %d %d\n"):format(t_end, bytes, done, s1.lists - s0.lists, s1.gets - s0.gets))
   f:close()
   os.rename(state .. ".tmp", state .. ".done")
   c:close()
@@ -174,11 +176,14 @@ local ok, err = pcall(function()
       local a, b2, d, l, g = f:read("n", "n", "n", "n", "n")
       f:close()
       t_end = math.max(t_end, a)
-      bytes, done, lists, gets = bytes + b2, done + d, lists + l, gets + g
+      bytes = (bytes < 0 or b2 < 0) and -1 or bytes + b2
+      done, lists, gets = done + d, lists + l, gets + g
     end
     assert(done == n, ("%d acquisitions of %d"):format(done, n))
     local secs = math.max(t_end - t0, 1) / 1000
-    local r = { rate = n / secs, bytes = bytes / n, lists = lists / n, gets = gets / n, secs = secs }
+    -- bytes < 0: ss(8) missing, not measured (NaN prints as such in the table)
+    local r = { rate = n / secs, bytes = bytes < 0 and 0 / 0 or bytes / n, lists = lists / n, gets = gets / n,
+      secs = secs }
     log("%-6s n=%-6d %8.0f handoffs/s %10.0f bytes/handoff  lists %.3f gets %.2f per handoff  %.2f s",
       b.name, n, r.rate, r.bytes, r.lists, r.gets, secs)
     c:delete(path) -- may be reaped already (a container)
@@ -199,7 +204,10 @@ local ok, err = pcall(function()
   -- the median round of each cell
   local function med(list, k)
     local v = {}
-    for i, r in ipairs(list) do v[i] = r[k] end
+    for i, r in ipairs(list) do
+      if r[k] ~= r[k] then return r[k] end -- NaN: not measured
+      v[i] = r[k]
+    end
     table.sort(v)
     return v[(#v + 1) // 2]
   end
