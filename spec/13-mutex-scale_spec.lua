@@ -57,10 +57,11 @@ describe("mutex under many waiters", function()
       "a deletion woke " .. tostring(m.zk_max_node_deleted_watch_count) .. " watchers")
     assert.are.equal(0, m.zk_max_node_children_watch_count)
 
-    -- client side: one create and one watch per waiter; a woken waiter lists again unless the node
-    -- it watched was the head at its last listing (then the grant is a handoff, with no listing).
-    -- A waiter deeper in the queue cannot skip that listing safely: its predecessor may have left
-    -- by timeout or cancel while an earlier node still holds.
+    -- client side: one create and one watch (getData) per waiter; a woken waiter walks down the
+    -- listing it kept (exists() probes, without a watch, of the nodes below its own that it has
+    -- not seen go and that lie above its own client's last grant) or lists again when that is
+    -- cheaper. Its predecessor may have left by timeout or cancel while an earlier node still
+    -- holds, so it never skips a node it has not seen go.
     local d = util.stats_delta(before, util.stats_sum(clients))
     local report = util.format_stats(d) .. (" handoff chain %.2f s"):format(handoff_time)
     assert.are.equal(200, d.acquired, report)

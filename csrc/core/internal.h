@@ -12,6 +12,7 @@
 typedef struct zkl_op zkl_op;
 typedef struct zkl_kind zkl_kind;
 typedef struct zkl_listing zkl_listing;
+typedef struct zkl_dircache zkl_dircache;
 
 /* Phases every op goes through (a kind may leave some out). */
 enum {
@@ -102,6 +103,8 @@ struct zkl_client {
     const char **sorted;    /* its children sorted for sorted_recipe (NULL: not yet) */
     size_t sorted_n;
     int sorted_recipe;
+    unsigned listing_serial; /* counts shared listing replies (listing.c) */
+    zkl_dircache *dircaches; /* what waiters of this client know of their lock dirs (listing.c) */
     /* the last lease listing: a hash of its dir and whether it was over max; when it had room,
      * the next acquire of that semaphore lists without a watch (none to take back on a grant) */
     uint64_t lease_hint_dir;
@@ -161,6 +164,34 @@ void zkl__ops_each(zkl_client *c, void (*fn)(zkl_client *, zkl_op *, int), int a
 int zkl__listing_join(zkl_client *c, const char *dir, const void *token, strings_completion_t done);
 void zkl__listings_flush(zkl_client *c);
 void zkl__listings_drop(zkl_client *c);
+
+/* What this client knows of a lock dir, kept for its waiters: the last listing sorted for one
+ * order (mutex, read-write or latch), the nodes since seen gone, and a floor (every node sorting
+ * at or below it is gone: a node of this client was granted an exclusive hold there). Nodes made
+ * by sequential creates only get higher sequences, so a waiter finds in it every node that can
+ * still sort before its own (see queue.c, predecessor_gone). */
+zkl_dircache *zkl__dircache_ref(zkl_client *c, const char *dir, zkl_recipe r);
+void zkl__dircache_unref(zkl_client *c, zkl_dircache *d);
+/* refill from a sorted listing (serial: the shared listing it came from, 0 a private one);
+ * -1 when out of memory (the cache is then empty) */
+int zkl__dircache_fill(zkl_client *c, zkl_dircache *d, const char *const *sorted, int n,
+                       unsigned serial);
+void zkl__dircache_gone(zkl_dircache *d, const char *name);
+/* name (a node of this client) was granted an exclusive hold: every node below it is gone */
+void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const char *name);
+/* The nearest node sorting below name that is neither known gone nor at or below the floor
+ * (writers_only: only writers count): its name, or NULL when none. *found is 0 when name itself
+ * is not in the cache (the caller must then list); *left counts such nodes, up to
+ * ZKL_WALK_MAX + 1. */
+#define ZKL_WALK_MAX 256
+/* up to this many are always probed; more only when a listing would be 8 times their number */
+#define ZKL_WALK_CHEAP 8
+size_t zkl__dircache_size(const zkl_dircache *d);
+const char *zkl__dircache_below(const zkl_dircache *d, const char *name, int writers_only,
+                                int *found, int *left);
+/* the names of those nodes (up to max), nearest first; returns how many */
+int zkl__dircache_candidates(const zkl_dircache *d, const char *name, int writers_only,
+                             const char **out, int max);
 
 /* How many times a create makes its container parents (again) when it meets ZNONODE: the server
  * reaps an emptied container at any moment, also between a parent's create and the child's. */

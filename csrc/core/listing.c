@@ -66,6 +66,7 @@ int zkl__listing_join(zkl_client *c, const char *dir, const void *token,
 static void listing_reply(int rc, const struct String_vector *v, const void *data) {
     zkl_listing *l = (zkl_listing *)(uintptr_t)data;
     zkl_client *c = l->c;
+    if (++c->listing_serial == 0) c->listing_serial = 1; /* 0 means a private listing */
     c->sorted_for = v;
     for (size_t i = 0; i < l->n; i++)
         l->done(rc, v, l->tokens[i]);
@@ -110,4 +111,215 @@ void zkl__listings_drop(zkl_client *c) {
         }
         listing_free(l);
     }
+}
+
+/* ---------------------------------------------------------------- what waiters know of a dir */
+
+struct zkl_dircache {
+    zkl_dircache *next;
+    char *dir;
+    zkl_recipe order; /* ZKL_MUTEX, ZKL_READ (both sides of a read-write lock) or ZKL_LATCH */
+    int users;        /* waiters that refer to it */
+    unsigned serial;  /* the shared listing it was filled from (0: a private one) */
+    size_t n, cap;
+    const char **names; /* sorted */
+    const char **keys;  /* their sort keys (pointers into names) */
+    unsigned char *gone;
+    char *blob; /* the names' bytes */
+    size_t blob_len;
+    char *floor;     /* every node sorting at or below it is gone (NULL: none known) */
+    char *floor_key; /* its key (into floor) */
+};
+
+static zkl_recipe order_of(zkl_recipe r) {
+    return r == ZKL_READ || r == ZKL_WRITE ? ZKL_READ : r == ZKL_LATCH ? ZKL_LATCH : ZKL_MUTEX;
+}
+
+/* the order of zkl__sort_children: the key, then the whole name */
+static int cmp_node(const char *ka, const char *na, const char *kb, const char *nb) {
+    int r = strcmp(ka, kb);
+    return r ? r : strcmp(na, nb);
+}
+
+static void dircache_clear(zkl_client *c, zkl_dircache *d) {
+    if (d->cap) {
+        zkl__free(c, d->names, d->cap * sizeof *d->names);
+        zkl__free(c, d->keys, d->cap * sizeof *d->keys);
+        zkl__free(c, d->gone, d->cap);
+        zkl__free(c, d->blob, d->blob_len);
+    }
+    d->names = d->keys = NULL;
+    d->gone = NULL;
+    d->blob = NULL;
+    d->n = d->cap = d->blob_len = 0;
+    d->serial = 0;
+}
+
+zkl_dircache *zkl__dircache_ref(zkl_client *c, const char *dir, zkl_recipe r) {
+    zkl_dircache *d;
+    r = order_of(r);
+    for (d = c->dircaches; d; d = d->next)
+        if (d->order == r && strcmp(d->dir, dir) == 0) break;
+    if (!d) {
+        d = zkl__alloc(c, sizeof *d);
+        if (!d) return NULL;
+        memset(d, 0, sizeof *d);
+        d->order = r;
+        d->dir = zkl__strdup(c, dir);
+        if (!d->dir) {
+            zkl__free(c, d, sizeof *d);
+            return NULL;
+        }
+        d->next = c->dircaches;
+        c->dircaches = d;
+    }
+    d->users++;
+    return d;
+}
+
+void zkl__dircache_unref(zkl_client *c, zkl_dircache *d) {
+    if (!d || --d->users > 0) return;
+    zkl_dircache **pp = &c->dircaches;
+    while (*pp && *pp != d)
+        pp = &(*pp)->next;
+    if (*pp) *pp = d->next;
+    dircache_clear(c, d);
+    zkl__strfree(c, d->floor);
+    zkl__strfree(c, d->dir);
+    zkl__free(c, d, sizeof *d);
+}
+
+int zkl__dircache_fill(zkl_client *c, zkl_dircache *d, const char *const *sorted, int n,
+                       unsigned serial) {
+    if (serial && d->serial == serial && d->names) return 0; /* filled from this reply already */
+    /* A later listing replaces an earlier one: the server answers in order, so it holds every
+     * node of the earlier one still there, and none of those this client has seen go. */
+    dircache_clear(c, d);
+    size_t len = 1, un = n > 0 ? (size_t)n : 0, cap = un ? un : 1;
+    for (size_t i = 0; i < un; i++)
+        len += strlen(sorted[i]) + 1;
+    d->names = zkl__alloc(c, cap * sizeof *d->names);
+    d->keys = zkl__alloc(c, cap * sizeof *d->keys);
+    d->gone = zkl__alloc(c, cap);
+    d->blob = zkl__alloc(c, len);
+    d->cap = cap;
+    d->blob_len = len;
+    if (!d->names || !d->keys || !d->gone || !d->blob) {
+        zkl__free(c, d->names, cap * sizeof *d->names);
+        zkl__free(c, d->keys, cap * sizeof *d->keys);
+        zkl__free(c, d->gone, cap);
+        zkl__free(c, d->blob, len);
+        d->names = d->keys = NULL;
+        d->gone = NULL;
+        d->blob = NULL;
+        d->cap = d->blob_len = 0;
+        return -1;
+    }
+    d->n = un;
+    char *p = d->blob;
+    for (size_t i = 0; i < un; i++) {
+        size_t l = strlen(sorted[i]) + 1;
+        memcpy(p, sorted[i], l);
+        d->names[i] = p;
+        d->keys[i] = zkl__sort_key(p, d->order);
+        d->gone[i] = 0;
+        p += l;
+    }
+    d->serial = serial;
+    return 0;
+}
+
+/* index of the first entry not sorting below (key, name) */
+static size_t lower_bound(const zkl_dircache *d, const char *key, const char *name) {
+    size_t lo = 0, hi = d->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_node(d->keys[mid], d->names[mid], key, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void zkl__dircache_gone(zkl_dircache *d, const char *name) {
+    if (!d || !name || !d->n) return;
+    size_t i = lower_bound(d, zkl__sort_key(name, d->order), name);
+    if (i < d->n && strcmp(d->names[i], name) == 0) d->gone[i] = 1;
+}
+
+void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const char *name) {
+    zkl_dircache *d;
+    r = order_of(r);
+    for (d = c->dircaches; d; d = d->next)
+        if (d->order == r && strcmp(d->dir, dir) == 0) break;
+    if (!d || !name) return;
+    const char *key = zkl__sort_key(name, r);
+    if (d->floor && cmp_node(key, name, d->floor_key, d->floor) <= 0) return;
+    char *f = zkl__strdup(c, name);
+    if (!f) return; /* only knowledge lost */
+    zkl__strfree(c, d->floor);
+    d->floor = f;
+    d->floor_key = (char *)zkl__sort_key(f, r);
+}
+
+/* Walk down from name over the nodes that still count; calls back each, nearest first, until
+ * it returns 0. Returns 0 when name is not in the cache. */
+static int walk_below(const zkl_dircache *d, const char *name, int writers_only,
+                      int (*each)(const char *node, void *ud), void *ud) {
+    if (!d || !name || !d->n) return 0;
+    const char *key = zkl__sort_key(name, d->order);
+    size_t i = lower_bound(d, key, name);
+    if (i >= d->n || strcmp(d->names[i], name) != 0) return 0;
+    size_t stop = d->floor ? lower_bound(d, d->floor_key, d->floor) : 0;
+    if (d->floor && stop < d->n && strcmp(d->names[stop], d->floor) == 0) stop++;
+    while (i > stop) {
+        i--;
+        if (d->gone[i]) continue;
+        if (writers_only && !zkl__is_writer(d->names[i])) continue;
+        if (!each(d->names[i], ud)) break;
+    }
+    return 1;
+}
+
+size_t zkl__dircache_size(const zkl_dircache *d) {
+    return d ? d->n : 0;
+}
+
+typedef struct {
+    const char *first;
+    int n;
+} below_acc;
+
+static int count_one(const char *node, void *ud) {
+    below_acc *a = ud;
+    if (!a->first) a->first = node;
+    return ++a->n <= ZKL_WALK_MAX;
+}
+
+const char *zkl__dircache_below(const zkl_dircache *d, const char *name, int writers_only,
+                                int *found, int *left) {
+    below_acc a = {NULL, 0};
+    *found = walk_below(d, name, writers_only, count_one, &a);
+    *left = a.n;
+    return a.first;
+}
+
+typedef struct {
+    const char **out;
+    int n, max;
+} collect_acc;
+
+static int collect_one(const char *node, void *ud) {
+    collect_acc *a = ud;
+    a->out[a->n++] = node;
+    return a->n < a->max;
+}
+
+int zkl__dircache_candidates(const zkl_dircache *d, const char *name, int writers_only,
+                             const char **out, int max) {
+    collect_acc a = {out, 0, max};
+    if (max <= 0) return 0;
+    walk_below(d, name, writers_only, collect_one, &a);
+    return a.n;
 }

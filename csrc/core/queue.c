@@ -40,6 +40,11 @@ static void delete_reply(int rc, const void *token);
 static void scan_reply(int rc, const struct String_vector *v, const void *token);
 static void stat_reply(int rc, const struct Stat *st, const void *token);
 static void watch_fired(zhandle_t *zh, int type, int state, const char *path, void *token);
+static void keep_listing(zkl_client *c, zkl_op *op, const char **sorted, int n,
+                         const struct String_vector *v, int wrapped);
+static void watch_node(zkl_client *c, zkl_op *op, const char *name, int is_head);
+static void probe_reply(int rc, const struct Stat *st, const void *token);
+static void issue_list(zkl_client *c, zkl_op *op);
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -67,8 +72,28 @@ void zkl__set_str(zkl_client *c, char **slot, char *value) {
     *slot = value;
 }
 
+/* The op stops relying on what the client knows of its dir (it holds, gave up, lost its node,
+ * or the link dropped: the next listing decides again). */
+static void probe_free(zkl_client *c, zkl_op *op) {
+    zkl_qop *q = QOP(op);
+    if (!q->probe) return;
+    for (int i = 0; i < q->probe_n; i++)
+        zkl__strfree(c, q->probe[i]);
+    zkl__free(c, q->probe, (size_t)(q->probe_cap ? q->probe_cap : 1) * sizeof *q->probe);
+    q->probe = NULL;
+    q->probe_n = q->probe_i = q->probe_lost = q->probe_cap = 0;
+}
+
+static void cache_drop(zkl_client *c, zkl_op *op) {
+    probe_free(c, op);
+    if (!QOP(op)->cache) return;
+    zkl__dircache_unref(c, QOP(op)->cache);
+    QOP(op)->cache = NULL;
+}
+
 void zkl__queue_free_fields(zkl_client *c, zkl_op *op) {
     zkl_qop *q = QOP(op);
+    cache_drop(c, op);
     zkl__strfree(c, q->dir);
     zkl__strfree(c, q->prefix);
     zkl__strfree(c, q->node);
@@ -167,6 +192,13 @@ static void drop_watch(zkl_client *c, zkl_op *op) {
 
 void zkl__queue_acquired(zkl_client *c, zkl_op *op) {
     zkl_qop *q = QOP(op);
+    /* An exclusive grant (a mutex, latch or write lock of the user, or the semaphore's internal
+     * mutex) is the head of its queue: every node below it is gone for good. The client's other
+     * waiters on this dir need not check those any more. */
+    if (q->node && !q->fixed_name && (q->stage == 1 || op->kind == &zkl__queue_kind) &&
+        (q->recipe == ZKL_MUTEX || q->recipe == ZKL_LATCH || q->recipe == ZKL_WRITE))
+        zkl__dircache_floor(c, q->dir, q->recipe, strrchr(q->node, '/') + 1);
+    cache_drop(c, op);
     if (q->stage == 1 && op->kind->queue_head) { /* a kind built on the queue takes over */
         op->kind->queue_head(c, op);
         return;
@@ -183,6 +215,7 @@ void zkl__queue_acquired(zkl_client *c, zkl_op *op) {
 void zkl__queue_fail(zkl_client *c, zkl_op *op, int status) {
     zkl_qop *q = QOP(op);
     if (op->phase != P_ACQUIRING) return;
+    cache_drop(c, op);
     zkl__emit(c, op, ZKL_EV_FAILED, status);
     if (q->step == S_WAIT)
         drop_watch(c, op);
@@ -196,6 +229,7 @@ void zkl__queue_fail(zkl_client *c, zkl_op *op, int status) {
 
 void zkl__queue_session_lost(zkl_client *c, zkl_op *op, int status) {
     /* Every ephemeral node of the old session is gone with it. */
+    cache_drop(c, op);
     zkl__set_str(c, &QOP(op)->node, NULL);
     QOP(op)->unknown = 0;
     op->gen++;
@@ -221,6 +255,15 @@ void zkl__queue_session_lost(zkl_client *c, zkl_op *op, int status) {
 }
 
 void zkl__queue_suspended(zkl_client *c, zkl_op *op, int suspended) {
+    /* the link dropped: a waiter lists again once its watch fires (correctness first); a probe
+     * round in flight is over (its replies are stale): list once connected again */
+    if (op->phase == P_ACQUIRING && suspended) {
+        if (QOP(op)->step == S_PROBE) {
+            op->gen++;
+            QOP(op)->step = S_RELIST;
+        }
+        cache_drop(c, op);
+    }
     if (op->phase == P_HELD)
         zkl__emit(c, op, ZKL_EV_LOCK_STATE, suspended ? ZKL_LOCK_SUSPENDED : ZKL_LOCK_RECONNECTED);
 }
@@ -230,6 +273,7 @@ void zkl__queue_expire(zkl_client *c, zkl_op *op) {
 }
 
 void zkl__queue_close(zkl_client *c, zkl_op *op) {
+    cache_drop(c, op);
     if (op->phase == P_ACQUIRING)
         zkl__emit(c, op, ZKL_EV_FAILED, ZKL_ECLOSED);
     else if (op->phase == P_RELEASING)
@@ -430,6 +474,7 @@ static void create_reply(int rc, const char *name, const struct Stat *st, const 
 
 static void restart_attempt(zkl_client *c, zkl_op *op) {
     /* Own node vanished (deleted by someone else, or its parent was removed): queue again. */
+    cache_drop(c, op);
     zkl__set_str(c, &QOP(op)->node, NULL);
     QOP(op)->step = S_START;
     KICK(c, op);
@@ -442,6 +487,43 @@ static int own_session_node(zkl_client *c, zkl_op *op) {
     if (QOP(op)->recipe != ZKL_LATCH) return 1;
     const clientid_t *id = c->zh ? c->zk->client_id(c->zh) : NULL;
     return id && QOP(op)->owner != 0 && QOP(op)->owner == id->client_id;
+}
+
+/* Watch a node that sorts before ours (name: in the op's dir): getData with a watch. */
+static void watch_node(zkl_client *c, zkl_op *op, const char *name, int is_head) {
+    char *wp = zkl__join_path(c, QOP(op)->dir, name);
+    if (!wp) {
+        zkl__queue_fail(c, op, ZKL_ENOMEM);
+        return;
+    }
+    zkl__set_str(c, &QOP(op)->watch_path, wp);
+    QOP(op)->watch_is_head = is_head;
+    QOP(op)->step = S_DATA;
+    QOP(op)->watch_token = ZKL_TOKEN(op);
+    /* getData, not exists: on a node that is already gone it leaves no watch behind */
+    c->stats.gets++;
+    ZKL_ISSUE(
+        c, op,
+        c->zk->awget(c->zh, wp, watch_fired, (void *)ZKL_TOKEN(op), data_reply, ZKL_TOKEN(op)));
+}
+
+/* A waiter keeps the listing that made it wait (shared with the client's other waiters on the
+ * dir), for the walk in predecessor_gone. Not for a downgrade's read node (granted at once), the
+ * lease stage of a semaphore, or once a sequence has wrapped (new nodes would then sort before
+ * old ones). */
+static void keep_listing(zkl_client *c, zkl_op *op, const char **sorted, int n,
+                         const struct String_vector *v, int wrapped) {
+    zkl_qop *q = QOP(op);
+    int recipe_ok = q->recipe == ZKL_MUTEX || q->recipe == ZKL_LATCH || q->recipe == ZKL_READ ||
+                    q->recipe == ZKL_WRITE;
+    if (wrapped || !recipe_ok || q->stage > 1 || q->fixed_name) {
+        cache_drop(c, op);
+        return;
+    }
+    if (!q->cache) q->cache = zkl__dircache_ref(c, q->dir, q->recipe);
+    if (!q->cache) return;
+    unsigned serial = v && v == c->sorted_for ? c->listing_serial : 0;
+    if (zkl__dircache_fill(c, q->cache, sorted, n, serial) < 0) cache_drop(c, op);
 }
 
 static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
@@ -491,20 +573,8 @@ static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
     } else if (QOP(op)->try_once) {
         zkl__queue_fail(c, op, ZKL_ETIMEDOUT);
     } else {
-        char *wp = zkl__join_path(c, QOP(op)->dir, names[pick.watch]);
-        if (!wp) {
-            zkl__queue_fail(c, op, ZKL_ENOMEM);
-        } else {
-            zkl__set_str(c, &QOP(op)->watch_path, wp);
-            QOP(op)->watch_is_head = pick.watch_is_head;
-            QOP(op)->step = S_DATA;
-            QOP(op)->watch_token = ZKL_TOKEN(op);
-            /* getData, not exists: on a node that is already gone it leaves no watch behind */
-            c->stats.gets++;
-            ZKL_ISSUE(c, op,
-                      c->zk->awget(c->zh, wp, watch_fired, (void *)ZKL_TOKEN(op), data_reply,
-                                   ZKL_TOKEN(op)));
-        }
+        keep_listing(c, op, names, n, v, pick.wrapped);
+        watch_node(c, op, names[pick.watch], pick.watch_is_head);
     }
     zkl__free(c, names, (size_t)(n ? n : 1) * sizeof *names);
     zkl__free(c, scratch, (size_t)(n ? n : 1) * sizeof *scratch);
@@ -551,12 +621,133 @@ static int own_exclusive_predecessor(zkl_client *c, zkl_op *op) {
     return 0;
 }
 
+/* 1 if no node that counts for a mutex or latch is left below name (name: the node to watch) */
+static int head_below(zkl_op *op, const char *name) {
+    zkl_qop *q = QOP(op);
+    int found = 0, left = 0;
+    if (q->recipe != ZKL_MUTEX && q->recipe != ZKL_LATCH) return 0;
+    return !zkl__dircache_below(q->cache, name, 0, &found, &left) && found;
+}
+
+/* No node that counts is left below ours: the lock is ours, except on the write side (it lists:
+ * a downgrade's read node has an old sequence) and for a latch node of another session. */
+static int walk_grant(zkl_client *c, zkl_op *op) {
+    if (QOP(op)->recipe == ZKL_WRITE || !own_session_node(c, op)) return 0;
+    c->stats.handoffs++;
+    zkl__queue_acquired(c, op);
+    return 1;
+}
+
+/* The walk down the kept listing (see predecessor_gone). Returns 0 when the op must list. */
+static int walk(zkl_client *c, zkl_op *op) {
+    zkl_qop *q = QOP(op);
+    if (!q->cache || !q->node) return 0;
+    int found = 0, left = 0, writers = q->recipe == ZKL_READ;
+    const char *own = strrchr(q->node, '/') + 1;
+    const char *next = zkl__dircache_below(q->cache, own, writers, &found, &left);
+    if (!found || left > ZKL_WALK_MAX) return 0;
+    /* a probe costs the server a request per node, a listing one with every name: in a short
+     * queue listing is cheaper */
+    if (left > ZKL_WALK_CHEAP && (size_t)left * 8 > zkl__dircache_size(q->cache)) return 0;
+    if (!next) return walk_grant(c, op);
+    op->gen++; /* a late reply or event about the node watched before is stale now */
+    if (left == 1) {
+        watch_node(c, op, next, head_below(op, next));
+        return 1;
+    }
+    /* Several nodes to check: exists() without a watch on each, pipelined (one round trip; a
+     * reply is a header, and a Stat for a node still there), then a watch on the nearest one
+     * still there. In a drain across processes they are mostly gone. */
+    const char *names[ZKL_WALK_MAX];
+    int n = zkl__dircache_candidates(q->cache, own, writers, names, ZKL_WALK_MAX);
+    probe_free(c, op);
+    q->probe = zkl__alloc(c, (size_t)(n ? n : 1) * sizeof *q->probe);
+    if (!q->probe) return 0;
+    memset(q->probe, 0, (size_t)(n ? n : 1) * sizeof *q->probe);
+    q->probe_cap = n;
+    for (int i = 0; i < n; i++) {
+        q->probe[i] = zkl__join_path(c, q->dir, names[i]);
+        q->probe_n = i + 1;
+        if (!q->probe[i]) {
+            probe_free(c, op);
+            return 0;
+        }
+    }
+    q->step = S_PROBE;
+    for (int i = 0; i < n; i++) {
+        c->stats.exists++;
+        int rc = c->zk->aexists(c->zh, q->probe[i], 0, probe_reply, ZKL_TOKEN(op));
+        if (rc != ZOK) { /* the link is gone: those sent fail too; list once connected */
+            q->probe_lost = 1;
+            if (i == 0) {
+                probe_free(c, op);
+                q->step = S_RELIST;
+                KICK(c, op);
+                return 1;
+            }
+            for (int j = i; j < n; j++)
+                zkl__strfree(c, q->probe[j]);
+            q->probe_n = i; /* the replies of those sent end the round */
+            break;
+        }
+        op->refs++;
+    }
+    return 1;
+}
+
+static void probe_reply(int rc, const struct Stat *st, const void *token) {
+    zkl_client *c;
+    (void)st;
+    zkl_op *op = zkl__reply_op(token, &c);
+    if (!op) return;
+    zkl_qop *q = QOP(op);
+    if (op->phase == P_ACQUIRING && q->step == S_PROBE && op->gen == ZKL_TOKEN_GEN(token) &&
+        q->probe_i < q->probe_n) {
+        const char *path = q->probe[q->probe_i++];
+        if (rc == ZNONODE && q->cache)
+            zkl__dircache_gone(q->cache, strrchr(path, '/') + 1);
+        else if (rc != ZOK)
+            q->probe_lost = 1; /* connection loss, or anything else: unsure, list */
+        if (q->probe_i == q->probe_n) {
+            int lost = q->probe_lost || !q->cache || !q->node;
+            probe_free(c, op);
+            int found = 0, left = 0;
+            const char *next = lost ? NULL
+                                    : zkl__dircache_below(q->cache, strrchr(q->node, '/') + 1,
+                                                          q->recipe == ZKL_READ, &found, &left);
+            if (lost || !found) {
+                q->step = S_RELIST;
+                KICK(c, op);
+            } else if (!next) {
+                if (!walk_grant(c, op)) issue_list(c, op);
+            } else {
+                op->gen++;
+                watch_node(c, op, next, head_below(op, next)); /* the nearest one still there */
+            }
+        }
+    }
+    zkl__op_maybe_free(c, op);
+}
+
+/* The watched node is gone. A waiter that kept its listing walks down it instead of listing
+ * again: every node that can still sort before ours was in that listing (sequence numbers only
+ * grow, and it was taken after our create), so it watches the nearest one not known gone (for a
+ * reader: the nearest writer), after checking the others with exists() when there are several,
+ * and holds when none is left. A drain of N waiters across processes then moves bytes per
+ * handoff that do not grow with N. The write side still lists before it takes the lock: a
+ * holder's downgrade makes a read node with an old sequence, which no listing of ours has seen.
+ * Without a kept listing (none yet, the link dropped since, a wrapped sequence), or with more
+ * than ZKL_WALK_MAX nodes to check, it lists, as Curator does. */
 static void predecessor_gone(zkl_client *c, zkl_op *op) {
-    if ((QOP(op)->watch_is_head || own_exclusive_predecessor(c, op)) && own_session_node(c, op)) {
+    zkl_qop *q = QOP(op);
+    if (q->cache && q->watch_path) zkl__dircache_gone(q->cache, strrchr(q->watch_path, '/') + 1);
+    if ((q->watch_is_head || own_exclusive_predecessor(c, op)) && own_session_node(c, op)) {
         c->stats.handoffs++;
         zkl__queue_acquired(c, op);
-    } else
-        issue_list(c, op);
+        return;
+    }
+    if (walk(c, op)) return;
+    issue_list(c, op);
 }
 
 static void data_reply(int rc, const char *v, int len, const struct Stat *st, const void *token) {
@@ -826,6 +1017,7 @@ int zkl__queue_cancel(zkl_client *c, zkl_op *op) {
 }
 
 void zkl__queue_abandon(zkl_client *c, zkl_op *op) {
+    cache_drop(c, op);
     op->user_gone = 1;
     op->parent_id = 0;
     if (op->phase == P_ACQUIRING) {

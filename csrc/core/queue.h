@@ -17,6 +17,7 @@ enum {
     S_SCAN,      /* create outcome unknown: list to find our protected prefix once connected */
     S_SCANNING,  /* that list in flight */
     S_STAT,      /* found our node by prefix: exists() for its czxid in flight */
+    S_PROBE,     /* walk: exists() (no watch) on the nodes below ours not known gone, in flight */
     S_QUEUE_LAST /* kinds built on the queue number their own steps from here */
 };
 
@@ -55,6 +56,11 @@ typedef struct zkl_qop {
     char *data;
     size_t data_len;
     int64_t owner; /* ephemeralOwner of own node (create or adopt reply), 0 unknown */
+    /* while waiting: what this client knows of the dir (listing.c), for the walk down to the
+     * next node that still sorts before ours instead of a new listing; NULL: list again */
+    zkl_dircache *cache;
+    char **probe; /* the nodes of the probe round in flight, in the order sent (replies come so) */
+    int probe_n, probe_i, probe_lost, probe_cap;
 } zkl_qop;
 
 #define QOP(o) ((zkl_qop *)(o))

@@ -235,6 +235,7 @@ H_GROUP(g_sem);
 H_GROUP(g_alloc);
 H_GROUP(g_watch);
 H_GROUP(g_latch);
+H_GROUP(g_handoff);
 
 static const struct {
     const char *name;
@@ -250,6 +251,7 @@ static const struct {
     {"alloc", g_alloc, &g_alloc_n},
     {"watch", g_watch, &g_watch_n},
     {"latch", g_latch, &g_latch_n},
+    {"handoff", g_handoff, &g_handoff_n},
 };
 
 /* an argument names a group ("mutex") or one test ("mutex.grant") */
