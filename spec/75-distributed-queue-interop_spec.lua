@@ -71,10 +71,10 @@ describe("distributed queue interop with Curator's DistributedQueue, lock-safe #
       for _, p in ipairs(consumers) do n = n + #p:log().starts end
       return n
     end
-    -- kill each victim while it is inside its processing (its last S has no C yet), at 1/6 .. 4/6
+    -- kill each victim while it is inside its processing (its last S has no C yet), at 1/10 .. 4/10
     local kills, mid = 0, 0
     for i, v in ipairs(victims) do
-      local goal = i * 2 * PER / 6
+      local goal = i * 2 * PER / 10
       local deadline = util.now() + 120
       while started() < goal do
         assert(util.now() < deadline, ("only %d items started (waiting for %d)"):format(started(), goal))

@@ -382,8 +382,10 @@ function Queue:take(timeout, fn)
       data, name, code, raw = self:_take_cached(op_ms, fn)
       if data then return data, name end
       if data == nil then return nil, name, code, raw end
+      local left = deadline - now()
+      if self._blocked and left <= 0 then return timed_out() end
       if self._blocked and wobj then
-        local what, wmsg, wc = wobj:wait(math.min(deadline - now(), BLOCKED_WAIT) / 1000)
+        local what, wmsg, wc = wobj:wait(math.min(left, BLOCKED_WAIT) / 1000)
         if not what and wc ~= "ETIMEDOUT" then return nil, wmsg, wc end
       end
     end

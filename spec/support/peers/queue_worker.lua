@@ -20,7 +20,8 @@ local log = assert(io.open(assert(opt.log, "log="), "a"))
 log:setvbuf("no")
 local function line(s) log:write(s, "\n") end
 
-local client, err = zklock.connect(assert(opt.hosts, "hosts="), { session_timeout = num("session", 10), log_level = "error" })
+local client, err = zklock.connect(assert(opt.hosts, "hosts="),
+  { session_timeout = num("session", 10), log_level = "error" })
 if not client then
   line("X " .. tostring(err))
   os.exit(1)
