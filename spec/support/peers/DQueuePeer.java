@@ -69,7 +69,7 @@ public class DQueuePeer {
         });
         guard.setDaemon(true);
         guard.start();
-        CuratorFramework c = CuratorFrameworkFactory.newClient(hosts, 10000, 10000, new RetryNTimes(3, 200));
+        CuratorFramework c = CuratorFrameworkFactory.newClient(hosts, 4000, 10000, new RetryNTimes(3, 200));
         c.start();
         if (!c.blockUntilConnected(30, TimeUnit.SECONDS)) throw new RuntimeException("no connection");
         final AtomicInteger n = new AtomicInteger();
