@@ -7,10 +7,13 @@
 --   * lock-safe mode: fn runs while the ephemeral <lock_path>/<item> exists and the item is
 --     removed only after fn returned (with fn's own writes, in one fenced multi); fn raising
 --     leaves the item; a lost lock (ELOST) removes nothing; items locked by others are skipped;
+--     CURATOR-605's case (the session ends mid-processing, another consumer takes the item over):
+--     only the second consumer's writes and removal commit;
 --     a consumer process killed with kill -9 mid-processing leaves its item for another consumer;
 --   * bad input.
 --   busted --lua=lua5.4 spec/56-distributed-queue_spec.lua
 local zklock = require("zklock")
+local testing = require("zklock.testing")
 local util = require("support.util")
 local fixture = require("support.fixture")
 local qp = require("support.queue_peers")
@@ -141,6 +144,30 @@ describe("distributed queue (Curator's DistributedQueue)", function()
     assert.is_true(util.wait_until(function() return got ~= nil end, 10, { a, b }))
     assert.are.same({ { "two" }, n2 }, { got[1], got[2] })
     assert.are.equal(0, bq:size())
+  end)
+
+  it("CURATOR-605: a consumer whose session ends while it processes commits nothing; the next one's work stands",
+    function()
+    local a, b = connect("s-a"), connect("s-b")
+    local path, locks = "/dq/605", "/dq/605-locks"
+    local qa = a:queue(path, { format = "curator", lock_path = locks })
+    local qb = b:queue(path, { format = "curator", lock_path = locks })
+    local name = assert(qa:put("job"))
+    local b_got
+    local r = pack(qa:take(10, function(items, msg)
+      assert.are.same({ "job" }, items)
+      -- a's session expires mid-processing: its lock node goes, b gets the item and finishes it
+      assert(testing.expire(a, zk.hosts))
+      b_got = pack(qb:take(10, function(_, bmsg) bmsg:transaction():create("/dq/605-done", "b") end))
+      -- a, unaware, finishes too: its writes and the removal go in one multi fenced by its lock
+      msg:transaction():create("/dq/605-done", "a"):set(path, "a was here")
+    end))
+    assert_code("ELOST", r)
+    assert.are.same({ { "job" }, name }, { b_got[1], b_got[2] })
+    assert.are.equal("b", (b:get("/dq/605-done")))
+    assert.are.equal("", (b:get(path)))
+    assert.are.same({}, util.children(b, path))
+    assert.are.same({}, util.children(b, locks))
   end)
 
   it("a consumer killed with kill -9 while processing leaves its item to another consumer", function()

@@ -283,8 +283,9 @@ function Queue:_try_locked(name, ms, fn)
   t:delete(node):delete(lock)
   local r, em, ec = t:commit(ms > 0 and ms / 1000 or nil)
   if not r then
-    if ec ~= "ELOST" and ec ~= "ESESSION" then pcall(self._unlock, self, lock) end
-    if ec == "ELOST" then
+    if ec ~= "ELOST" and ec ~= "ESESSION" then pcall(self._unlock, self, lock) end -- else: gone with the session
+    if ec == "ELOST" or ec == "ESESSION" then
+      ec = "ELOST"
       em = ("ELOST: queue item %s: this consumer's lock node %s went (its session ended) before the item"
         .. " was removed; the item stays for another consumer, and nothing of this transaction was written")
         :format(check.short(node), check.short(lock))
