@@ -8,7 +8,7 @@
 --     removed only after fn returned (with fn's own writes, in one fenced multi); fn raising
 --     leaves the item; a lost lock (ELOST) removes nothing; items locked by others are skipped;
 --     CURATOR-605's case (the session ends mid-processing, another consumer takes the item over):
---     only the second consumer's writes and removal commit;
+--     only the second consumer's writes and removal commit; coroutine.close inside fn (5.4);
 --     a consumer process killed with kill -9 mid-processing leaves its item for another consumer;
 --   * bad input.
 --   busted --lua=lua5.4 spec/56-distributed-queue_spec.lua
@@ -168,6 +168,23 @@ describe("distributed queue (Curator's DistributedQueue)", function()
     assert.are.equal("", (b:get(path)))
     assert.are.same({}, util.children(b, path))
     assert.are.same({}, util.children(b, locks))
+  end)
+
+  it("coroutine.close on a consumer suspended in its fn removes its lock node; the item stays #lua54", function()
+    local a = connect("cc-a")
+    local q = a:queue("/dq/cc", { format = "curator", lock_path = "/dq/cc-locks" })
+    local name = assert(q:put("x"))
+    local inside, returned = false, false
+    local co = a:spawn(function()
+      q:take(5, function() inside = true a:sleep(30) end)
+      returned = true
+    end)
+    assert.is_true(util.wait_until(function() return inside end, 5, { a }))
+    assert.are.same({ name }, util.children(a, "/dq/cc-locks"))
+    assert.is_true(coroutine.close(co))
+    assert.is_true(util.wait_until(function() return #util.children(a, "/dq/cc-locks") == 0 end, 2, { a }))
+    assert.is_false(returned)
+    assert.are.same({ { "x" }, name }, { q:poll(function() end) })
   end)
 
   it("a consumer killed with kill -9 while processing leaves its item to another consumer", function()

@@ -217,6 +217,21 @@ end
 
 function Message:__tostring() return ("zklock.queue_message(%s)"):format(self.node) end
 
+-- Lua 5.4: fn runs under a to-be-closed guard, so that coroutine.close() on a coroutine suspended
+-- inside fn removes the lock node at once (a delete sent without waiting for its answer; the
+-- item stays). LuaJIT cannot parse it: there the lock node goes with the session.
+local guarded_pcall = (loadstring or load)([[
+  local pcall, setmetatable = ...
+  return function(fn, items, m, on_close)
+    local finished = false
+    local guard <close> = setmetatable({}, { __close = function() if not finished then on_close() end end })
+    local ok, err = pcall(fn, items, m)
+    finished = true
+    return ok, err
+  end
+]])
+guarded_pcall = guarded_pcall and guarded_pcall(pcall, setmetatable)
+
 -- Delete our own lock node: only when it is this session's ephemeral (after a create whose
 -- answer was lost it may be someone else's). Best effort: a lost session takes it anyway.
 function Queue:_unlock(lock)
@@ -271,7 +286,14 @@ function Queue:_try_locked(name, ms, fn)
   local items, why = decode(data)
   local t
   if items and fn then
-    local ok, err = pcall(fn, items, m)
+    local ok, err
+    if guarded_pcall then
+      ok, err = guarded_pcall(fn, items, m, function()
+        if client.state ~= "CLOSED" then start(client, core.OP_DELETE, lock, ms, nil, 0) end
+      end)
+    else
+      ok, err = pcall(fn, items, m)
+    end
     if not ok then
       -- the item stays where it is (for the next consumer); only our lock goes
       pcall(self._unlock, self, lock)
