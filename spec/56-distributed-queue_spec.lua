@@ -70,8 +70,13 @@ describe("distributed queue (Curator's DistributedQueue)", function()
     -- messages: cur-1 | cur-2 cur-3 cur-4 | cur-5 | cur-6 cur-7 cur-8, in name order
     local names = util.children(a, path)
     assert.are.equal(4, #names)
-    local raw = assert(a:get(path .. "/" .. names[2]))
-    assert.are.equal(qmod.encode({ "cur-2", "cur-3", "cur-4" }), raw) -- byte for byte
+    local want = { { "cur-1" }, { "cur-2", "cur-3", "cur-4" }, { "cur-5" }, { "cur-6", "cur-7", "cur-8" } }
+    for i, name in ipairs(names) do
+      assert.is_truthy(name:match("^queue%-%d%d%d%d%d%d%d%d%d%d$"), name)
+      local raw, st = assert(a:get(path .. "/" .. name))
+      assert.are.equal("0000000000000000", st.ephemeral_owner)
+      assert.are.equal(qmod.encode(want[i]), raw) -- byte for byte
+    end
     local got = {}
     for _ = 1, 4 do
       local items = assert(q:take(5))

@@ -195,4 +195,90 @@ describe("distributed queue interop with Curator's DistributedQueue, lock-safe #
     for _, p in ipairs(consumers) do by[p.kind] = by[p.kind] + #p:log().commits end
     for k, n in pairs(by) do assert.is_true(n > 0, k .. " consumers finished nothing") end
   end)
+  it("plain mode (no lock path), consumers killed: none twice; lost only what the killed ones had removed", function()
+    -- Without a lock path an item is removed before it is processed (Curator deletes it, then
+    -- calls its consumer; zklock's take deletes it before it returns): at most once. A killed
+    -- consumer loses the message it had removed and not finished: up to 3 items (one message)
+    -- per Curator consumer, 3 per coroutine of a zklock worker.
+    local path = "/idq/plain"
+    local PER = 150
+    assert(c:create(path, "", { parents = true }))
+    local stop = os.tmpname()
+    os.remove(stop)
+    local t0 = util.now()
+    local procs, consumers = {}, {}
+    local function consumer(kind)
+      local p
+      if kind == "zklock" then
+        p = qp.lua("consume", zk.hosts, path, { format = "curator", cos = 1, poll = 1, stop = stop, work_ms = 50 })
+      else
+        p = qp.dqueue("consume", zk.hosts, path, { idle = 2, stop = stop, work_ms = 50 })
+      end
+      p.kind = kind
+      procs[#procs + 1], consumers[#consumers + 1] = p, p
+      return p
+    end
+    local victims = { consumer("curator"), consumer("zklock") }
+    consumer("curator")
+    consumer("zklock")
+    assert(util.wait_until(function()
+      for _, p in ipairs(consumers) do if not p:log().ready then return false end end
+      return true
+    end, 120, { c }), "consumers did not connect")
+    local producers = {
+      qp.lua("produce", zk.hosts, path, { format = "curator", count = PER, prefix = "zkl", cos = 2, multi = 3 }),
+      qp.dqueue("produce", zk.hosts, path, { count = PER, prefix = "cur", multi = 3 }),
+    }
+    for _, p in ipairs(producers) do procs[#procs + 1] = p end
+    local function consumed(p)
+      local t = p:log()
+      return p.kind == "zklock" and t.takes or t.commits
+    end
+    for i, v in ipairs(victims) do
+      local deadline = util.now() + 120
+      while #consumed(v) < 10 * i do
+        assert(util.now() < deadline, v.name .. " consumed too little: " .. v:output())
+        util.drive({ c }, 0.01)
+      end
+      assert(v:kill())
+      consumer(v.kind)
+    end
+    for _, p in ipairs(producers) do
+      assert(util.wait_until(function() return not p:alive() end, 120, { c }), p.name .. ": " .. p:output())
+      assert(p:log().done, p.name .. " failed: " .. table.concat(p:log().errors, "; "))
+    end
+    assert(io.open(stop, "w")):close()
+    for _, p in ipairs(consumers) do
+      if not p.killed then
+        assert(util.wait_until(function() return not p:alive() end, 120, { c }), p.name .. ": " .. p:output())
+        assert(p:log().done, p.name .. " failed: " .. table.concat(p:log().errors, "; ") .. p:output())
+      end
+    end
+    os.remove(stop)
+    local put, seen, dups, lost, allowed, puts = {}, {}, {}, {}, 0, 0
+    for _, p in ipairs(producers) do
+      for _, it in ipairs(p:log().puts) do put[it], puts = true, puts + 1 end
+    end
+    local per = {}
+    for _, p in ipairs(consumers) do
+      for _, it in ipairs(consumed(p)) do
+        if seen[it] then dups[#dups + 1] = it end
+        seen[it] = true
+      end
+      if p.killed then allowed = allowed + 3 end
+      per[#per + 1] = ("%s%s=%d"):format(p.kind, p.killed and "(killed)" or "", #consumed(p))
+    end
+    for it in pairs(put) do if not seen[it] then lost[#lost + 1] = it end end
+    table.sort(lost)
+    print(("\ndistributed queue interop, plain mode (%.1f s): %d items put, %d consumers (%s), 2 killed,"
+      .. " lost %d (allowed %d), consumed twice %d"):format(util.now() - t0, puts, #consumers, table.concat(per, " "),
+      #lost, allowed, #dups))
+    assert.are.equal(2 * PER, puts)
+    assert.are.same({}, dups, "items consumed twice")
+    assert.is_true(#lost <= allowed, "lost: " .. table.concat(lost, " "))
+    assert.are.equal(0, c:queue(path, { format = "curator" }):size(), "items left in the queue")
+    local by = { zklock = 0, curator = 0 }
+    for _, p in ipairs(consumers) do by[p.kind] = by[p.kind] + #consumed(p) end
+    for k, n in pairs(by) do assert.is_true(n > 0, k .. " consumers consumed nothing") end
+  end)
 end)

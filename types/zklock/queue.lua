@@ -41,7 +41,8 @@ function queue:put(data) end
 ---`fn(items, message)`, and only then removes item and lock node in one multi that first checks
 ---the lock node: `ELOST` when the lock went (the session ended), and then nothing was removed or
 ---written. Writes built on `message:transaction()` in `fn` commit in that same multi. If `fn`
----raises, the lock node is deleted, the item stays in the queue, and the error is raised again.
+---raises, the lock node is deleted, the item stays in the queue (at its place: no requeue to the
+---back), and the error is raised again. `timeout` bounds the wait for an item, not `fn`.
 ---Raises when `fn` is given without a `lock_path`.
 ---@param timeout? number Seconds (nil: no limit; 0: do not wait).
 ---@param fn? fun(items: string[], message: zklock.QueueMessage) Lock-safe mode: process the item.
