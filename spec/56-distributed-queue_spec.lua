@@ -60,7 +60,7 @@ describe("distributed queue (Curator's DistributedQueue)", function()
     assert.are.same({ "qn-0000000099" }, util.children(a, "/dq/frame"))
   end)
 
-  it("reads what Curator's DistributedQueue wrote (putMulti too), and Curator consumes zklock's", function()
+  it("reads what Curator's DistributedQueue wrote (putMulti too), and Curator consumes zklock's #interop", function()
     local a = connect("c-a")
     local path = "/dq/curator"
     local prod = qp.dqueue("produce", zk.hosts, path, { count = 8, prefix = "cur", multi = 2 })
