@@ -48,6 +48,9 @@ describe("distributed queue (Curator's DistributedQueue)", function()
     assert.are.same({ { "ab" }, n1 }, { q:peek() })
     assert.are.same({ { "ab" }, n1 }, { q:take(5) })
     assert.are.same({ { "x", "", "a\0\255" }, n2 }, { q:poll() })
+    -- bytes after the end marker are ignored (Curator stops reading there too)
+    local n3 = assert(a:create("/dq/frame/queue-", "\0\1\0\1\1\0\0\0\1z\2junk", { sequential = true }))
+    assert.are.same({ { "z" }, util.basename(n3) }, { q:take(1) })
     assert_code("ETIMEDOUT", pack(q:take(0.2)))
     -- not Curator's framing: removed (as Curator does), reported with its bytes
     for _, bad in ipairs({ "", "\0\1\0\2\2", "\0\1\0\1\3", "\0\1\0\1\1\0\0\0\9ab\2", "\0\1\0\1\1\0\0\0\1a" }) do

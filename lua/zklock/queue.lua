@@ -77,10 +77,7 @@ local function decode(s)
   while true do
     local op = s:byte(pos)
     if op == nil then return nil, "no end marker (0x02)" end
-    if op == 2 then
-      if pos ~= #s then return nil, ("%d bytes after the end marker"):format(#s - pos) end
-      return items
-    end
+    if op == 2 then return items end -- bytes after it are ignored, as Curator does
     if op ~= 1 then return nil, ("opcode 0x%02x at byte %d, expected 0x01 (item) or 0x02 (end)"):format(op, pos - 1) end
     if pos + 4 > #s then return nil, ("item length cut short at byte %d"):format(pos) end
     local a, b, c, d = s:byte(pos + 1, pos + 4)
