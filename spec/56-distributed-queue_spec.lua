@@ -195,6 +195,40 @@ describe("distributed queue (Curator's DistributedQueue)", function()
     assert.are.same({ { "x" }, name }, { q:poll(function() end) })
   end)
 
+  it("a take closed while its requests are in flight: no lock node left, no item lost #lua54", function()
+    -- every message to and from a's server is held 400 ms by a fault proxy, so the take's requests
+    -- stay in flight long enough to close its coroutine between them and their answers
+    local net = testing.proxy(zk.hosts)
+    finally(function() net:stop() end)
+    local a, b = zklock.connect(net.hosts, { session_timeout = 10 }), connect("fl-b")
+    finally(function() a:close() end)
+    for _, lock_path in ipairs({ "/dq/fl-locks", false }) do
+      local path = lock_path and "/dq/fl-safe" or "/dq/fl-plain"
+      local opts = { format = "curator", lock_path = lock_path or nil }
+      assert(b:queue(path, opts):put({ "pre", "cious" }))
+      if lock_path then assert(b:create(lock_path, "")) end
+      local q = a:queue(path, opts)
+      assert.are.equal(1, q:size())
+      net:delay(400, 30)
+      local ran = false
+      local co = a:spawn(function() q:take(20, lock_path and function() ran = true end or nil) end)
+      -- the listing (one waiter), then the create+get or the get+delete (two waiters)
+      assert.is_truthy(util.wait_until(function() return a:pending() == 2 end, 10, { a }),
+        "the take's two requests were not seen in flight")
+      assert(coroutine.close(co))
+      net:heal()
+      assert.is_truthy(util.wait_until(function() return a:pending() == 0 end, 10, { a }))
+      local qb = b:queue(path, opts)
+      assert.is_truthy(util.wait_until(function() return qb:size() == 1 end, 10, { a, b }), "the item was lost")
+      if lock_path then
+        assert.is_truthy(util.wait_until(function() return #util.children(b, lock_path) == 0 end, 10, { a, b }),
+          "the lock node was left")
+      end
+      assert.is_false(ran)
+      assert.are.same({ "pre", "cious" }, (qb:take(5, lock_path and function() end or nil)))
+    end
+  end)
+
   it("a consumer killed with kill -9 while processing leaves its item to another consumer", function()
     local a = connect("k-a")
     local path, locks = "/dq/kill", "/dq/kill-locks"

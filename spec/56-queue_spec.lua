@@ -181,6 +181,29 @@ describe("queue", function()
     assert.are.equal(0, q:size())
   end)
 
+  it("a take closed while its get+delete are in flight puts the item back (none lost) #lua54", function()
+    -- every message to and from a's server is held 400 ms by a fault proxy, so the take's two
+    -- requests stay in flight long enough to close its coroutine between them and their answers
+    local net = testing.proxy(zk.hosts)
+    finally(function() net:stop() end)
+    local a, b = zklock.connect(net.hosts, { session_timeout = 10 }), connect("fl-b")
+    finally(function() a:close() end)
+    assert(b:queue("/q/inflight"):put("precious"))
+    local q = a:queue("/q/inflight")
+    assert.are.equal(1, q:size())
+    net:delay(400, 30)
+    local co = a:spawn(function() q:take(20) end)
+    -- the listing (one waiter), then the get and the delete (two waiters)
+    assert.is_truthy(util.wait_until(function() return a:pending() == 2 end, 10, { a }),
+      "the take's get and delete were not seen in flight")
+    assert(coroutine.close(co))
+    net:heal()
+    assert.is_truthy(util.wait_until(function() return a:pending() == 0 end, 10, { a }))
+    local qb = b:queue("/q/inflight")
+    assert.is_truthy(util.wait_until(function() return qb:size() == 1 end, 10, { a, b }), "the item was lost")
+    assert.are.equal("precious", (qb:take(5)))
+  end)
+
   it("bad input raises a clear error naming the argument", function()
     local a = connect("b-a")
     assert.has_error(function() a:queue(nil) end,

@@ -99,6 +99,77 @@ describe("zookeeper_lock (ZooKeeper's WriteLock recipe)", function()
     assert(lb:release())
   end)
 
+  -- A coroutine closed (coroutine.close) while its acquire waits gives up like a timeout: its
+  -- node goes at once (the client's reaper of dead owners), not when the session ends, and the
+  -- next waiter behind it is not held up.
+  it("a coroutine closed while its acquire waits leaves no node; the next waiter gets through #lua54", function()
+    local lines = {}
+    local a, c = connect("cw-1"), connect("cw-3")
+    local b = connect({ identity = "cw-2", log = function(line) lines[#lines + 1] = line end })
+    local la, lb, lc = a:zookeeper_lock("/zl/closed"), b:zookeeper_lock("/zl/closed"), c:zookeeper_lock("/zl/closed")
+    assert.is_true(la:acquire(5))
+    local res, got
+    local co = b:spawn(function() res = pack(lb:acquire(30)) end)
+    util.drive({ b }, 0.3)
+    c:spawn(function() got = pack(lc:acquire(30)) end) -- queued behind b's node
+    util.drive({ c }, 0.3)
+    assert.are.equal(3, #util.children(a, "/zl/closed"))
+    assert.are.equal("suspended", coroutine.status(co))
+    assert(coroutine.close(co))
+    assert.is_truthy(util.wait_until(function() return #util.children(a, "/zl/closed") == 2 end, 5, { b, c }),
+      "the closed waiter's node stayed")
+    assert.is_nil(lb:node())
+    util.assert_words(table.concat(lines, "\n"), { "zookeeper_lock /zl/closed", "while it waited", "removed" })
+    assert(la:release())
+    assert.is_truthy(util.wait_until(function() return got end, 10, { b, c }))
+    assert.is_true(got[1], tostring(got[2]))
+    assert.is_nil(res) -- never resumed
+    assert(lc:release())
+    assert.are.same({}, util.children(a, "/zl/closed"))
+    -- the object acquires again
+    assert.is_true(lb:acquire(5))
+    assert(lb:release())
+  end)
+
+  it("a coroutine closed while its acquire's create is in flight leaves no node #lua54", function()
+    local a, b = connect("cf-1"), connect("cf-2")
+    local la, lb = a:zookeeper_lock("/zl/closed-create"), b:zookeeper_lock("/zl/closed-create")
+    assert.is_true(la:acquire(5))
+    local co = b:spawn(function() lb:acquire(30) end)
+    -- one round at a time: the round that starts the coroutine sends the create; the server
+    -- applies it while `b` is not pumped, so its reply is not read when the coroutine is closed
+    local caught = false
+    for _ = 1, 500 do
+      b:process()
+      util.sleep(0.02)
+      if lb:node() then break end -- the reply was read first (a busy machine): not this time
+      if #util.children(a, "/zl/closed-create") == 2 then caught = true break end
+    end
+    assert.is_true(caught, "the create was never seen in flight")
+    assert(coroutine.close(co))
+    assert.is_truthy(util.wait_until(function() return #util.children(a, "/zl/closed-create") == 1 end, 5, { b }),
+      "the node made by the create whose coroutine was closed stayed")
+    assert(la:release())
+    assert.are.same({}, util.children(a, "/zl/closed-create"))
+  end)
+
+  it("the client closed while acquire waits: ECLOSED, no error raised, no node", function()
+    local a, b = connect("cc-1"), connect("cc-2")
+    local la, lb = a:zookeeper_lock("/zl/client-closed"), b:zookeeper_lock("/zl/client-closed")
+    assert.is_true(la:acquire(5))
+    local res
+    b:spawn(function() res = pack(pcall(lb.acquire, lb, 30)) end)
+    util.drive({ b }, 0.3)
+    assert.are.equal(2, #util.children(a, "/zl/client-closed"))
+    b:close()
+    assert.is_true(res[1], tostring(res[2])) -- returned, did not raise
+    assert.is_nil(res[2])
+    assert.are.equal("ECLOSED", res[4], tostring(res[3]))
+    assert.is_nil(lb:node())
+    assert.are.equal(1, #util.children(a, "/zl/client-closed"))
+    assert(la:release())
+  end)
+
   it("bad input and misuse raise clear errors", function()
     local a = connect("bad")
     raises("bad argument #1 to 'zookeeper_lock' (dir", function() a:zookeeper_lock(nil) end)

@@ -700,15 +700,18 @@ function client:abandon(w) end
 function client:held() end
 
 ---Host API: release, in the background, every mutex or read-write lock hold whose owner
----coroutine is dead (it raised or returned without releasing).
+---coroutine is dead (it raised or returned without releasing), and give up every double barrier
+---or zookeeper_lock wait whose coroutine died while it waited (its node is deleted).
 ---@param status? fun(co: thread): string The coroutine status function to trust (default `coroutine.status`; OpenResty passes the raw one).
 ---@return zklock.ReapedHold[] released
 function client:reap_dead_owners(status) end
 
 ---A hold released by `client:reap_dead_owners`.
 ---@class zklock.ReapedHold
----@field kind string `"mutex"`, `"read lock"` or `"write lock"`.
+---@field kind string `"mutex"`, `"read lock"` or `"write lock"` (`"double barrier"` or `"zookeeper_lock"` for a wait).
 ---@field path string The lock path.
+---@field collected boolean Its owner coroutine was collected (rather than ended).
+---@field waiting? boolean A wait given up (its node is deleted), not a hold.
 
 ---A host adapter, given to `client:use` (docs/design.md, "Host API"). Every function receives
 ---the client first.

@@ -13,6 +13,7 @@
 local core = require("zklock.core")
 local check = require("zklock.check")
 local Client = require("zklock.client").Client
+local R = require("zklock.client").recipe
 
 local M = {}
 
@@ -64,15 +65,52 @@ local function deadline_of(fname, timeout)
   return core.now() + ms
 end
 
--- delete our own node, whatever happened (give-up paths); true when it is gone
+-- a create or delete failed this way: the server may have applied it (its answer was lost)
+local UNKNOWN = { ZCONNECTIONLOSS = true, ZOPERATIONTIMEOUT = true, ETIMEDOUT = true }
+local UNKNOWN_ST = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
+                     [core.errno.ETIMEDOUT] = true }
+-- the session ended: its ephemeral nodes went with it
+local GONE = { ZNONODE = true, ESESSION = true, ECLOSED = true, ZSESSIONEXPIRED = true }
+
+-- delete our own node, whatever happened (give-up paths). A delete that fails (a connection
+-- loss) is handed to the client, which sends it again in the background while the session lives.
 local function drop_own(self)
   if not self._node then return true end
-  local ok, _, code = self.client:delete(self._node)
-  if ok or code == "ZNONODE" then
+  if self.client.state == "CLOSED" then -- closed while it waited: the node went with the session
     self._node = nil
     return true
   end
-  return false
+  local ok, _, code = self.client:delete(self._node)
+  if not ok and not GONE[code] then R.discard(self.client, self._node) end
+  self._node = nil
+  return true
+end
+
+-- The coroutine of an enter or leave died while it waited (zklock.client's give-up records):
+-- its node goes in the background, and the object is idle again.
+local function forsake(self, rec)
+  if self._waiting ~= rec then return end
+  self._waiting = nil
+  if self._node then R.discard(self.client, self._node) end
+  -- in leave, as a leave that times out: "ready" goes too (left alone, it would let a later
+  -- round's members through enter before they are member_qty)
+  if self._state == "leaving" then R.discard(self.client, self.ready) end
+  self._node = nil
+  self._state = "idle"
+end
+
+-- Run method fn(self, ...) as a wait that a dying coroutine gives up (see forsake).
+local function guarded(self, fn, ...)
+  local c, own = self.client, self.own
+  local rec
+  rec = R.waiting(c, "double barrier", self.path, function() forsake(self, rec) end, function(st)
+    if st == 0 or UNKNOWN_ST[st] then R.discard(c, own) end -- the member node its create made
+  end)
+  self._waiting = rec
+  local ok, msg, code = fn(self, ...)
+  R.done_waiting(c, rec)
+  if self._waiting == rec then self._waiting = nil end
+  return ok, msg, code
 end
 
 local function give_up(self, msg, code)
@@ -81,8 +119,11 @@ local function give_up(self, msg, code)
   return nil, msg, code
 end
 
+local enter, leave
+
 -- barrier:enter(timeout) -> true | nil, msg, code (ETIMEDOUT, ESESSION, ...)
---   timeout: seconds (nil: wait forever). On any failure this member's node is deleted.
+--   timeout: seconds (nil: wait forever). On any failure this member's node is deleted, and so it
+--   is when the calling coroutine dies while it waits (closed, killed by its host, collected).
 function Barrier:enter(timeout)
   b_check(self, "enter")
   local deadline = deadline_of("enter", timeout)
@@ -90,12 +131,19 @@ function Barrier:enter(timeout)
     check.raise(("zklock: double_barrier:enter while %s (leave first)"):format(self._state))
   end
   self._state = "entering"
+  return guarded(self, enter, timeout, deadline)
+end
+
+function enter(self, timeout, deadline)
   local c = self.client
   local stat, w, code = c:exists(self.ready, { watch = true })
   if stat == nil then return give_up(self, w, code) end
   local node, msg
-  node, msg, code = c:create(self.own, "", { ephemeral = true, parents = true })
-  if not node then return give_up(self, msg, code) end
+  node, msg, code = R.create(c, self.own, "", { ephemeral = true, parents = true }, self._waiting)
+  if not node then
+    if UNKNOWN[code] then self._node = self.own end -- it may be there: delete it
+    return give_up(self, msg, code)
+  end
   self._node = node
   if not stat then
     local kids
@@ -104,6 +152,12 @@ function Barrier:enter(timeout)
     if #kids >= self.member_qty then
       local ok
       ok, msg, code = c:create(self.ready, "")
+      if not ok and UNKNOWN[code] then
+        -- its answer was lost: if "ready" is there the others are through, and so is this member
+        -- (giving up would leave "ready" behind for a barrier this member never entered)
+        local there = c:exists(self.ready)
+        if there then ok, code = true, nil end
+      end
       if not ok and code ~= "ZNODEEXISTS" then return give_up(self, msg, code) end
     else
       local fired
@@ -133,6 +187,7 @@ end
 -- barrier:leave(timeout) -> true | nil, msg, code
 --   Waits until every member has left (Curator's order, see above). On timeout or error this
 --   member's node is deleted (if it is still there) and "ready" too, as Curator does on timeout.
+--   A coroutine that dies while it waits here takes its node with it too.
 function Barrier:leave(timeout)
   b_check(self, "leave")
   local deadline = deadline_of("leave", timeout)
@@ -140,6 +195,10 @@ function Barrier:leave(timeout)
     check.raise(("zklock: double_barrier:leave while %s (enter first)"):format(self._state))
   end
   self._state = "leaving"
+  return guarded(self, leave, timeout, deadline)
+end
+
+function leave(self, timeout, deadline)
   local c = self.client
   local should_exist = true
   local result, rmsg, rcode = true, nil, nil
@@ -205,7 +264,7 @@ function Barrier:leave(timeout)
   local ok, msg, code = c:delete(self.ready)
   if not ok and code ~= "ZNONODE" and result then
     -- the ready node stays for another member to remove; leaving itself is done
-    require("zklock.client").recipe.log(c, "warn", ("double barrier %s: could not delete %s: %s")
+    R.log(c, "warn", ("double barrier %s: could not delete %s: %s")
       :format(self.path, self.ready, msg))
   end
   self._state = "idle"

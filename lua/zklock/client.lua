@@ -131,6 +131,9 @@ local function new(hosts, opts)
     _waiters = {},                      -- op id -> waiter
     _nwaiters = 0,                      -- entries of _waiters
     _holds = setmetatable({}, { __mode = "v" }), -- op id -> hold record (weak: a dropped lock can be collected)
+    _giveups = {},                      -- give-up record -> true: a recipe on plain calls waits (recipe.waiting)
+    _orphans = {},                      -- op id -> fn(status, result): an op nobody waits for any more
+    _norphans = 0,                      -- entries of _orphans
     _scheduler = sched,                 -- the builtin scheduler (client:spawn/run/sleep)
     _adapters = { sched },              -- asked in order who owns the calling coroutine
     _log = opts.log or stderr_log,
@@ -244,6 +247,13 @@ function Client:_dispatch()
         if w.adapter then w.adapter.wake(self, w) end
       elseif typ == core.EV_ACQUIRED then
         c:abandon(id) -- its waiter is gone (coroutine closed or collected): give it back
+      elseif typ == core.EV_OP_DONE and self._orphans[id] then
+        -- an op whose waiter went away, or a background delete: its follow-up (recipe.orphan)
+        local fn = self._orphans[id]
+        self._orphans[id] = nil
+        self._norphans = self._norphans - 1
+        local ok, err = pcall(fn, st, st == 0 and c:result(id) or nil)
+        if not ok then self:_emit("error", "clean-up after an abandoned operation failed: " .. tostring(err)) end
       elseif typ == core.EV_OP_DONE and self._watch then
         watch.on_done(self, id, st) -- a recipe's own read with a watch (no waiter)
       end
@@ -294,14 +304,19 @@ local REAP_MS = 100
 function Client:_reap()
   self._next_reap = now() + REAP_MS
   if self._metrics then metrics.requests(self._metrics, self._c:stats()) end
-  if next(self._holds) == nil then return end
+  if next(self._holds) == nil and next(self._giveups) == nil then return end
   local status = coroutine.status
   for _, a in ipairs(self._adapters) do
     if a.status then status = a.status end
   end
   for _, r in ipairs(self:reap_dead_owners(status)) do
-    self:_emit("warn", ("%s %s released: its owner coroutine %s without releasing it")
-      :format(r.kind, check.short(r.path), r.collected and "was collected" or "ended"))
+    if r.waiting then
+      self:_emit("warn", ("%s %s: its coroutine %s while it waited; its node is removed in the background")
+        :format(r.kind, check.short(r.path), r.collected and "was collected" or "ended"))
+    else
+      self:_emit("warn", ("%s %s released: its owner coroutine %s without releasing it")
+        :format(r.kind, check.short(r.path), r.collected and "was collected" or "ended"))
+    end
   end
 end
 
@@ -368,11 +383,15 @@ function Client:abandon(w)
   if type(w) ~= "table" or type(w.id) ~= "number" then
     check.argerror("abandon", 1, "expected a waiter record, got " .. check.describe(w))
   end
+  self._next_reap = 0 -- its coroutine may have been a recipe's (recipe.waiting): reap at the next pump
   if w.watch then return watch.drop_wait(self, w) end -- a wait on a watch (zklock.watch)
   if w.done then
     if w.type == core.EV_ACQUIRED and not w.consumed then
       w.consumed = true
       if self.state ~= "CLOSED" then self._c:abandon(w.id) end
+    elseif w.orphan and not w.consumed then -- its answer came, nobody took it: the follow-up
+      w.consumed = true
+      if self.state ~= "CLOSED" then w.orphan(w.status, w.result) end
     end
     return
   end
@@ -381,7 +400,40 @@ function Client:abandon(w)
     self._nwaiters = self._nwaiters - 1
     if w.grant and self.state ~= "CLOSED" then self._c:abandon(w.id) end
     if self._watch then watch.abandoned(self, w.id) end
+    if w.orphan and self.state ~= "CLOSED" then self:_orphan(w.id, w.orphan) end
   end
+end
+
+-- fn(status, result) runs from the dispatch when op `id` is done (nobody waits for it).
+function Client:_orphan(id, fn)
+  if self._orphans[id] == nil then self._norphans = self._norphans + 1 end
+  self._orphans[id] = fn
+end
+
+-- Delete `path` in the background (a recipe's node given up by a coroutine that cannot wait
+-- for it any more, or whose delete failed on a connection loss): sent as soon as the client is
+-- connected, sent again after a connection loss (the outcome of a delete in flight then is
+-- unknown) while the session lives, up to DISCARD_TRIES times (then a warning: the node stays
+-- until the session ends). A session that ends takes the node (ephemeral) with it.
+local DISCARD_TRIES = 10
+local DISCARD_AGAIN = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
+                        [core.errno.ETIMEDOUT] = true }
+local DISCARD_DONE = { [0] = true, [core.errno.ZNONODE] = true, [core.errno.ESESSION] = true,
+                       [core.errno.ECLOSED] = true, [core.errno.ZSESSIONEXPIRED] = true }
+function Client:_discard(path, tries)
+  tries = tries or 1
+  if self.state == "CLOSED" then return end
+  local id, msg = self._c:op(core.OP_DELETE, path, nil, 0, -1, nil, 0)
+  if not id then
+    self:_emit("warn", ("could not delete %s in the background: %s"):format(check.short(path), tostring(msg)))
+    return
+  end
+  self:_orphan(id, function(st)
+    if DISCARD_AGAIN[st] and tries < DISCARD_TRIES then return self:_discard(path, tries + 1) end
+    if not DISCARD_DONE[st] then
+      self:_emit("warn", ("could not delete %s in the background: %s"):format(check.short(path), core.strerror(st)))
+    end
+  end)
 end
 
 -- client:held() -> true while a lock or lease of this client is held.
@@ -415,7 +467,31 @@ function Client:reap_dead_owners(status)
     hold:drop()
     out[#out + 1] = { kind = hold.kind, path = hold.path, collected = hold:owner() == nil }
   end
+  -- recipes on plain calls whose coroutine died while it waited (recipe.waiting): they give up
+  local gone = {}
+  for rec in pairs(self._giveups) do
+    local owner = rec.owner_ref[1]
+    if owner == nil or status(owner) == "dead" then gone[#gone + 1] = rec end
+  end
+  for _, rec in ipairs(gone) do
+    local collected = rec.owner_ref[1] == nil
+    self:_give_up(rec)
+    out[#out + 1] = { kind = rec.kind, path = rec.path, collected = collected, waiting = true }
+  end
   return out
+end
+
+-- A give-up record's coroutine is gone: its create in flight (if any) is abandoned (the node it
+-- makes is deleted when the answer comes, through the create's orphan function), then the
+-- recipe's own drop() deletes the node it knows of, in the background.
+function Client:_give_up(rec)
+  self._giveups[rec] = nil
+  if rec.create_w then
+    self:abandon(rec.create_w)
+    rec.create_w = nil
+  end
+  local ok, err = pcall(rec.drop)
+  if not ok then self:_emit("error", ("%s %s: giving up failed: %s"):format(rec.kind, rec.path, tostring(err))) end
 end
 
 ---------------------------------------------------------------- builtin scheduler
@@ -544,10 +620,19 @@ local function check_size(self, fname, path, data)
   end
 end
 
-local function plain(self, fname, optype, path, ms, data, flags, version, acl)
+-- giveup: a give-up record (recipe.waiting) whose create this is: its waiter carries the
+-- record's orphan function and is known to the record while it waits.
+local function plain(self, fname, optype, path, ms, data, flags, version, acl, giveup)
   local id, msg, code = self._c:op(optype, path, data, flags, version, acl, ms > 0 and ms or 0)
   if not id then return nil, msg, code end
-  return op_result(self, self:_await(self:_waiter(id)), fname, path, ms)
+  local w = self:_waiter(id)
+  if giveup then
+    w.orphan = giveup.orphan
+    giveup.create_w = w
+  end
+  self:_await(w)
+  if giveup then giveup.create_w = nil end
+  return op_result(self, w, fname, path, ms)
 end
 
 -- A read: { timeout = s, watch = true }. -> result, watch (when armed) | nil, msg, code
@@ -611,6 +696,10 @@ local CREATE_OPTIONS = { ephemeral = check.is.boolean, sequential = check.is.boo
 --   parents = true creates missing ancestors first (as containers, like lock parents, with the
 --   same ACL). acl: "open" (default), "creator" or a list of { scheme, id, perms }, as for locks.
 function Client:create(path, data, opts)
+  return self:_create(path, data, opts)
+end
+
+function Client:_create(path, data, opts, giveup)
   check.open(self, "create")
   if opts ~= nil and type(opts) ~= "table" then
     check.argerror("create", 3, "options: expected a table such as { ephemeral = true, sequential = true }"
@@ -631,7 +720,7 @@ function Client:create(path, data, opts)
   local flags = (opts.ephemeral and core.CREATE_EPHEMERAL or 0) + (opts.sequential and core.CREATE_SEQUENTIAL or 0)
     + (opts.container and core.CREATE_CONTAINER or 0) + (opts.parents and core.CREATE_PARENTS or 0)
   local r, msg, code = plain(self, "create", core.OP_CREATE, path, ms, data or "", flags, -1,
-                             recipe_acl_id(self, opts.acl))
+                             recipe_acl_id(self, opts.acl), giveup)
   if r then return r.data end
   return nil, msg, code
 end
@@ -722,7 +811,7 @@ end
 function Client:pending()
   check.client(self, "pending")
   if self.state == "CLOSED" then return 0 end
-  local n = self._nwaiters + watch.pending(self)
+  local n = self._nwaiters + self._norphans + watch.pending(self)
   for _, a in ipairs(self._adapters) do
     if a.pending then n = n + a.pending(self) end
   end
@@ -767,6 +856,7 @@ function Client:close()
   if self._metrics then metrics.requests(self._metrics, self._c:stats()) end
   self.state = "CLOSED"
   for _, hold in pairs(self._holds) do hold:on_state("CLOSED") end
+  self._orphans, self._norphans, self._giveups = {}, 0, {} -- the session took every node with it
   for id, w in pairs(self._waiters) do
     self._waiters[id] = nil
     self._nwaiters = self._nwaiters - 1
@@ -805,5 +895,32 @@ function recipe.max_data(self) return self._max_data end -- largest request payl
 function recipe.metrics(self) return self._metrics end -- the reporter (zklock.metrics), or nil
 
 recipe.acl_id = recipe_acl_id
+
+-- Give-up records: a recipe made of plain calls (double barrier, zookeeper_lock) that creates a
+-- node and then waits registers the wait, so that the coroutine dying meanwhile (closed with
+-- coroutine.close, killed by its host, collected) is a give-up like a timeout: the reaper of dead
+-- owners (Client:reap_dead_owners, run from every pump, from an adapter's own reaper, and at the
+-- next pump after a waiter is abandoned) calls drop() and abandons the record's create in flight.
+--   recipe.waiting(client, kind, path, drop, orphan) -> record, or nil when the caller is the main
+--     thread (it cannot die while it waits). orphan(status, result): what to do when the
+--     record's create (recipe.create) completes after its coroutine went away.
+--   recipe.done_waiting(client, record): the wait ended (whatever the outcome): forget it.
+--   recipe.create(client, path, data, opts, record): client:create, its waiter known to record.
+--   recipe.discard(client, path): delete path in the background (Client:_discard).
+function recipe.waiting(self, kind, path, drop, orphan)
+  local co, main = coroutine.running()
+  if not co or main then return nil end
+  local rec = { kind = kind, path = path, drop = drop, orphan = orphan,
+                owner_ref = setmetatable({ co }, { __mode = "v" }) }
+  self._giveups[rec] = true
+  return rec
+end
+function recipe.done_waiting(self, rec)
+  if rec then self._giveups[rec] = nil end
+end
+function recipe.create(self, path, data, opts, rec) return self:_create(path, data, opts, rec) end
+function recipe.discard(self, path) return self:_discard(path) end
+--   recipe.orphan(client, id, fn): fn(status, result) when core op id is done (nobody waits for it).
+function recipe.orphan(self, id, fn) return self:_orphan(id, fn) end
 
 return { new = new, Client = Client, recipe = recipe }

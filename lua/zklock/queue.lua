@@ -171,6 +171,7 @@ function Queue:_try_plain(name, ms)
   local wd
   wd, msg, code = start(client, core.OP_DELETE, node, ms)
   if not wd then await(client, wg) return nil, msg, code end
+  self:_keep_if_orphaned(wg, wd)
   await(client, wg)
   await(client, wd)
   if closed(wg) or closed(wd) then return nil, "ECLOSED: the client was closed", "ECLOSED" end
@@ -248,8 +249,16 @@ function Queue:_try_locked(name, ms, fn)
   local lock = self.lock_path .. "/" .. name
   local wc, msg, code = start(client, core.OP_CREATE, lock, ms, "", core.CREATE_EPHEMERAL)
   if not wc then return nil, msg, code end
+  -- a coroutine that goes away while the create is in flight leaves no lock node behind
+  wc.orphan = function(st) if st == 0 then R.discard(client, lock) end end
   local wg
   wg, msg, code = start(client, core.OP_GET, node, ms)
+  if wg then
+    wg.orphan = function() -- gone while waiting for the get: the lock (made, or in flight) goes too
+      if not wc.done then client:abandon(wc)
+      elseif wc.status == 0 then R.discard(client, lock) end
+    end
+  end
   await(client, wc)
   if wg then await(client, wg) end
   if closed(wc) or (wg and closed(wg)) then return nil, "ECLOSED: the client was closed", "ECLOSED" end
@@ -341,6 +350,50 @@ function Queue:_take_cached(ms, fn)
     end
   end
   return false
+end
+
+-- A take whose coroutine dies (closed, killed by its host, collected) while its get+delete are
+-- in flight would lose the item: the delete removes it and nobody receives it. The waiters'
+-- orphan functions (run once both answers came, only for a coroutine that went away: see
+-- Client:abandon) put such an item back, at the tail of the queue, in the background.
+function Queue:_keep_if_orphaned(wg, wd)
+  local client, path = self.client, self.path
+  local got, del, done
+  local function settle()
+    if got == nil and wg.done then got = { wg.status, wg.result } end
+    if del == nil and wd.done then del = wd.status end
+    if done or got == nil or del == nil then return end
+    done = true
+    if del ~= 0 then return end -- not ours (another consumer took it), or not removed
+    if got[1] ~= 0 then
+      R.log(client, "warn", ("queue %s: an item taken by a coroutine that went away could not be read; it is"
+        .. " lost"):format(check.short(path)))
+      return
+    end
+    local data = (got[2] and got[2].data) or ""
+    local id, msg = R.core(client):op(core.OP_CREATE, path .. "/" .. (self.curator and CPREFIX or PREFIX), data,
+      core.CREATE_SEQUENTIAL + core.CREATE_PARENTS, -1, 0, 0) -- the emptied queue node may be reaped
+    if not id then
+      R.log(client, "warn", ("queue %s: could not put back an item its taker left: %s"):format(check.short(path),
+        tostring(msg)))
+      return
+    end
+    R.orphan(client, id, function(st)
+      if st ~= 0 then
+        R.log(client, "warn", ("queue %s: could not put back an item its taker left: %s"):format(check.short(path),
+          core.strerror(st)))
+      end
+    end)
+  end
+  wg.orphan = function(st, res)
+    got = { st, res }
+    client:abandon(wd) -- its answer then reaches settle() too
+    settle()
+  end
+  wd.orphan = function(st)
+    del = st
+    settle()
+  end
 end
 
 local function check_fn(self, fname, argn, fn)

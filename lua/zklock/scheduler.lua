@@ -149,6 +149,10 @@ function M.new()
     for co in pairs(tasks) do
       if status(co) == "dead" then untask(co) end
     end
+    -- sleepers closed while they slept: their timers would only wake the pump for nothing
+    for i = #timers, 1, -1 do
+      if status(timers[i].co) == "dead" then table.remove(timers, i) end
+    end
   end
 
   function S.step(client)

@@ -94,29 +94,140 @@ local function call(self, which)
     tostring(err))) end
 end
 
+-- the session ended: its ephemeral nodes went with it
+local GONE = { ZNONODE = true, ESESSION = true, ECLOSED = true, ZSESSIONEXPIRED = true }
+-- a create that failed this way may have been applied (its answer was lost)
+local UNKNOWN = { ZCONNECTIONLOSS = true, ZOPERATIONTIMEOUT = true, ETIMEDOUT = true }
+local UNKNOWN_ST = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
+                     [core.errno.ETIMEDOUT] = true }
+
+-- Per client: the nodes its zookeeper_lock objects know as theirs (full path -> true), and the
+-- creates in flight per directory. A create whose answer was lost is found again by its
+-- session prefix among the nodes no object of the client knows (find_lost).
+local registry = setmetatable({}, { __mode = "k" })
+local function reg_of(client)
+  local r = registry[client]
+  if not r then
+    r = { known = {}, creating = {} }
+    registry[client] = r
+  end
+  return r
+end
+
+-- count self's create on its directory in flight (on = true) or no more (false); idempotent
+local function creating(self, on)
+  if (self._creating or false) == on then return end
+  self._creating = on or nil
+  local cr = reg_of(self.client).creating
+  local n = (cr[self.dir] or 0) + (on and 1 or -1)
+  cr[self.dir] = n > 0 and n or nil
+end
+
+local function set_node(self, node)
+  local known = reg_of(self.client).known
+  if self._node then known[self._node] = nil end
+  if node then known[node] = true end
+  self._node = node
+end
+
+-- A create of a node named prefix<seq> in self.dir failed without an answer: it may have been
+-- applied. List the directory (in order after the create on the session, so the listing shows
+-- it if the server applied it) and delete the nodes with this session's prefix that no object
+-- of this client knows. When another create of this client on the directory is in flight, its
+-- node cannot be told from ours: leave them (they go with the session) and say so.
+local function find_lost(self, prefix)
+  local c = self.client
+  if c.state == "CLOSED" then return end
+  local r = reg_of(c)
+  local kids, msg = c:children(self.dir)
+  if not kids then
+    R.log(c, "warn", ("zookeeper_lock %s: a create's answer was lost and the directory cannot be listed (%s): a"
+      .. " node of this session may stay until it ends"):format(check.short(self.dir), msg))
+    return
+  end
+  local lost = {}
+  for _, k in ipairs(kids) do
+    local full = self.dir .. "/" .. k
+    if k:sub(1, #prefix) == prefix and k:sub(#prefix + 1):match("^%d+$") and not r.known[full] then
+      lost[#lost + 1] = full
+    end
+  end
+  if #lost == 0 then return end
+  if (r.creating[self.dir] or 0) > 0 then
+    R.log(c, "warn", ("zookeeper_lock %s: a create's answer was lost while another create of this client was in"
+      .. " flight: %d node(s) of this session stay until it ends"):format(check.short(self.dir), #lost))
+    return
+  end
+  for _, full in ipairs(lost) do
+    local ok, _, code = c:delete(full)
+    if not ok and not GONE[code] and c.state ~= "CLOSED" then R.discard(c, full) end
+  end
+end
+
+-- Delete the node of an acquire that gives up. A delete that fails (a connection loss) is handed
+-- to the client, which sends it again in the background while the session lives.
 local function give_up(self, msg, code)
-  if self._node then
+  if self._node and self.client.state == "CLOSED" then
+    set_node(self, nil) -- closed while it waited: the node went with the session
+  elseif self._node then
     local ok, _, c = self.client:delete(self._node)
-    if ok or c == "ZNONODE" then self._node = nil end
+    if not ok and not GONE[c] then R.discard(self.client, self._node) end
+    set_node(self, nil)
   end
   return nil, msg, code
 end
 
+local acquire
+
 -- lock:acquire(timeout) -> true | nil, msg, code (ETIMEDOUT, ELOST, ESESSION, ...)
---   timeout: seconds, nil = wait forever, 0 = try once. On failure the node is deleted.
+--   timeout: seconds, nil = wait forever, 0 = try once. On failure the node is deleted, and so
+--   it is when the calling coroutine dies while it waits (closed, killed by its host, collected).
 function ZkLock:acquire(timeout)
   zl_check(self, "acquire")
   local ms = check.timeout("acquire", 1, timeout)
   if self._node then check.raise("zklock: zookeeper_lock:acquire while held or acquiring (not reentrant)") end
+  local c = self.client
+  local rec
+  rec = R.waiting(c, "zookeeper_lock", self.dir, function()
+    -- the coroutine died while it waited: its node goes in the background
+    if self._waiting ~= rec then return end
+    self._waiting = nil
+    creating(self, false) -- its create, if in flight, is deleted by the orphan function below
+    if self._node and not self._held then
+      R.discard(c, self._node)
+      set_node(self, nil)
+    end
+  end, function(st, res)
+    if st == 0 and res and res.data then
+      R.discard(c, res.data) -- the node its create made
+    elseif UNKNOWN_ST[st] and self._prefix then
+      -- its outcome is unknown: look for it as a waiter does (it must list: in a task of its own)
+      c:spawn(find_lost, self, self._prefix)
+    end
+  end)
+  self._waiting = rec
+  local ok, msg, code = acquire(self, timeout, ms)
+  R.done_waiting(c, rec)
+  if self._waiting == rec then self._waiting = nil end
+  return ok, msg, code
+end
+
+function acquire(self, timeout, ms)
   local deadline = ms >= 0 and core.now() + ms or nil
   local c = self.client
   local sid = c:session()
   if not sid then return nil, "ECONNECTING: no session yet", "ECONNECTING" end
   local prefix = "x-" .. M.session_decimal(type(sid) == "number" and ("%016x"):format(sid) or sid) .. "-"
-  local node, msg, code = c:create(self.dir .. "/" .. prefix, self.data, { ephemeral = true, sequential = true,
-                                                                             parents = true })
-  if not node then return nil, msg, code end
-  self._node = node
+  self._prefix = prefix
+  creating(self, true)
+  local node, msg, code = R.create(c, self.dir .. "/" .. prefix, self.data, { ephemeral = true, sequential = true,
+                                                                              parents = true }, self._waiting)
+  creating(self, false)
+  if not node then
+    if UNKNOWN[code] then find_lost(self, prefix) end
+    return nil, msg, code
+  end
+  set_node(self, node)
   local mine = node:match("[^/]+$")
   for _ = 1, 1e9 do
     local kids
@@ -126,7 +237,7 @@ function ZkLock:acquire(timeout)
     local idx
     for i, k in ipairs(kids) do if k == mine then idx = i break end end
     if not idx then
-      self._node = nil
+      set_node(self, nil)
       return nil, ("ELOST: zookeeper_lock %s: its node %s is gone (the session ended)"):format(
         check.short(self.dir), mine), "ELOST"
     end
@@ -158,7 +269,8 @@ function ZkLock:release()
   if not self._held then check.raise("zklock: zookeeper_lock:release while not held") end
   local ok, msg, code = self.client:delete(self._node)
   if not ok and code ~= "ZNONODE" then return nil, msg, code end
-  self._node, self._held = nil, false
+  set_node(self, nil)
+  self._held = false
   call(self, "on_released")
   return true
 end

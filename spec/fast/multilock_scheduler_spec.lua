@@ -109,4 +109,21 @@ describe("builtin scheduler without a server #fast", function()
     assert.is_true(ms >= 0 and ms <= 200, "next_timeout_ms() = " .. ms)
     assert.is_true((c:run(5)))
   end)
+
+  it("a coroutine closed while it sleeps leaves no timer behind #lua54", function()
+    -- the scheduler alone (its adapter protocol): the client's own deadline would hide the timer
+    local S = require("zklock.scheduler").new()
+    local host = { abandon = function() error("nothing waits on an op here") end }
+    local woke = false
+    local co = S.spawn(function() S.sleep(host, 30); woke = true end)
+    S.step(host) -- it runs and goes to sleep
+    local ms = S.timeout_ms(host)
+    assert.is_true(ms > 29000 and ms <= 30000, "timeout_ms() = " .. ms)
+    assert.is_true(coroutine.close(co))
+    local deadline = core.now() + 5000
+    repeat S.step(host) until S.timeout_ms(host) == -1 or core.now() > deadline -- the sweep, within 0.1 s
+    assert.are.equal(-1, S.timeout_ms(host))
+    assert.are.equal(0, S.count())
+    assert.is_false(woke)
+  end)
 end)

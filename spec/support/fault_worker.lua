@@ -124,24 +124,6 @@ local function spawn_bg(cmd, log)
 end
 M.spawn_bg = spawn_bg
 
-local function wait_gone(pid, start, timeout)
-  local deadline = mono() + timeout
-  while pid_alive(pid, start) do
-    if mono() > deadline then return false end
-    sleep(0.02)
-  end
-  return true
-end
-
-local function terminate(pid, start, sig)
-  if not pid_alive(pid, start) then return true end
-  os.execute(("kill -%s %d 2>/dev/null"):format(sig or "TERM", pid))
-  os.execute(("kill -CONT %d 2>/dev/null"):format(pid))
-  if wait_gone(pid, start, 3) then return true end
-  os.execute(("kill -KILL %d 2>/dev/null"):format(pid))
-  return wait_gone(pid, start, 3)
-end
-
 function M.interpreter()
   if jit then return "luajit" end
   return "lua5.4"
@@ -170,27 +152,25 @@ end
 local Worker = {}
 Worker.__index = Worker
 
--- mode: "crash" | "soak"; args: table of key = value (strings or numbers).
+local KitWorker = require("zklock.testing.workers").Worker -- the public kit's worker: alive, output, signal, stop, ...
+setmetatable(Worker, { __index = KitWorker })
+
+-- mode: "acquire" | "crash" | "soak" | "counter" | "lease"; args: table of key = value (strings
+-- or numbers). The worker is the public kit's (testing.worker: same interpreter and build, its
+-- output in w.out, stopped with its children, and killed if this process dies).
 function M.worker(mode, args)
-  local dir = tmpdir("worker")
-  local lpath = ROOT .. "/lua/?.lua;" .. ROOT .. "/lua/?/init.lua;" .. ROOT .. "/spec/?.lua"
-  local setup = ("package.path=%q;package.cpath=%q"):format(lpath, M.cpath())
-  local argv = { shq(mode) }
+  local argv = { mode }
   local keys = {}
   for k in pairs(args) do keys[#keys + 1] = k end
   table.sort(keys)
-  for _, k in ipairs(keys) do argv[#argv + 1] = shq(k .. "=" .. tostring(args[k])) end
-  argv[#argv + 1] = shq("parent=" .. MY_PID)
-  local cmd = ("env ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 %s -e %s %s %s"):format(
-    M.interpreter(), shq(setup), shq(ROOT .. "/spec/support/fault_worker.lua"), table.concat(argv, " "))
-  local out = dir .. "/worker.out"
-  local pid, start = spawn_bg(cmd, out)
-  local self = setmetatable({ pid = pid, start = start, dir = dir, out = out, log = args.log, mode = mode }, Worker)
-  scope.add(self)
-  return self
+  for _, k in ipairs(keys) do argv[#argv + 1] = k .. "=" .. tostring(args[k]) end
+  argv[#argv + 1] = "parent=" .. MY_PID
+  local w = testing.worker{ script = ROOT .. "/spec/support/fault_worker.lua", args = argv, lua = M.interpreter(),
+                            cwd = ROOT }
+  w.log, w.mode = args.log, mode
+  return scope.add(setmetatable(w, Worker))
 end
 
-function Worker:alive() return pid_alive(self.pid, self.start) end
 function Worker:state() return (proc_stat(self.pid)) end
 
 function Worker:lines()
@@ -199,8 +179,6 @@ function Worker:lines()
   for line in s:gmatch("[^\n]+") do t[#t + 1] = line end
   return t
 end
-
-function Worker:output() return read_file(self.out) or "" end
 
 -- Wait until a line of the log matches `pattern`; returns the line, or nil on timeout/exit.
 function Worker:wait_line(pattern, timeout, pump)
@@ -220,10 +198,6 @@ function Worker:wait_line(pattern, timeout, pump)
   end
 end
 
-function Worker:signal(sig)
-  if self:alive() then os.execute(("kill -%s %d 2>/dev/null"):format(sig, self.pid)) end
-end
-
 -- Wait up to `timeout` s until proc:alive() is false, calling pump(0.02) (or sleeping `idle` s,
 -- 0.02) in between; true if it is gone.
 function M.wait_exit(proc, timeout, pump, idle)
@@ -236,12 +210,6 @@ function M.wait_exit(proc, timeout, pump, idle)
 end
 
 function Worker:wait_exit(timeout, pump) return M.wait_exit(self, timeout or 10, pump) end
-
-function Worker:stop()
-  if self.stopped then return true end
-  self.stopped = true
-  return terminate(self.pid, self.start, "KILL")
-end
 
 M.stop_all = scope.stop_all
 

@@ -148,7 +148,10 @@ local double_barrier = {}
 ---under an adapter, blocks while pumping otherwise.
 ---
 ---Errors: `nil, msg, code`: `ETIMEDOUT`, `ESESSION`, `ECLOSED`, the plain-call codes; this
----member's node is deleted on every failure. Raises on a bad timeout or when already entered.
+---member's node is deleted on every failure (also after a create whose answer was lost, and in
+---the background when its delete meets a connection loss), and when the calling coroutine dies
+---while it waits (`coroutine.close`, killed by its host: the client's reaper of dead owners).
+---Raises on a bad timeout or when already entered.
 ---@param timeout? number Seconds; nil waits forever.
 ---@return true|nil ok
 ---@return string? msg
@@ -160,7 +163,8 @@ function double_barrier:enter(timeout) end
 ---
 ---Errors: `nil, msg, code`: `ETIMEDOUT` (this member's node and the ready node are deleted, as
 ---Curator deletes the ready node), `ELOST` (this member's node vanished: its session ended),
----`ESESSION`, `ECLOSED`. Raises on a bad timeout or when not entered.
+---`ESESSION`, `ECLOSED`. A coroutine that dies while it waits here gives up as on a timeout.
+---Raises on a bad timeout or when not entered.
 ---@param timeout? number Seconds; nil waits forever.
 ---@return true|nil ok
 ---@return string? msg
@@ -189,7 +193,10 @@ local zookeeper_lock = {}
 ---WriteLock, a waiter whose predecessor is already gone lists again rather than stall.
 ---
 ---Errors: `nil, msg, code`: `ETIMEDOUT`, `ELOST` (its node vanished), `ECONNECTING`, the plain
----calls' codes; the node is deleted on every failure. Raises when held or on a bad timeout.
+---calls' codes; the node is deleted on every failure (a node whose create answer was lost is
+---found by its session prefix, as WriteLock does), and when the calling coroutine dies while it
+---waits (`coroutine.close`, killed by its host: the client's reaper of dead owners). Raises when
+---held or on a bad timeout.
 ---@param timeout? number Seconds; nil waits forever, 0 tries once.
 ---@return true|nil ok
 ---@return string? msg

@@ -182,8 +182,8 @@ function M.attach(client, opts)
     if t < next_reap then return end
     next_reap = t + REAP_EVERY
     for _, r in ipairs(client:reap_dead_owners(raw_status)) do
-      log(ngx.WARN, "a request ended while holding ", tostring(r.kind), " ", tostring(r.path),
-        "; released in the background")
+      log(ngx.WARN, "a request ended while ", r.waiting and "waiting in " or "holding ", tostring(r.kind), " ",
+        tostring(r.path), r.waiting and "; its node is deleted in the background" or "; released in the background")
     end
   end
 
