@@ -66,7 +66,7 @@ local function encode(items)
   return table.concat(out)
 end
 
--- framed message -> {item, ...} | nil, why
+-- framed message -> {item, ...} | nil, why (byte offsets in it are 0-based)
 local function decode(s)
   if #s < 4 then return nil, ("%d bytes, shorter than the 4-byte version header"):format(#s) end
   if s:sub(1, 4) ~= VERSION then
