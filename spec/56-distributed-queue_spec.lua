@@ -8,7 +8,9 @@
 --     removed only after fn returned (with fn's own writes, in one fenced multi); fn raising
 --     leaves the item; a lost lock (ELOST) removes nothing; items locked by others are skipped;
 --     CURATOR-605's case (the session ends mid-processing, another consumer takes the item over):
---     only the second consumer's writes and removal commit; coroutine.close inside fn (5.4);
+--     only the second consumer's writes and removal commit; coroutine.close inside fn (5.4) or
+--     while the take's requests are in flight; a lock create whose answer is lost (the lock node
+--     is removed in the background, only if it is this session's);
 --     a consumer process killed with kill -9 mid-processing leaves its item for another consumer;
 --   * bad input.
 --   busted --lua=lua5.4 spec/56-distributed-queue_spec.lua
@@ -227,6 +229,32 @@ describe("distributed queue (Curator's DistributedQueue)", function()
       assert.is_false(ran)
       assert.are.same({ "pre", "cious" }, (qb:take(5, lock_path and function() end or nil)))
     end
+  end)
+
+  it("a lock create whose answer is lost: the take gives up, its lock node goes once the answers pass", function()
+    local net = testing.proxy(zk.hosts)
+    finally(function() net:stop() end)
+    local a, b = zklock.connect(net.hosts, { session_timeout = 10, op_timeout = 1 }), connect("lr-b")
+    finally(function() a:close() end)
+    local path, locks = "/dq/lr", "/dq/lr-locks"
+    assert(b:create(locks, "", { parents = true }))
+    local qb = b:queue(path, { format = "curator" })
+    local first = assert(qb:put("one"))
+    local second = assert(qb:put("two"))
+    local q = a:queue(path, { format = "curator", lock_path = locks })
+    assert.are.same({ { "one" }, first }, { q:take(5, function() end) }) -- lists both: the next take sends at once
+    net:drop_replies(30)
+    local ran = false
+    local r = pack(q:take(5, function() ran = true end))
+    assert.is_nil(r[1])
+    assert.is_truthy(r[3] == "ETIMEDOUT" or r[3] == "ZCONNECTIONLOSS", tostring(r[2]))
+    assert.is_false(ran)
+    -- the create reached the server: a's lock node is there while the answers are lost
+    assert.are.same({ second }, util.children(b, locks))
+    net:heal()
+    assert.is_truthy(util.wait_until(function() return #util.children(b, locks) == 0 end, 20, { a, b }),
+      "the lock node of the given-up take was left")
+    assert.are.same({ { "two" }, second }, { qb:take(5) })
   end)
 
   it("a consumer killed with kill -9 while processing leaves its item to another consumer", function()

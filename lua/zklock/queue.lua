@@ -230,14 +230,46 @@ local guarded_pcall = (loadstring or load)([[
 ]])
 guarded_pcall = guarded_pcall and guarded_pcall(pcall, setmetatable)
 
+-- In the background: delete `lock` if (and only if) it is session `sid`'s ephemeral, sent as
+-- soon as the client is connected and again after a connection loss, up to CLEAN_TRIES times.
+-- (After a create whose answer was lost the node may be another consumer's: never delete that.)
+local CLEAN_TRIES = 10
+local CLEAN_AGAIN = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
+                      [core.errno.ETIMEDOUT] = true }
+local function clean_lock(client, lock, sid, tries)
+  tries = tries or 1
+  if client.state == "CLOSED" or not sid then return end
+  local function again(st)
+    if CLEAN_AGAIN[st] and tries < CLEAN_TRIES then return clean_lock(client, lock, sid, tries + 1) end
+    if CLEAN_AGAIN[st] then
+      R.log(client, "warn", ("queue lock node %s could not be removed; it goes with the session"):format(lock))
+    end
+  end
+  local id = R.core(client):op(core.OP_EXISTS, lock, nil, 0, -1, 0, 0)
+  if not id then return end
+  R.orphan(client, id, function(st, res)
+    if st ~= 0 then return again(st) end
+    if not (res and res.ephemeral_owner == sid) or client.state == "CLOSED" then return end -- not ours
+    local did = R.core(client):op(core.OP_DELETE, lock, nil, 0, res.version or -1, 0, 0)
+    if did then R.orphan(client, did, function(dst) if dst ~= 0 then again(dst) end end) end
+  end)
+end
+
 -- Delete our own lock node: only when it is this session's ephemeral (after a create whose
--- answer was lost it may be someone else's). Best effort: a lost session takes it anyway.
+-- answer was lost it may be someone else's). When that cannot be done now (no answer), it is
+-- done in the background; a lost session takes the node anyway.
 function Queue:_unlock(lock)
   local client = self.client
   if client.state == "CLOSED" then return end
   local sid = client:session()
-  local st = client:exists(lock)
-  if st and sid and st.ephemeral_owner == sid then client:delete(lock, st.version) end
+  local st, _, code = client:exists(lock)
+  if st and sid and st.ephemeral_owner == sid then
+    local ok, _, dcode = client:delete(lock, st.version)
+    if ok or dcode == "ZNONODE" or dcode == "ZBADVERSION" then return end
+  elseif st ~= nil or code == "ZNONODE" then
+    return -- gone, or not ours
+  end
+  clean_lock(client, lock, sid)
 end
 
 -- One candidate in lock-safe mode: lock it (ephemeral <lock_path>/<name>), read it, run fn,
@@ -247,6 +279,7 @@ function Queue:_try_locked(name, ms, fn)
   local client = self.client
   local node = self.path .. "/" .. name
   local lock = self.lock_path .. "/" .. name
+  local sid = client:session()
   local wc, msg, code = start(client, core.OP_CREATE, lock, ms, "", core.CREATE_EPHEMERAL)
   if not wc then return nil, msg, code end
   -- a coroutine that goes away while the create is in flight leaves no lock node behind
@@ -272,7 +305,7 @@ function Queue:_try_locked(name, ms, fn)
   if wc.status ~= 0 then
     -- unknown outcome (no answer): the node may be ours; remove it if so, and give up
     local r, m, c = fail(wc.status, "take (locking " .. lock .. ")", node, ms)
-    if c ~= "ESESSION" then pcall(self._unlock, self, lock) end
+    if c ~= "ESESSION" then clean_lock(client, lock, sid) end -- in the background: no answer now
     return r, m, c
   end
   if not wg then self:_unlock(lock) return nil, msg, code end
@@ -281,7 +314,6 @@ function Queue:_try_locked(name, ms, fn)
     self:_unlock(lock)
     return fail(wg.status, "take", node, ms)
   end
-  local sid = client:session()
   local m = setmetatable({ name = name, node = node, lock = lock, _client = client }, Message)
   m._guard = { node = lock, what = "the lock of queue item " .. name, live = function()
     R.refresh(client)
