@@ -514,10 +514,26 @@ function client:zookeeper_lock(dir, opts) end
 ---local job = q:take(30)
 ---```
 ---
----Errors: raises on a path that is not an absolute znode path, or a closed client.
+---With `{ format = "curator" }` the queue is Curator's `DistributedQueue` instead (`queue-`
+---nodes, framed messages of one or more items); `lock_path` adds its lock-safe mode (an item is
+---removed only after its consumer's `fn` finished; see `queue:take`):
+---
+---```lua
+---local q = client:queue("/queues/mail", { format = "curator", lock_path = "/queues/mail-locks" })
+---q:put({ "to:a", "to:b" })                         -- one message, two items
+---q:take(30, function(items, msg) send(items) end)   -- removed after send returned
+---```
+---
+---Errors: raises on a path that is not an absolute znode path, a bad option, or a closed client.
 ---@param path string
+---@param opts? zklock.QueueOptions
 ---@return zklock.Queue queue
-function client:queue(path) end
+function client:queue(path, opts) end
+
+---Options of `client:queue`.
+---@class zklock.QueueOptions
+---@field format? "zookeeper"|"curator" `"zookeeper"` (default): ZooKeeper's queue recipe and Curator's `SimpleDistributedQueue` (`qn-` nodes, raw bytes); `"curator"`: Curator's `DistributedQueue` (`queue-` nodes, framed messages).
+---@field lock_path? string Curator's format only: lock-safe mode, lock nodes `<lock_path>/<item node>` (not under the queue path); made persistent when missing, as Curator does.
 
 ---Options of `client:create`.
 ---@class zklock.CreateOptions

@@ -21,6 +21,17 @@
 --     every waiting coroutine of that client (zklock.watch shares reads per path and kind); the
 --     watch is armed only by a listing that found the queue empty (listed again with the watch
 --     after a plain listing found nothing), so a busy queue costs no watch events.
+--
+-- With { format = "curator" } the same machinery speaks Curator's DistributedQueue instead (see
+-- docs/design.md, "Curator's DistributedQueue"): items are persistent sequential nodes
+-- <path>/queue-<seq10> ordered by name, each holding one framed message of one or more items
+-- (int32 0x00010001, then per item the byte 0x01, an int32 length and the bytes, then the byte
+-- 0x02). Without lock_path a take deletes the node before the caller sees it (at most once, as
+-- Curator's plain mode). With lock_path (Curator's lock-safe mode) a consumer first creates the
+-- ephemeral <lock_path>/<item node>, reads the item, runs the caller's fn, and only then deletes
+-- the item and its lock node in one multi whose first op checks the lock node: a consumer whose
+-- session ended (its lock node gone, the item taken over by another consumer) removes nothing
+-- and is told ELOST, and fn's own writes can join that multi (msg:transaction()).
 local core = require("zklock.core")
 local check = require("zklock.check")
 local R = require("zklock.client").recipe
@@ -33,6 +44,50 @@ Queue.__index = Queue
 Queue.__name = "zklock.queue"
 
 local PREFIX = "qn-"
+local CPREFIX = "queue-" -- Curator's DistributedQueue
+local BLOCKED_WAIT = 200 -- ms: lock-safe take, every item locked by others: look again this often
+
+---------------------------------------------------------------- Curator's message framing
+
+local VERSION = "\0\1\0\1" -- int32 0x00010001, big-endian
+local ITEM, EOF = "\1", "\2"
+
+local function be32(n)
+  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
+end
+
+-- {item, ...} -> one framed message
+local function encode(items)
+  local out = { VERSION }
+  for _, it in ipairs(items) do
+    out[#out + 1] = ITEM .. be32(#it) .. it
+  end
+  out[#out + 1] = EOF
+  return table.concat(out)
+end
+
+-- framed message -> {item, ...} | nil, why (byte offsets in it are 0-based)
+local function decode(s)
+  if #s < 4 then return nil, ("%d bytes, shorter than the 4-byte version header"):format(#s) end
+  if s:sub(1, 4) ~= VERSION then
+    local a, b, c, d = s:byte(1, 4)
+    return nil, ("version header %02x%02x%02x%02x, expected 00010001"):format(a, b, c, d)
+  end
+  local items, pos = {}, 5
+  while true do
+    local op = s:byte(pos)
+    if op == nil then return nil, "no end marker (0x02)" end
+    if op == 2 then return items end -- bytes after it are ignored, as Curator does
+    if op ~= 1 then return nil, ("opcode 0x%02x at byte %d, expected 0x01 (item) or 0x02 (end)"):format(op, pos - 1) end
+    if pos + 4 > #s then return nil, ("item length cut short at byte %d"):format(pos) end
+    local a, b, c, d = s:byte(pos + 1, pos + 4)
+    if a >= 128 then return nil, ("negative item length at byte %d"):format(pos) end
+    local n = ((a * 256 + b) * 256 + c) * 256 + d
+    if pos + 4 + n > #s then return nil, ("item of %d bytes cut short at byte %d"):format(n, pos + 4) end
+    items[#items + 1] = s:sub(pos + 5, pos + 4 + n)
+    pos = pos + 5 + n
+  end
+end
 
 local function fail(st, what, path, ms)
   local name = core.errname(st)
@@ -74,6 +129,17 @@ local function sorted(names)
   return out
 end
 
+-- The queue- children of the listing in Curator's order: by name (the 10-digit sequence, or for
+-- Curator's priority and id queues the text before it: they share the prefix).
+local function csorted(names)
+  local out = {}
+  for _, n in ipairs(names) do
+    if n:sub(1, #CPREFIX) == CPREFIX then out[#out + 1] = n end
+  end
+  table.sort(out)
+  return out
+end
+
 local function check_self(self, fname)
   check.object(self, Queue, "queue", fname)
   check.open(self.client, fname)
@@ -90,39 +156,230 @@ function Queue:_list(with_watch)
     end
     return nil, wobj, code
   end
-  self._cache, self._next = sorted(names), 1
+  self._cache, self._next = (self.curator and csorted or sorted)(names), 1
   return true, wobj
 end
 
--- Take the next cached candidate, or nil when the cache is used up. One round trip per try.
--- -> data, name | false (cache used up) | nil, msg, code
-function Queue:_take_cached(ms)
+-- One candidate of the plain forms (qn- items, and Curator's DistributedQueue without a lock
+-- path): its data is read and its node deleted in one round trip.
+-- -> data (the bytes; Curator's: the list of items), name | false (another consumer took it) | nil, msg, code
+function Queue:_try_plain(name, ms)
   local client = self.client
+  local node = self.path .. "/" .. name
+  local wg, msg, code = start(client, core.OP_GET, node, ms)
+  if not wg then return nil, msg, code end
+  local wd
+  wd, msg, code = start(client, core.OP_DELETE, node, ms)
+  if not wd then await(client, wg) return nil, msg, code end
+  self:_keep_if_orphaned(wg, wd)
+  await(client, wg)
+  await(client, wd)
+  if closed(wg) or closed(wd) then return nil, "ECLOSED: the client was closed", "ECLOSED" end
+  if wd.status == 0 then
+    -- ours: the get was answered before the delete, so it read this very node
+    if wg.status ~= 0 then
+      return fail(wg.status, "take (the item was removed, its data could not be read)", node, ms)
+    end
+    local data = (wg.result and wg.result.data) or ""
+    if not self.curator then return data, name end
+    local items, why = decode(data)
+    if items then return items, name end
+    return nil, ("EFORMAT: queue item %s is not a Curator DistributedQueue message (%s); it was removed"
+      .. " (its bytes are the 4th result)"):format(check.short(node), why), "EFORMAT", data
+  elseif wd.status ~= core.errno.ZNONODE then
+    local r, m, c = fail(wd.status, "take", node, ms)
+    if c == "ETIMEDOUT" or c == "ZCONNECTIONLOSS" or c == "ESESSION" then
+      m = m .. " (the item may have been taken and lost)"
+    end
+    return r, m, c
+  end
+  return false -- ZNONODE: another consumer took it
+end
+
+---------------------------------------------------------------- lock-safe mode
+
+-- What a lock-safe consumer's fn gets besides the items: the item's names and a fenced
+-- transaction that commits only while this consumer still holds the item's lock node.
+local Message = {}
+Message.__index = Message
+Message.__name = "zklock.queue_message"
+
+function Message:transaction()
+  check.object(self, Message, "message", "transaction")
+  if self._txn then
+    check.raise("zklock: message:transaction() called twice (build all writes in the one transaction)")
+  end
+  self._txn = require("zklock.txn").fenced(self._client, self._guard)
+  return self._txn
+end
+
+function Message:__tostring() return ("zklock.queue_message(%s)"):format(self.node) end
+
+-- Lua 5.4: fn runs under a to-be-closed guard, so that coroutine.close() on a coroutine suspended
+-- inside fn removes the lock node at once (a delete sent without waiting for its answer; the
+-- item stays). LuaJIT cannot parse it: there the lock node goes with the session.
+local guarded_pcall = (loadstring or load)([[
+  local pcall, setmetatable = ...
+  return function(fn, items, m, on_close)
+    local finished = false
+    local guard <close> = setmetatable({}, { __close = function() if not finished then on_close() end end })
+    local ok, err = pcall(fn, items, m)
+    finished = true
+    return ok, err
+  end
+]])
+guarded_pcall = guarded_pcall and guarded_pcall(pcall, setmetatable)
+
+-- In the background: delete `lock` if (and only if) it is session `sid`'s ephemeral, sent as
+-- soon as the client is connected and again after a connection loss, up to CLEAN_TRIES times.
+-- (After a create whose answer was lost the node may be another consumer's: never delete that.)
+local CLEAN_TRIES = 10
+local CLEAN_AGAIN = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
+                      [core.errno.ETIMEDOUT] = true }
+local function clean_lock(client, lock, sid, tries)
+  tries = tries or 1
+  if client.state == "CLOSED" or not sid then return end
+  local function again(st)
+    if CLEAN_AGAIN[st] and tries < CLEAN_TRIES then return clean_lock(client, lock, sid, tries + 1) end
+    if CLEAN_AGAIN[st] then
+      R.log(client, "warn", ("queue lock node %s could not be removed; it goes with the session"):format(lock))
+    end
+  end
+  local id = R.core(client):op(core.OP_EXISTS, lock, nil, 0, -1, 0, 0)
+  if not id then return end
+  R.orphan(client, id, function(st, res)
+    if st ~= 0 then return again(st) end
+    if not (res and res.ephemeral_owner == sid) or client.state == "CLOSED" then return end -- not ours
+    local did = R.core(client):op(core.OP_DELETE, lock, nil, 0, res.version or -1, 0, 0)
+    if did then R.orphan(client, did, function(dst) if dst ~= 0 then again(dst) end end) end
+  end)
+end
+
+-- Delete our own lock node: only when it is this session's ephemeral (after a create whose
+-- answer was lost it may be someone else's). When that cannot be done now (no answer), it is
+-- done in the background; a lost session takes the node anyway.
+function Queue:_unlock(lock)
+  local client = self.client
+  if client.state == "CLOSED" then return end
+  local sid = client:session()
+  local st, _, code = client:exists(lock)
+  if st and sid and st.ephemeral_owner == sid then
+    local ok, _, dcode = client:delete(lock, st.version)
+    if ok or dcode == "ZNONODE" or dcode == "ZBADVERSION" then return end
+  elseif st ~= nil or code == "ZNONODE" then
+    return -- gone, or not ours
+  end
+  clean_lock(client, lock, sid)
+end
+
+-- One candidate in lock-safe mode: lock it (ephemeral <lock_path>/<name>), read it, run fn,
+-- then remove item and lock node in one fenced multi.
+-- -> items, name | false (locked or taken by another consumer) | "again" | nil, msg, code[, data]
+function Queue:_try_locked(name, ms, fn)
+  local client = self.client
+  local node = self.path .. "/" .. name
+  local lock = self.lock_path .. "/" .. name
+  local sid = client:session()
+  local wc, msg, code = start(client, core.OP_CREATE, lock, ms, "", core.CREATE_EPHEMERAL)
+  if not wc then return nil, msg, code end
+  -- a coroutine that goes away while the create is in flight leaves no lock node behind
+  wc.orphan = function(st) if st == 0 then R.discard(client, lock) end end
+  local wg
+  wg, msg, code = start(client, core.OP_GET, node, ms)
+  if wg then
+    wg.orphan = function() -- gone while waiting for the get: the lock (made, or in flight) goes too
+      if not wc.done then client:abandon(wc)
+      elseif wc.status == 0 then R.discard(client, lock) end
+    end
+  end
+  await(client, wc)
+  if wg then await(client, wg) end
+  if closed(wc) or (wg and closed(wg)) then return nil, "ECLOSED: the client was closed", "ECLOSED" end
+  if wc.status == core.errno.ZNODEEXISTS then return "locked" end -- another consumer has it
+  if wc.status == core.errno.ZNONODE then
+    -- no lock path yet: make it (persistent, as Curator's consumers expect it to stay)
+    local _, cmsg, ccode = client:create(self.lock_path, nil, { parents = true })
+    if ccode and ccode ~= "ZNODEEXISTS" then return nil, cmsg, ccode end
+    return "again"
+  end
+  if wc.status ~= 0 then
+    -- unknown outcome (no answer): the node may be ours; remove it if so, and give up
+    local r, m, c = fail(wc.status, "take (locking " .. lock .. ")", node, ms)
+    if c ~= "ESESSION" then clean_lock(client, lock, sid) end -- in the background: no answer now
+    return r, m, c
+  end
+  if not wg then self:_unlock(lock) return nil, msg, code end
+  if wg.status == core.errno.ZNONODE then self:_unlock(lock) return false end -- consumed meanwhile
+  if wg.status ~= 0 then
+    self:_unlock(lock)
+    return fail(wg.status, "take", node, ms)
+  end
+  local m = setmetatable({ name = name, node = node, lock = lock, _client = client }, Message)
+  m._guard = { node = lock, what = "the lock of queue item " .. name, live = function()
+    R.refresh(client)
+    if client.state == "CLOSED" then return false end
+    return client:session() == sid
+  end }
+  local data = (wg.result and wg.result.data) or ""
+  local items, why = decode(data)
+  local t
+  if items and fn then
+    local ok, err
+    if guarded_pcall then
+      ok, err = guarded_pcall(fn, items, m, function()
+        if client.state ~= "CLOSED" then start(client, core.OP_DELETE, lock, ms, nil, 0) end
+      end)
+    else
+      ok, err = pcall(fn, items, m)
+    end
+    if not ok then
+      -- the item stays where it is (for the next consumer); only our lock goes
+      pcall(self._unlock, self, lock)
+      error(err, 0)
+    end
+    if m._txn and not m._txn._committed then t = m._txn end
+  end
+  t = t or require("zklock.txn").fenced(client, m._guard)
+  t:delete(node):delete(lock)
+  local r, em, ec = t:commit(ms > 0 and ms / 1000 or nil)
+  if not r then
+    if ec ~= "ELOST" and ec ~= "ESESSION" then pcall(self._unlock, self, lock) end -- else: gone with the session
+    if ec == "ELOST" or ec == "ESESSION" then
+      ec = "ELOST"
+      em = ("ELOST: queue item %s: this consumer's lock node %s went (its session ended) before the item"
+        .. " was removed; the item stays for another consumer, and nothing of this transaction was written")
+        :format(check.short(node), check.short(lock))
+    end
+    return nil, em, ec
+  end
+  if not items then
+    return nil, ("EFORMAT: queue item %s is not a Curator DistributedQueue message (%s); it was removed"
+      .. " (its bytes are the 4th result)"):format(check.short(node), why), "EFORMAT", data
+  end
+  return items, name
+end
+
+-- Take the next cached candidate, or false when the cache is used up.
+-- -> data, name | false (cache used up) | nil, msg, code[, data]
+function Queue:_take_cached(ms, fn)
   while self._next <= #self._cache do
     local name = self._cache[self._next]
     self._next = self._next + 1
-    local node = self.path .. "/" .. name
-    local wg, msg, code = start(client, core.OP_GET, node, ms)
-    if not wg then return nil, msg, code end
-    local wd
-    wd, msg, code = start(client, core.OP_DELETE, node, ms)
-    if not wd then return nil, msg, code end
-    self:_keep_if_orphaned(wg, wd)
-    await(client, wg)
-    await(client, wd)
-    if closed(wg) or closed(wd) then return nil, "ECLOSED: the client was closed", "ECLOSED" end
-    if wd.status == 0 then
-      -- ours: the get was answered before the delete, so it read this very node
-      if wg.status == 0 then return (wg.result and wg.result.data) or "", name end
-      return fail(wg.status, "take (the item was removed, its data could not be read)", node, ms)
-    elseif wd.status ~= core.errno.ZNONODE then
-      local r, m, c = fail(wd.status, "take", node, ms)
-      if c == "ETIMEDOUT" or c == "ZCONNECTIONLOSS" or c == "ESESSION" then
-        m = m .. " (the item may have been taken and lost)"
+    local a, b, c, d
+    if self.lock_path then
+      a, b, c, d = self:_try_locked(name, ms, fn)
+      if a == "again" then -- the lock path was just made: once more
+        a, b, c, d = self:_try_locked(name, ms, fn)
+        if a == "again" then a = false end
       end
-      return r, m, c
+    else
+      a, b, c, d = self:_try_plain(name, ms)
     end
-    -- ZNONODE: another consumer took it; try the next
+    if a == "locked" then
+      self._blocked = true
+    elseif a ~= false then
+      return a, b, c, d
+    end
   end
   return false
 end
@@ -146,7 +403,7 @@ function Queue:_keep_if_orphaned(wg, wd)
       return
     end
     local data = (got[2] and got[2].data) or ""
-    local id, msg = R.core(client):op(core.OP_CREATE, path .. "/" .. PREFIX, data,
+    local id, msg = R.core(client):op(core.OP_CREATE, path .. "/" .. (self.curator and CPREFIX or PREFIX), data,
       core.CREATE_SEQUENTIAL + core.CREATE_PARENTS, -1, 0, 0) -- the emptied queue node may be reaped
     if not id then
       R.log(client, "warn", ("queue %s: could not put back an item its taker left: %s"):format(check.short(path),
@@ -171,28 +428,43 @@ function Queue:_keep_if_orphaned(wg, wd)
   end
 end
 
--- q:poll() -> data, name | nil (the queue is empty) | nil, msg, code
-function Queue:poll()
-  check_self(self, "poll")
-  return self:_poll(R.op_ms(self.client))
+local function check_fn(self, fname, argn, fn)
+  if fn == nil then return end
+  if type(fn) ~= "function" then
+    check.argerror(fname, argn, "fn: expected nil or a function(items, message), got " .. check.describe(fn))
+  end
+  if not self.lock_path then
+    check.argerror(fname, argn, "fn: needs a queue made with { format = \"curator\", lock_path = ... } (without a"
+      .. " lock path an item is removed before it is processed: take it and process it yourself)")
+  end
 end
 
-function Queue:_poll(ms)
+-- q:poll([fn]) -> data, name | nil (the queue is empty) | nil, msg, code
+function Queue:poll(fn)
+  check_self(self, "poll")
+  check_fn(self, "poll", 1, fn)
+  return self:_poll(R.op_ms(self.client), fn)
+end
+
+function Queue:_poll(ms, fn)
   while true do -- ends: each round takes an item, or lists a queue others emptied meanwhile
-    local data, name, code = self:_take_cached(ms)
+    local data, name, code, raw = self:_take_cached(ms, fn)
     if data then return data, name end
-    if data == nil then return nil, name, code end
+    if data == nil then return nil, name, code, raw end
+    if self._blocked then self._blocked = nil return nil end -- the items left are locked by others
     local ok, msg, ecode = self:_list(false)
     if not ok then return nil, msg, ecode end
     if #self._cache == 0 then return nil end
   end
 end
 
--- q:take(timeout) -> data, name | nil, msg, code ("ETIMEDOUT" when nothing came in time)
---   timeout: seconds, nil = no limit, 0 = poll once.
-function Queue:take(timeout)
+-- q:take(timeout[, fn]) -> data, name | nil, msg, code ("ETIMEDOUT" when nothing came in time)
+--   timeout: seconds, nil = no limit, 0 = poll once. fn(items, message): lock-safe queues only,
+--   runs while the item is locked; the item is removed after it returned.
+function Queue:take(timeout, fn)
   check_self(self, "take")
   local ms = check.timeout("take", 1, timeout)
+  check_fn(self, "take", 2, fn)
   local client = self.client
   local deadline = ms >= 0 and now() + ms or math.huge
   local op_ms = R.op_ms(client)
@@ -201,9 +473,27 @@ function Queue:take(timeout)
     return nil, ("ETIMEDOUT: queue %s: no item within %g s"):format(check.short(self.path), ms / 1000), "ETIMEDOUT"
   end
   while true do
-    local data, name, code = self:_take_cached(op_ms)
+    local data, name, code, raw = self:_take_cached(op_ms, fn)
     if data then return data, name end
-    if data == nil then return nil, name, code end
+    if data == nil then return nil, name, code, raw end
+    if self._blocked then
+      -- lock-safe: the items left are locked by other consumers. Wait for a change of the queue
+      -- (its children watch), but at most BLOCKED_WAIT: a consumer that dies leaves its item in
+      -- place (its lock node goes, the queue's children do not change).
+      self._blocked = nil
+      if now() >= deadline then return timed_out() end
+      local ok, wobj, wcode = self:_list(true)
+      if not ok then return nil, wobj, wcode end
+      data, name, code, raw = self:_take_cached(op_ms, fn)
+      if data then return data, name end
+      if data == nil then return nil, name, code, raw end
+      local left = deadline - now()
+      if self._blocked and left <= 0 then return timed_out() end
+      if self._blocked and wobj then
+        local what, wmsg, wc = wobj:wait(math.min(left, BLOCKED_WAIT) / 1000)
+        if not what and wc ~= "ETIMEDOUT" then return nil, wmsg, wc end
+      end
+    end
     local wobj, missing = self._empty, false
     if self._listing and now() - self._listing < stale then
       -- another coroutine of this queue object is listing: use its listing, not one more
@@ -229,7 +519,8 @@ function Queue:take(timeout)
       if left <= 0 then return timed_out() end
       if missing then
         -- no queue node to watch yet: make it (a container, as Curator does) and list again
-        local _, cmsg, ccode = client:create(self.path, nil, { container = true, parents = true })
+        -- (Curator's format: persistent, as Curator's consumers keep a watch on it)
+        local _, cmsg, ccode = client:create(self.path, nil, { container = not self.curator, parents = true })
         if ccode and ccode ~= "ZNODEEXISTS" then return nil, cmsg, ccode end
       elseif wobj then
         local what, wmsg, wcode = wobj:wait(left == math.huge and nil or left / 1000)
@@ -240,15 +531,41 @@ function Queue:take(timeout)
 end
 
 -- q:put(data) -> node name ("qn-0000000012") | nil, msg, code
+--   Curator's format: data is one item (a string) or a list of items (one message).
 function Queue:put(data)
   check_self(self, "put")
-  if type(data) ~= "string" then
+  local node = self.path .. "/" .. PREFIX
+  if self.curator then
+    if type(data) == "table" then
+      if #data == 0 then check.argerror("put", 1, "items: expected a non-empty list of strings, got an empty table") end
+      for i, it in ipairs(data) do
+        if type(it) ~= "string" then
+          check.argerror("put", 1, ("items: expected a list of strings, item %d is %s"):format(i, check.describe(it)))
+        end
+      end
+      data = encode(data)
+    elseif type(data) == "string" then
+      data = encode({ data })
+    else
+      check.argerror("put", 1, "data: expected a string (one item) or a list of strings (one message), got "
+        .. check.describe(data))
+    end
+    node = self.path .. "/" .. CPREFIX
+  elseif type(data) ~= "string" then
     check.argerror("put", 1, "data: expected a string (the item's bytes), got " .. check.describe(data))
   end
-  -- one request; only a missing queue node costs the parents' creates (made as containers)
-  local node = self.path .. "/" .. PREFIX
+  -- one request; only a missing queue node costs the parents' creates (made as containers;
+  -- Curator's format: the queue node itself persistent, as Curator makes it)
   local p, msg, code = self.client:create(node, data, { sequential = true })
-  if code == "ZNONODE" then p, msg, code = self.client:create(node, data, { sequential = true, parents = true }) end
+  if code == "ZNONODE" then
+    if self.curator then
+      local _, cmsg, ccode = self.client:create(self.path, nil, { parents = true })
+      if ccode and ccode ~= "ZNODEEXISTS" then return nil, cmsg, ccode end
+      p, msg, code = self.client:create(node, data, { sequential = true })
+    else
+      p, msg, code = self.client:create(node, data, { sequential = true, parents = true })
+    end
+  end
   if not p then return nil, msg, code end
   return (p:match("([^/]*)$"))
 end
@@ -261,8 +578,14 @@ function Queue:peek()
     if code == "ZNONODE" then return nil end
     return nil, msg, code
   end
-  for _, name in ipairs(sorted(names)) do
+  for _, name in ipairs((self.curator and csorted or sorted)(names)) do
     local data, gmsg, gcode = self.client:get(self.path .. "/" .. name)
+    if data and self.curator then
+      local items, why = decode(data)
+      if items then return items, name end
+      return nil, ("EFORMAT: queue item %s/%s is not a Curator DistributedQueue message (%s)")
+        :format(check.short(self.path), name, why), "EFORMAT", data
+    end
     if data then return data, name end
     if gcode ~= "ZNONODE" then return nil, gmsg, gcode end
   end
@@ -277,22 +600,44 @@ function Queue:size()
     if code == "ZNONODE" then return 0 end
     return nil, msg, code
   end
-  return #sorted(names)
+  return #(self.curator and csorted or sorted)(names)
 end
 
 function Queue:__tostring()
+  if self.curator then
+    return ("zklock.queue(%s, curator%s)"):format(self.path, self.lock_path and ", lock " .. self.lock_path or "")
+  end
   return ("zklock.queue(%s)"):format(self.path)
 end
 
--- client:queue(path) -> queue
-function Client:queue(path)
+local OPTIONS = { format = check.is.oneof("zookeeper", "curator"), lock_path = check.is.string }
+
+-- client:queue(path[, { format = "zookeeper" | "curator", lock_path = }]) -> queue
+function Client:queue(path, opts)
   check.open(self, "queue")
   if type(path) ~= "string" then
     check.argerror("queue", 1, "queue path: expected a string like \"/queues/name\", got " .. check.describe(path))
   end
   local why = core.path_error(path)
   if why then check.argerror("queue", 1, ("queue path %s, got %s"):format(why, check.describe(path))) end
-  return setmetatable({ client = self, path = path, _cache = {}, _next = 1 }, Queue)
+  opts = check.options("queue", 2, opts, OPTIONS)
+  local curator = opts.format == "curator"
+  local lock_path = opts.lock_path
+  if lock_path ~= nil then
+    if not curator then
+      check.argerror("queue", 2, "option 'lock_path': only with format = \"curator\" (Curator's DistributedQueue)")
+    end
+    local lwhy = core.path_error(lock_path)
+    if lwhy then
+      check.argerror("queue", 2, ("option 'lock_path': lock path %s, got %s"):format(lwhy, check.describe(lock_path)))
+    end
+    if lock_path == path or lock_path:sub(1, #path + 1) == path .. "/" then
+      check.argerror("queue", 2, ("option 'lock_path': must not be the queue path or under it, got %s")
+        :format(check.describe(lock_path)))
+    end
+  end
+  return setmetatable({ client = self, path = path, curator = curator or nil, lock_path = lock_path, _cache = {},
+                        _next = 1 }, Queue)
 end
 
-return { Queue = Queue }
+return { Queue = Queue, Message = Message, encode = encode, decode = decode }

@@ -27,22 +27,23 @@ local scope = fw.scope("zklock-queue")
 
 local function mono() return require("zklock.core").now() / 1000 end
 
-local function classes()
-  local src = ROOT .. "/spec/support/peers/QueuePeer.java"
+local function classes(class)
+  class = class or "QueuePeer"
+  local src = ROOT .. "/spec/support/peers/" .. class .. ".java"
   local cp = peers.classpath() .. ":" .. peers.JAVA_DIR .. "/zookeeper-recipes-queue.jar"
   local hash = sh(("{ cat %s; echo %s; javac -version 2>&1; } | sha1sum"):format(shq(src), shq(cp))):match("^(%x+)")
   assert(hash, "sha1sum failed")
   local base = os.getenv("TMPDIR") or "/tmp"
   local dir = ("%s/zklock-queue-peer-%s"):format(base, hash:sub(1, 16))
-  if exists(dir .. "/QueuePeer.class") then return dir, cp end
+  if exists(dir .. "/" .. class .. ".class") then return dir, cp end
   local tmp = (sh("mktemp -d " .. shq(base .. "/zklock-queue-build.XXXXXXXX")):gsub("%s+$", ""))
   local out = sh(("javac -nowarn -d %s -cp %s %s 2>&1; echo rc=$?"):format(shq(tmp), shq(cp), shq(src)))
   if not out:match("rc=0%s*$") then
     sh("rm -rf -- " .. shq(tmp))
-    error("javac QueuePeer.java failed:\n" .. out)
+    error("javac " .. class .. ".java failed:\n" .. out)
   end
   sh(("mv -T %s %s 2>/dev/null || rm -rf -- %s"):format(shq(tmp), shq(dir), shq(tmp)))
-  assert(exists(dir .. "/QueuePeer.class"), "compiled classes not found in " .. dir)
+  assert(exists(dir .. "/" .. class .. ".class"), "compiled classes not found in " .. dir)
   return dir, cp
 end
 
@@ -64,6 +65,20 @@ function M.java(impl, mode, hosts, path, a)
       .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s QueuePeer %s %s %s %s %s %s %s %d %d %d"):format(
       shq(dir .. ":" .. cp), impl, mode, shq(hosts), shq(path), shq(log), shq(tostring(x)), shq(tostring(y)),
       a.max or 120, a.threads or 1, a.work_ms or 0)
+  end, mode)
+end
+
+-- DQueuePeer.java: Curator's DistributedQueue. produce: a.count, a.prefix, a.multi (every
+-- multi-th message holds 3 items); consume: a.idle seconds, a.stop, a.work_ms; a.lock_path
+-- (nil: plain mode).
+function M.dqueue(mode, hosts, path, a)
+  local dir, cp = classes("DQueuePeer")
+  local x, y = a.count or a.idle or 1, a.prefix or a.stop
+  return start("curator-dq-" .. mode, function(log)
+    return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx128m -XX:+UseSerialGC "
+      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s DQueuePeer %s %s %s %s %s %s %d %s %d"):format(
+      shq(dir .. ":" .. cp), mode, shq(hosts), shq(path), shq(log), shq(tostring(x)), shq(tostring(y)),
+      a.max or 120, shq(a.lock_path or "-"), a.multi or a.work_ms or 0)
   end, mode)
 end
 
@@ -102,11 +117,13 @@ end
 function Proc:output() return read_file(self.dir .. "/output") or "" end
 
 function Proc:log()
-  local t = { puts = {}, takes = {}, errors = {} }
+  local t = { puts = {}, takes = {}, errors = {}, starts = {}, commits = {} }
   for l in ((read_file(self.logfile) or "") .. "\n"):gmatch("([^\n]*)\n") do
     local k, rest = l:match("^(%u) (.*)$")
     if k == "P" then t.puts[#t.puts + 1] = rest
     elseif k == "T" then t.takes[#t.takes + 1] = rest
+    elseif k == "S" then t.starts[#t.starts + 1] = rest
+    elseif k == "C" then t.commits[#t.commits + 1] = rest
     elseif l == "R" then t.ready = true
     elseif k == "D" then t.done, t.ms = tonumber(rest:match("^(%d+)")), tonumber(rest:match(" (%d+)$"))
     elseif k == "X" then t.errors[#t.errors + 1] = rest end

@@ -7,14 +7,19 @@
 ---@class zklock.Queue
 ---@field client zklock.Client The client it runs on.
 ---@field path string The queue node.
+---@field lock_path? string Curator's lock-safe mode: where the consumers' lock nodes go.
+---@field curator? boolean `true` for Curator's DistributedQueue format (`format = "curator"`).
 local queue = {}
 
 ---Put an item at the end of the queue (missing parents are made as containers).
 ---
 ---Errors: `nil, msg, code` as `client:create`. Raises on data that is not a string, a closed
 ---client or a call without a colon.
----@param data string The item's bytes (any bytes, `""` too).
----@return string? name The item's node name (`"qn-0000000042"`).
+---With `format = "curator"`: one item (a string) or a list of items put as one message
+---(Curator's `putMulti`), framed as Curator's `ItemSerializer`; the node is `queue-<seq10>` and a
+---missing queue node is made persistent, as Curator makes it.
+---@param data string|string[] The item's bytes (any bytes, `""` too); Curator's format: a list too.
+---@return string? name The item's node name (`"qn-0000000042"`, Curator's: `"queue-0000000042"`).
 ---@return string? msg
 ---@return string? code
 function queue:put(data) end
@@ -27,22 +32,37 @@ function queue:put(data) end
 ---Errors: `nil, "ETIMEDOUT: ...", "ETIMEDOUT"` when nothing came within `timeout`; ZooKeeper
 ---errors as `nil, msg, code` (`ETIMEDOUT`, `ZCONNECTIONLOSS` or `ESESSION` during the delete say
 ---the item may have been taken and lost). Raises on an invalid timeout or a closed client.
+---
+---Curator's format: `data` is the list of the message's items. A message that is not Curator's
+---framing is removed (as Curator does) and reported as `nil, msg, "EFORMAT", bytes`. With a
+---`lock_path` (lock-safe mode) the take first creates the ephemeral `<lock_path>/<item node>`
+---(items locked by other consumers are skipped; while every item is locked the take looks again
+---at each change of the queue and at least every 0.2 s), reads the item, calls
+---`fn(items, message)`, and only then removes item and lock node in one multi that first checks
+---the lock node: `ELOST` when the lock went (the session ended), and then nothing was removed or
+---written. Writes built on `message:transaction()` in `fn` commit in that same multi. If `fn`
+---raises, the lock node is deleted, the item stays in the queue (at its place: no requeue to the
+---back), and the error is raised again. `timeout` bounds the wait for an item, not `fn`.
+---Raises when `fn` is given without a `lock_path`.
 ---@param timeout? number Seconds (nil: no limit; 0: do not wait).
----@return string? data The item.
+---@param fn? fun(items: string[], message: zklock.QueueMessage) Lock-safe mode: process the item.
+---@return (string|string[])? data The item (Curator's format: the list of items).
 ---@return string? name Its node name; on error the message.
 ---@return string? code On error.
-function queue:take(timeout) end
+function queue:take(timeout, fn) end
 
 ---Take the first item if there is one, never waiting.
 ---
----Errors: `nil, msg, code` on a ZooKeeper error; a plain `nil` means the queue is empty.
----@return string? data
+---Errors: `nil, msg, code` on a ZooKeeper error; a plain `nil` means the queue is empty (or, in
+---lock-safe mode, every item is locked by another consumer). `fn` as for `take`.
+---@param fn? fun(items: string[], message: zklock.QueueMessage) Lock-safe mode: process the item.
+---@return (string|string[])? data
 ---@return string? name
 ---@return string? code
-function queue:poll() end
+function queue:poll(fn) end
 
 ---The first item and its node name, without taking it; nil when the queue is empty.
----@return string? data
+---@return (string|string[])? data
 ---@return string? name
 ---@return string? code
 function queue:peek() end
@@ -52,3 +72,18 @@ function queue:peek() end
 ---@return string? msg
 ---@return string? code
 function queue:size() end
+
+---What a lock-safe consumer's `fn` gets with the items (Curator's DistributedQueue with a lock path).
+---@class zklock.QueueMessage
+---@field name string The item's node name (`"queue-0000000042"`).
+---@field node string The item's full path.
+---@field lock string The full path of this consumer's lock node for the item.
+local message = {}
+
+---A fenced transaction that commits together with the item's removal, in one multi whose first op
+---checks this consumer's lock node: fn's writes happen exactly when the item is removed, and not
+---at all once the lock went (another consumer may have the item then). Ops are added as on any
+---transaction; `take` commits it after `fn` returned (commit it yourself and it is sent alone,
+---still fenced). Raises when called twice.
+---@return zklock.Transaction txn
+function message:transaction() end
