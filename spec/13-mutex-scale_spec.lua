@@ -66,7 +66,11 @@ describe("mutex under many waiters", function()
     local report = util.format_stats(d) .. (" handoff chain %.2f s"):format(handoff_time)
     assert.are.equal(200, d.acquired, report)
     assert.are.equal(200, d.creates, report)
-    assert.is_true(d.gets <= 200 + 5, report)
+    -- a walk with a single node left watches it at once (getData, the same round trip as a
+    -- probe); that node is usually gone too, and then the lock is ours: at most one more getData
+    -- per wakeup, and a few probes
+    assert.is_true(d.gets <= 200 + d.handoffs + 5, report)
+    assert.is_true(d.exists <= 16 * d.handoffs, report) -- seen: about 7 per handoff
     assert.is_true(d.handoffs >= 1, report)
     assert.is_true(d.lists <= 200 + (200 - d.handoffs) + 5, report)
     assert.is_true(d.watch_events <= 200 + 5, report)
