@@ -1,5 +1,6 @@
 -- bench/tools/queue_throughput.lua - queue throughput, zklock's client:queue against Curator's
--- SimpleDistributedQueue (spec/support/peers/QueuePeer.java), on one local ZooKeeper server:
+-- SimpleDistributedQueue (spec/support/peers/QueuePeer.java) and, lock-safe, its DistributedQueue
+-- (DQueuePeer.java), on one local ZooKeeper server:
 --   * put: N items by one sequential producer;
 --   * take: N items drained by 1 and by 8 consumers (zklock: coroutines of one client; Curator:
 --     threads of one CuratorFramework);
@@ -25,7 +26,7 @@ local function packets() return util.mntr(zk, "zk_packets_received") end
 local function sec() return core.now() / 1000 end
 local rows = {}
 local function row(what, n, seconds, reqs)
-  rows[#rows + 1] = ("| %-34s | %6d | %8.0f | %6.2f |"):format(what, n, n / seconds, reqs / n)
+  rows[#rows + 1] = ("| %-36s | %6d | %8.0f | %6.2f |"):format(what, n, n / seconds, reqs / n)
   io.stderr:write(rows[#rows], "\n")
 end
 
@@ -99,9 +100,54 @@ for _, consumers in ipairs({ 1, 8 }) do
   assert(t.done == N, t.done)
 end
 
+-- Curator's DistributedQueue (queue- nodes, Curator's framing), lock-safe: zklock's
+-- client:queue(path, { format = "curator", lock_path = }) against Curator's own DistributedQueue
+-- (spec/support/peers/DQueuePeer.java, its default consumer executor).
+do
+  local z = c:queue("/bench/dzput", { format = "curator" })
+  local p0, t0 = packets(), sec()
+  for i = 1, N do assert(z:put("item-" .. i)) end
+  row("zklock DistributedQueue put", N, sec() - t0, packets() - p0)
+  p0 = packets()
+  local p = qp.dqueue("produce", zk.hosts, "/bench/dcput", { count = N, prefix = "item" })
+  local t = wait_proc(p)
+  row("Curator DistributedQueue put", t.done, t.ms / 1000, packets() - p0)
+end
+for _, consumers in ipairs({ 1, 8 }) do
+  local path, locks = "/bench/dztake" .. consumers, "/bench/dzlocks" .. consumers
+  local q = c:queue(path, { format = "curator", lock_path = locks })
+  for i = 1, N do assert(q:put("item-" .. i)) end
+  local got = 0
+  local p0, t0 = packets(), sec()
+  for _ = 1, consumers do
+    c:spawn(function()
+      while true do
+        local items, msg = q:poll(function(its) got = got + #its end)
+        if not items then assert(msg == nil, msg) return end
+      end
+    end)
+  end
+  assert(c:run(600))
+  row(("zklock lock-safe take (%d consumer%s)"):format(consumers, consumers > 1 and "s" or ""), got, sec() - t0,
+    packets() - p0)
+  assert(got == N, got)
+end
+do
+  local path, locks = "/bench/dctake", "/bench/dclocks"
+  local q = c:queue(path, { format = "curator", lock_path = locks })
+  for i = 1, N do assert(q:put("item-" .. i)) end
+  local stop = os.tmpname() -- exists: the consumer ends once no item came for 1 s
+  local p0 = packets()
+  local p = qp.dqueue("consume", zk.hosts, path, { idle = 1, stop = stop, lock_path = locks })
+  local t = wait_proc(p)
+  os.remove(stop)
+  row("Curator lock-safe consumer", t.done, t.ms / 1000, packets() - p0)
+  assert(t.done == N, t.done)
+end
+
 print(("\nqueue throughput, N = %d items, one local ZooKeeper %s server\n"):format(N, testing.config.version or ""))
-print("| run                                | items  | items/s  | req/item |")
-print("| ---------------------------------- | ------ | -------- | ------ |")
+print("| run                                  | items  | items/s  | req/item |")
+print("| ------------------------------------ | ------ | -------- | ------ |")
 for _, r in ipairs(rows) do print(r) end
 c:close()
 qp.stop_all()

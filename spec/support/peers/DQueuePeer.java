@@ -13,7 +13,7 @@
 //   P <item>     produce: the message holding the item was put (one line per item)
 //   S <item>     consume: consumeMessage began with the item
 //   C <item>     consume: consumeMessage finished the item (before Curator removes the node)
-//   D <n>        done: n items put or consumed; the peer exits 0
+//   D <n> <ms>   done: n items put or consumed, ms from the first to the last; the peer exits 0
 //   X <text>     an error; the peer exits 1
 // A consumer ends once the stop file exists and no item came for `idle seconds`.
 import java.io.FileOutputStream;
@@ -74,6 +74,7 @@ public class DQueuePeer {
         if (!c.blockUntilConnected(30, TimeUnit.SECONDS)) throw new RuntimeException("no connection");
         final AtomicInteger n = new AtomicInteger();
         final AtomicLong last = new AtomicLong(System.nanoTime());
+        final AtomicLong first = new AtomicLong(0), lastItem = new AtomicLong(0); // for D's ms
         try {
             if (mode.equals("produce")) {
                 int count = Integer.parseInt(args[4]);
@@ -83,6 +84,7 @@ public class DQueuePeer {
                 DistributedQueue<String> q = b.buildQueue();
                 q.start();
                 line("R");
+                first.set(System.nanoTime());
                 int i = 1, msg = 0;
                 while (i <= count) {
                     msg++;
@@ -103,17 +105,20 @@ public class DQueuePeer {
                     n.addAndGet(k);
                     i += k;
                 }
+                lastItem.set(System.nanoTime());
                 q.close();
             } else {
                 final long idle = Long.parseLong(args[4]) * 1000000000L;
                 final java.io.File stop = new java.io.File(args[5]);
                 QueueConsumer<String> consumer = new QueueConsumer<String>() {
                     public void consumeMessage(String item) throws Exception {
+                        first.compareAndSet(0, System.nanoTime());
                         line("S " + item);
                         if (extra > 0) Thread.sleep(extra);
                         line("C " + item);
                         n.incrementAndGet();
                         last.set(System.nanoTime());
+                        lastItem.set(System.nanoTime());
                     }
 
                     public void stateChanged(CuratorFramework client, ConnectionState s) {
@@ -134,7 +139,8 @@ public class DQueuePeer {
             line("X " + e.toString().replace('\n', ' '));
             System.exit(1);
         }
-        line("D " + n.get());
+        long ms = first.get() > 0 && lastItem.get() > first.get() ? (lastItem.get() - first.get()) / 1000000 : 0;
+        line("D " + n.get() + " " + ms);
         System.exit(0);
     }
 }
