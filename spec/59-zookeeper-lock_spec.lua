@@ -8,6 +8,7 @@
 local zklock = require("zklock")
 local core = require("zklock.core")
 local zkl = require("zklock.zklock_recipes_lock")
+local testing = require("zklock.testing")
 local util = require("support.util")
 local fixture = require("support.fixture")
 
@@ -96,6 +97,29 @@ describe("zookeeper_lock (ZooKeeper's WriteLock recipe)", function()
     a:close()
     assert.is_truthy(util.wait_until(function() return got end, 20, { b }))
     assert.is_true(got[1], tostring(got[2]))
+    assert(lb:release())
+  end)
+
+  it("a holder whose session expires: is_held() turns false, release() says ELOST, the next one gets it",
+    function()
+    local a, b = connect("ex-1"), connect("ex-2")
+    local released = 0
+    local la = a:zookeeper_lock("/zl/ex", { on_released = function() released = released + 1 end })
+    local lb = b:zookeeper_lock("/zl/ex")
+    assert.is_true(la:acquire(5))
+    local got
+    b:spawn(function() got = pack(lb:acquire(30)) end)
+    util.drive({ b }, 0.2)
+    assert(testing.expire(a, fx.zk.hosts))
+    assert.is_truthy(util.wait_until(function() return got end, 20, { a, b }))
+    assert.is_true(got[1], tostring(got[2]))
+    assert.is_truthy(util.wait_until(function() return a:session() ~= nil end, 20, { a }))
+    assert.is_false(la:is_held())
+    local res = pack(la:release())
+    assert_code("ELOST", res)
+    assert.are.equal(1, released)
+    assert.is_nil(la:node())
+    assert.is_true(lb:is_held())
     assert(lb:release())
   end)
 

@@ -242,7 +242,7 @@ function acquire(self, timeout, ms)
         check.short(self.dir), mine), "ELOST"
     end
     if idx == 1 then
-      self._held = true
+      self._held, self._sid = true, sid
       call(self, "on_acquired")
       return true
     end
@@ -263,10 +263,24 @@ function acquire(self, timeout, ms)
   return give_up(self, "ETIMEDOUT: zookeeper_lock: gave up", "ETIMEDOUT")
 end
 
--- lock:release() -> true | nil, msg, code. Raises when not held.
+-- The session that took the lock is gone (expired, or the client closed): so is the node.
+local function lost(self)
+  return self.client.state == "CLOSED" or self.client:session() ~= self._sid
+end
+
+-- lock:release() -> true | nil, msg, code. Raises when not held. ELOST when the session that took
+-- the lock ended meanwhile (its node went with it: somebody else may hold the lock since).
 function ZkLock:release()
   zl_check(self, "release")
   if not self._held then check.raise("zklock: zookeeper_lock:release while not held") end
+  if lost(self) then
+    local node = self._node
+    set_node(self, nil)
+    self._held = false
+    call(self, "on_released")
+    return nil, ("ELOST: zookeeper_lock %s: the session that held %s ended; the lock was lost before"
+      .. " this release"):format(check.short(self.dir), tostring(node)), "ELOST"
+  end
   local ok, msg, code = self.client:delete(self._node)
   if not ok and code ~= "ZNONODE" then return nil, msg, code end
   set_node(self, nil)
@@ -275,9 +289,10 @@ function ZkLock:release()
   return true
 end
 
+-- true while held by this session (false once the session that took it ended)
 function ZkLock:is_held()
   check.object(self, ZkLock, "zookeeper_lock", "is_held")
-  return self._held == true
+  return self._held == true and not lost(self)
 end
 
 -- the full path of this lock's node while held or waiting, else nil

@@ -203,13 +203,14 @@ local zookeeper_lock = {}
 ---@return string? code
 function zookeeper_lock:acquire(timeout) end
 
----Delete the node and call `on_released`. Raises when not held.
+---Delete the node and call `on_released`. Raises when not held. `ELOST` when the session that
+---took the lock ended meanwhile (the node went with it; `on_released` is still called).
 ---@return true|nil ok
 ---@return string? msg
 ---@return string? code
 function zookeeper_lock:release() end
 
----Whether this object holds the lock.
+---Whether this object holds the lock: false once the session that took it has ended.
 ---@return boolean held
 function zookeeper_lock:is_held() end
 
