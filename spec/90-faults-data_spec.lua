@@ -1,4 +1,4 @@
--- Fault injection on the data recipes (the qn- queue, the atomic long): a request applied by the
+-- Fault injection on the data recipes (the qn- queue, the atomic long, the shared count): a request applied by the
 -- server whose answer is lost (the connection drops while the answer is on its way) reports an
 -- unknown outcome, and is never sent a second time: no item put twice, none handed out twice, no
 -- increment counted twice. The delaying proxy holds every answer 0.6 s, long enough to see the
@@ -77,6 +77,22 @@ describe("faults: lost answers on queues and shared values #faults", function()
     assert.are.equal("ZCONNECTIONLOSS", res[3], tostring(res[2]))
     assert.are.equal(42, al:get().post)
     assert.are.equal(42, a0:get().post)
+    c:close()
+  end)
+
+  it("a shared count try_set whose answer is lost: ZCONNECTIONLOSS, the node written once", function()
+    local path = "/faults/data/count"
+    local s0 = obs:shared_count(path, 0)
+    assert(s0:set(7))
+    local _, before = assert(obs:get(path))
+    local res, c = lose_answer("dc-1", function(cc) return cc:shared_count(path, 0) end,
+      function(sc) return sc:try_set(8, before.version) end,
+      function() local _, st = obs:get(path); return st and st.version == before.version + 1 end)
+    assert.is_nil(res[1])
+    assert.are.equal("ZCONNECTIONLOSS", res[3], tostring(res[2]))
+    local _, after = assert(obs:get(path))
+    assert.are.equal(before.version + 1, after.version)
+    assert.are.equal(8, (s0:get()))
     c:close()
   end)
 end)
