@@ -236,6 +236,18 @@ describe("zklock.testing.check.spans #fast", function()
     caught({ check.leader(check.spans(history(ra, rb), "write", { as = "lead" })) }, "two leaders")
     assert.has_error(function() check.spans(history(ra), "write", { as = "nope" }) end)
   end)
+
+  it("a term of a single event is a point: it overlaps what contains it, not what comes after", function()
+    local a, ra = proc("c2")
+    local b, rb = proc("c3")
+    a(604, "tick", "/jobs/leader", { token = 70 })                          -- one tick, then down
+    b(661, "tick", "/jobs/leader", { token = 72 }); b(700, "tick", "/jobs/leader", { token = 72 })
+    local terms = check.spans(history(ra, rb), "tick", { as = "lead" })
+    assert.is_true((check.leader(terms)))
+    assert.is_true((check.mutex(check.spans(history(ra, rb), "tick"))))
+    a(680, "tick", "/jobs/leader", { token = 71 })                          -- inside c3's term
+    caught({ check.leader(check.spans(history(ra, rb), "tick", { as = "lead" })) }, "two leaders")
+  end)
 end)
 
 describe("zklock.testing.check.stats and from_holds #fast", function()

@@ -267,10 +267,12 @@ end
 -- Sweep over one key's holds: calls on_start(hold, open_set) for each start, ends before starts
 -- at the same instant (touching holds do not overlap). Returns the first violation it reports.
 local function sweep(holds, on_start)
+  -- at one instant: ends of holds first (touching holds do not overlap), then starts, then the
+  -- ends of zero-length holds (a single event: it must open before it closes)
   local pts = {}
   for _, h in ipairs(holds) do
     pts[#pts + 1] = { t = h.start, d = 1, h = h }
-    pts[#pts + 1] = { t = h.finish, d = -1, h = h }
+    pts[#pts + 1] = { t = h.finish, d = h.finish > h.start and 0 or 2, h = h }
   end
   table.sort(pts, function(x, y)
     if x.t ~= y.t then return x.t < y.t end
@@ -279,7 +281,7 @@ local function sweep(holds, on_start)
   end)
   local open, nopen = {}, 0
   for _, pt in ipairs(pts) do
-    if pt.d > 0 then
+    if pt.d == 1 then
       if pt.h.finish > pt.h.start or nopen > 0 then
         local bad = on_start(pt.h, open, nopen)
         if bad then return bad end
