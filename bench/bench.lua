@@ -670,6 +670,11 @@ do
   target("uncontended cycle faster than Curator (p50 latency)", cmp(zp, "<", cp_), cmp(jp, "<", cp_),
     ("p50 %s / %s µs vs Curator %s µs; cycles/s %s / %s x Curator"):format(num(zp), num(jp), num(cp_),
       f2(z and c and z / c), f2(j and c and j / c)))
+  local rc, zc, jc = med("unc.cpu_us_per", "raw"), med("unc.cpu_us_per", "zkl"), med("unc.cpu_us_per", "jit")
+  target("uncontended cycle client CPU <= 1.5x raw create+delete (µs/op)",
+    cmp(zc, "<=", rc and 1.5 * rc), cmp(jc, "<=", rc and 1.5 * rc),
+    ("%s / %s µs vs raw %s µs: %s / %s x raw"):format(num(zc), num(jc), num(rc),
+      f2(zc and rc and zc / rc), f2(jc and rc and jc / rc)))
 end
 do
   local c = med("c64.rate", "cur")
