@@ -404,50 +404,72 @@ local function cell(s, digits)
   return ("%s (%s–%s)"):format(num(s.med, digits), num(s.min, digits), num(s.max, digits))
 end
 
--- rows: { case, key, label, scale, digits, raw_from (case ids to take the best raw value from) }
+-- rows: { case, key, label, scale, digits, raw_from (case ids to take the best raw value from:
+-- the highest median, or with raw_min the lowest, for client CPU) }. Client CPU (cpu_us_per):
+-- user + system CPU of the driver process over the timed part, per operation, measured by the
+-- process itself (clock(), getrusage, process_time, the JVM's getProcessCpuTime: the whole JVM).
+local RAW1 = { "unc" } -- the raw one-at-a-time create+delete: the CPU floor of one cycle
 local ROWS = {
   { "unc", "rate", "1. uncontended: cycles/s" },
   { "unc", "p50_us", "1. uncontended: p50 latency, µs" },
   { "unc", "p99_us", "1. uncontended: p99 latency, µs" },
   { "unc", "req_per", "5. uncontended: ZooKeeper requests per cycle", digits = 2 },
+  { "unc", "cpu_us_per", "uncontended: client CPU µs/op" },
   { "pipe1", "rate", "raw pipelined 1 in flight: cycles/s" },
   { "pipe16", "rate", "raw pipelined 16 in flight: cycles/s" },
   { "pipe128", "rate", "raw pipelined 128 in flight: cycles/s" },
+  { "pipe128", "cpu_us_per", "raw pipelined 128 in flight: client CPU µs/op" },
   { "c8", "rate", "2. 8 waiters, one mutex: acquisitions/s" },
   { "c8", "p99_wait_us", "2. 8 waiters: p99 wait, ms", scale = 1e-3 },
+  { "c8", "cpu_us_per", "8 waiters: client CPU µs/op (raw: 1 create+delete)", raw_from = RAW1, raw_min = true },
   { "c64", "rate", "2. 64 waiters, one mutex: acquisitions/s" },
   { "c64", "p99_wait_us", "2. 64 waiters: p99 wait, ms", scale = 1e-3 },
   { "c64", "req_per", "5. 64 waiters: requests per acquisition", digits = 2 },
   { "c64", "notif_per", "5. 64 waiters: watch notifications per acquisition", digits = 2 },
+  { "c64", "cpu_us_per", "64 waiters: client CPU µs/op (raw: 1 create+delete)", raw_from = RAW1, raw_min = true },
   { "c1000", "rate", "2. 1000 waiters, one mutex: acquisitions/s" },
   { "c1000", "p99_wait_us", "2. 1000 waiters: p99 wait, ms", scale = 1e-3 },
+  { "c1000", "cpu_us_per", "1000 waiters: client CPU µs/op (raw: 1 create+delete)", raw_from = RAW1, raw_min = true },
   { "ind", "rate", "3. 1000 locks x 1 holder each: acquisitions/s (raw: best pipelined)",
     raw_from = { "pipe1", "pipe16", "pipe128" } },
   { "ind", "req_per", "3. 1000 locks: requests per acquisition", digits = 2 },
   { "ind", "rss_kb", "3. 1000 locks: process RSS, MiB", scale = 1 / 1024 },
+  { "ind", "cpu_us_per", "1000 locks: client CPU µs/op (raw: least of the pipelined)",
+    raw_from = { "pipe1", "pipe16", "pipe128" }, raw_min = true },
   { "read", "rate", "4. read lock, 8 readers: acquisitions/s" },
   { "read", "req_per", "4. read lock: requests per acquisition", digits = 2 },
+  { "read", "cpu_us_per", "read lock: client CPU µs/op (raw: 1 create+delete)", raw_from = RAW1, raw_min = true },
   { "sem", "rate", "4. semaphore max 4, 16 contenders: acquisitions/s" },
   { "sem", "req_per", "4. semaphore: requests per acquisition", digits = 2 },
   { "sem", "notif_per", "4. semaphore: watch notifications per acquisition", digits = 2 },
+  { "sem", "cpu_us_per", "semaphore: client CPU µs/op (raw: 1 create+delete)", raw_from = RAW1, raw_min = true },
   { "h100", "notif_per", "5. 100 waiters: watch notifications per release", digits = 3 },
   { "h100", "req_per", "5. 100 waiters: requests per acquisition", digits = 2 },
   { "h100", "watches_queued", "5. 100 waiters: watches at the server while queued", digits = 0 },
   { "h100", "handoff_rate", "5. 100 waiters: handoffs/s (queue drain)" },
+  { "h100", "cpu_us_per", "100 waiters: client CPU µs/handoff in the drain (raw: 1 create+delete)",
+    raw_from = RAW1, raw_min = true },
   { "h1000", "notif_per", "1000 waiters: watch notifications per release", digits = 3 },
   { "h1000", "rss_above_idle_kb", "1000 waiters: RSS above the idle client, MiB", scale = 1 / 1024 },
   { "h1000", "handoff_rate", "1000 waiters: handoffs/s (queue drain)" },
+  { "h1000", "cpu_us_per", "1000 waiters: client CPU µs/handoff in the drain (raw: 1 create+delete)",
+    raw_from = RAW1, raw_min = true },
   { "h10k", "acquired", "10,000 waiters: acquisitions completed", digits = 0 },
   { "h10k", "enqueue_secs", "10,000 waiters: time to queue all, s" },
   { "h10k", "handoff_secs", "10,000 waiters: time to drain the queue, s" },
   { "h10k", "notif_per", "10,000 waiters: watch notifications per release", digits = 3 },
   { "h10k", "rss_above_idle_kb", "10,000 waiters: RSS above the idle client, MiB", scale = 1 / 1024 },
+  { "h10k", "cpu_us_per", "10,000 waiters: client CPU µs/handoff (drain)" },
   { "ns_unc", "rate", "forceSync=no: raw create+delete one at a time, cycles/s" },
   { "ns_pipe", "rate", "forceSync=no: raw pipelined 128, cycles/s" },
   { "ns_unc_l", "rate", "forceSync=no: uncontended cycles/s (raw: one at a time)", raw_from = { "ns_unc" } },
   { "ns_unc_l", "p50_us", "forceSync=no: uncontended p50 latency, µs" },
+  { "ns_unc_l", "cpu_us_per", "forceSync=no: uncontended client CPU µs/op (raw: one at a time)",
+    raw_from = { "ns_unc" } },
   { "ns_c64", "rate", "forceSync=no: 64 waiters, acquisitions/s" },
   { "ns_c64", "req_per", "forceSync=no: 64 waiters, requests per acquisition", digits = 2 },
+  { "ns_c64", "cpu_us_per", "forceSync=no: 64 waiters, client CPU µs/op (raw: 1 create+delete)",
+    raw_from = { "ns_unc" }, raw_min = true },
 }
 
 local function raw_stat(row)
@@ -455,7 +477,9 @@ local function raw_stat(row)
     local best
     for _, id in ipairs(row.raw_from) do
       local s = stat(id, "raw", row[2], row.scale)
-      if s and (not best or s.med > best.med) then best = s end
+      if s and (not best or (row.raw_min and s.med < best.med) or (not row.raw_min and s.med > best.med)) then
+        best = s
+      end
     end
     return best
   end
@@ -508,7 +532,7 @@ end
 local S_ = {}
 for _, row in ipairs(ROWS) do
   local st = { raw = raw_stat(row) }
-  local any = st.raw ~= nil and SELECTED.raw
+  local any = st.raw ~= nil and SELECTED.raw and not row.raw_min -- raw_min rows: a CPU floor, not a run of their own
   for _, c in ipairs(CONTENDERS) do
     if c.id ~= "raw" then
       st[c.id] = stat(row[1], c.id, row[2], row.scale)
@@ -646,6 +670,11 @@ do
   target("uncontended cycle faster than Curator (p50 latency)", cmp(zp, "<", cp_), cmp(jp, "<", cp_),
     ("p50 %s / %s µs vs Curator %s µs; cycles/s %s / %s x Curator"):format(num(zp), num(jp), num(cp_),
       f2(z and c and z / c), f2(j and c and j / c)))
+  local rc, zc, jc = med("unc.cpu_us_per", "raw"), med("unc.cpu_us_per", "zkl"), med("unc.cpu_us_per", "jit")
+  target("uncontended cycle client CPU <= 1.5x raw create+delete (µs/op)",
+    cmp(zc, "<=", rc and 1.5 * rc), cmp(jc, "<=", rc and 1.5 * rc),
+    ("%s / %s µs vs raw %s µs: %s / %s x raw"):format(num(zc), num(jc), num(rc),
+      f2(zc and rc and zc / rc), f2(jc and rc and jc / rc)))
 end
 do
   local c = med("c64.rate", "cur")

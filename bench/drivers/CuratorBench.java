@@ -26,6 +26,12 @@ public class CuratorBench {
 
     static double now() { return System.nanoTime() / 1e9; }
 
+    // Client CPU (user + system, seconds) of the whole JVM process: every thread, the JIT
+    // compilers and the garbage collector included, not only the threads that run the recipes.
+    static final com.sun.management.OperatingSystemMXBean OS =
+        (com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+    static double cpu() { return OS.getProcessCpuTime() / 1e9; }
+
     static long n4; // four-letter words sent (each adds `cost` to zk_packets_received)
     static long cost;
 
@@ -113,7 +119,7 @@ public class CuratorBench {
             for (int i = 0; i < warm; i++) { m.acquire(); m.release(); }
             double[] lat = new double[n];
             long[] s0 = snap();
-            double t0 = now();
+            double t0 = now(), cpu0 = cpu();
             for (int i = 0; i < n; i++) {
                 double a = now();
                 if (!m.acquire(10, TimeUnit.SECONDS)) throw new RuntimeException("timeout");
@@ -121,6 +127,7 @@ public class CuratorBench {
                 lat[i] = now() - a;
             }
             double el = now() - t0;
+            out.put("cpu_us_per", (cpu() - cpu0) / n * 1e6);
             long[] s1 = snap();
             Arrays.sort(lat);
             out.put("ops", n); out.put("secs", el); out.put("rate", n / el);
@@ -161,7 +168,7 @@ public class CuratorBench {
             AtomicLong count = new AtomicLong();
             AtomicReference<Throwable> failure = new AtomicReference<>();
             long[] s0 = snap();
-            double t0 = now(), deadline = t0 + secs;
+            double t0 = now(), cpu0 = cpu(), deadline = t0 + secs;
             Thread[] th = new Thread[t];
             for (int i = 0; i < t; i++) {
                 Contender c = cs[i];
@@ -184,12 +191,13 @@ public class CuratorBench {
             }
             for (Thread x : th) x.join(300_000);
             if (failure.get() != null) throw new RuntimeException(failure.get());
-            double el = now() - t0;
+            double el = now() - t0, cpuEl = cpu() - cpu0;
             long[] s1 = snap();
             double[] waits = allWaits.stream().flatMapToDouble(Arrays::stream).sorted().toArray();
             long n = count.get();
             out.put("t", t); out.put("ops", n); out.put("secs", el); out.put("rate", n / el);
             out.put("p50_wait_us", pct(waits, 0.5) * 1e6); out.put("p99_wait_us", pct(waits, 0.99) * 1e6);
+            out.put("cpu_us_per", cpuEl / n * 1e6);
             out.put("req_per", (double) requests(s0, s1) / n);
             out.put("notif_per", (double) (s1[1] - s0[1]) / n);
             out.put("rss_kb", rssKb("VmRSS"));
@@ -221,15 +229,16 @@ public class CuratorBench {
             }
             warmed.await(300, TimeUnit.SECONDS);
             long[] s0 = snap();
-            double t0 = now();
+            double t0 = now(), cpu0 = cpu();
             deadline[0] = t0 + secs;
             go.countDown();
             for (Thread x : th) x.join(300_000);
             if (failure.get() != null) throw new RuntimeException(failure.get());
-            double el = now() - t0;
+            double el = now() - t0, cpuEl = cpu() - cpu0;
             long[] s1 = snap();
             long n = count.get();
             out.put("t", t); out.put("ops", n); out.put("secs", el); out.put("rate", n / el);
+            out.put("cpu_us_per", cpuEl / n * 1e6);
             out.put("req_per", (double) requests(s0, s1) / n);
             out.put("rss_kb", rssKb("VmRSS")); out.put("rss_peak_kb", rssKb("VmHWM"));
             break;
@@ -273,11 +282,12 @@ public class CuratorBench {
             out.put("enqueue_secs", now() - t0);
             long rssQ = rssKb("VmRSS");
             long[] s1 = snap();
-            double tr = now();
+            double tr = now(), cpu0 = cpu();
             m.release();
             for (Thread x : th) x.join(600_000);
             if (failure.get() != null) throw new RuntimeException(failure.get());
             double el = now() - tr;
+            out.put("cpu_us_per", (cpu() - cpu0) / t * 1e6); // the drain: CPU per acquisition
             long[] s2 = snap();
             out.put("t", t); out.put("acquired", done.get());
             out.put("handoff_secs", el); out.put("handoff_rate", t / el);

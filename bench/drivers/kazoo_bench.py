@@ -23,6 +23,7 @@ for a in sys.argv[3:]:
     OPT[k] = v
 PORT = int(HOSTS.rsplit(":", 1)[1])
 now = time.monotonic
+cpu = time.process_time  # user + system CPU of the whole process (every thread): CLOCK_PROCESS_CPUTIME_ID
 
 
 def iopt(k, d):
@@ -119,17 +120,17 @@ if WORKLOAD == "uncontended":
         m.release()
     lat = []
     s0 = snap()
-    t0 = now()
+    t0, cpu0 = now(), cpu()
     for _ in range(n):
         a = now()
         if not m.acquire(timeout=10):
             raise RuntimeError("timeout")
         m.release()
         lat.append(now() - a)
-    el = now() - t0
+    el, cpu_el = now() - t0, cpu() - cpu0
     s1 = snap()
     lat.sort()
-    out.update(ops=n, secs=el, rate=n / el, p50_us=pct(lat, 0.5) * 1e6, p99_us=pct(lat, 0.99) * 1e6,
+    out.update(cpu_us_per=cpu_el / n * 1e6, ops=n, secs=el, rate=n / el, p50_us=pct(lat, 0.5) * 1e6, p99_us=pct(lat, 0.99) * 1e6,
                req_per=requests(s0, s1) / n, notif_per=(s1[1] - s0[1]) / n)
 
 elif WORKLOAD in ("contended", "read", "semaphore"):
@@ -152,7 +153,7 @@ elif WORKLOAD in ("contended", "read", "semaphore"):
     waits, count = [], [0]
     lock = threading.Lock()
     s0 = snap()
-    t0 = now()
+    t0, cpu0 = now(), cpu()
     deadline = t0 + secs
 
     def worker(r):
@@ -171,10 +172,11 @@ elif WORKLOAD in ("contended", "read", "semaphore"):
             failures.append(e)
 
     run_threads([lambda r=r: worker(r) for r in objs])
-    el = now() - t0
+    el, cpu_el = now() - t0, cpu() - cpu0
     s1 = snap()
     waits.sort()
     n = count[0]
+    out.update(cpu_us_per=cpu_el / n * 1e6)
     out.update(t=t, ops=n, secs=el, rate=n / el, p50_wait_us=pct(waits, 0.5) * 1e6,
                p99_wait_us=pct(waits, 0.99) * 1e6, req_per=requests(s0, s1) / n,
                notif_per=(s1[1] - s0[1]) / n, rss_kb=rss_kb())
@@ -210,16 +212,17 @@ elif WORKLOAD == "independent":
         x.start()
     warmed.wait(300)
     s0 = snap()
-    t0 = now()
+    t0, cpu0 = now(), cpu()
     deadline[0] = t0 + secs
     go.set()
     for x in th:
         x.join(300)
     if failures:
         raise failures[0]
-    el = now() - t0
+    el, cpu_el = now() - t0, cpu() - cpu0
     s1 = snap()
     n = count[0]
+    out.update(cpu_us_per=cpu_el / n * 1e6)
     out.update(t=t, ops=n, secs=el, rate=n / el, req_per=requests(s0, s1) / n,
                rss_kb=rss_kb(), rss_peak_kb=rss_kb("VmHWM"))
 
@@ -266,14 +269,15 @@ elif WORKLOAD == "herd":
     out["enqueue_secs"] = now() - t0
     rss_q = rss_kb()
     s1 = snap()
-    tr = now()
+    tr, cpu0 = now(), cpu()
     m.release()
     for x in th:
         x.join(600)
     if failures:
         raise failures[0]
-    el = now() - tr
+    el, cpu_el = now() - tr, cpu() - cpu0
     s2 = snap()
+    out["cpu_us_per"] = cpu_el / t * 1e6  # the drain: CPU per acquisition
     out.update(t=t, acquired=done[0], handoff_secs=el, handoff_rate=t / el,
                req_per=(requests(s0, s2) - polls) / t, notif_per=(s2[1] - s1[1]) / t,
                watches_queued=watches_q, rss_queued_kb=rss_q, rss_above_idle_kb=rss_q - rss_idle,

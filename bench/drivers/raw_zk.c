@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,14 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* User + system CPU of this process so far (getrusage RUSAGE_SELF), seconds. */
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 static void die(const char *what, int rc) {
@@ -250,18 +259,22 @@ int main(int argc, char **argv) {
     lat = calloc((size_t)n, sizeof *lat);
     record_lat = uncontended;
     counters c0 = snap(), c1 = snap(); /* c1 - c0: what one mntr itself adds */
+    double cpu0 = cpu_s();
     double el = run_cycles(n, uncontended ? 1 : depth, 300);
+    double cpu_per = (cpu_s() - cpu0) / (double)n * 1e6;
     counters c2 = snap();
     double req = (double)((c2.recv - c1.recv) - (c1.recv - c0.recv)) / (double)n;
     double notif = (double)(c2.watch - c1.watch) / (double)n;
     if (uncontended) {
         qsort(lat, (size_t)n, sizeof *lat, cmp_d);
         printf("RESULT ops=%ld secs=%.4f rate=%.1f p50_us=%.1f p99_us=%.1f req_per=%.3f "
-               "notif_per=%.3f\n",
-               n, el, (double)n / el, lat[n / 2] * 1e6, lat[(long)(n * 0.99)] * 1e6, req, notif);
+               "notif_per=%.3f cpu_us_per=%.3f\n",
+               n, el, (double)n / el, lat[n / 2] * 1e6, lat[(long)(n * 0.99)] * 1e6, req, notif,
+               cpu_per);
     } else {
-        printf("RESULT ops=%ld secs=%.4f rate=%.1f depth=%d req_per=%.3f notif_per=%.3f\n", n, el,
-               (double)n / el, depth, req, notif);
+        printf("RESULT ops=%ld secs=%.4f rate=%.1f depth=%d req_per=%.3f notif_per=%.3f "
+               "cpu_us_per=%.3f\n",
+               n, el, (double)n / el, depth, req, notif, cpu_per);
     }
     fflush(stdout);
     zookeeper_close(zh);

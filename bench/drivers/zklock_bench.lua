@@ -43,6 +43,11 @@ do
   end
 end
 
+-- client CPU (user + system) of this process, seconds: os.clock() is C's clock(), which glibc
+-- reads from CLOCK_PROCESS_CPUTIME_ID (Lua 5.4 and LuaJIT alike); children (the socat of the
+-- mntr calls) are not counted
+local cpu = os.clock
+
 local N4 = 0 -- four-letter words sent (each adds `cost` to zk_packets_received)
 local function four(cmd)
   N4 = N4 + 1
@@ -126,7 +131,7 @@ if workload == "uncontended" then
   for _ = 1, warm do assert(m:acquire(10)); m:release() end
   local lat = {}
   local s0, st0 = snap(), c:stats()
-  local t0, cpu0 = now(), os.clock()
+  local t0, cpu0 = now(), cpu()
   for i = 1, n do
     local a = now()
     assert(m:acquire(10))
@@ -134,7 +139,7 @@ if workload == "uncontended" then
     lat[i] = now() - a
   end
   local el = now() - t0
-  out.cpu_us_per = (os.clock() - cpu0) / n * 1e6 -- client CPU (user + system) per cycle
+  out.cpu_us_per = (cpu() - cpu0) / n * 1e6 -- client CPU (user + system) per cycle
   local s1, st1 = snap(), c:stats()
   table.sort(lat)
   local d = stats_delta(st0, st1)
@@ -163,7 +168,7 @@ elseif workload == "contended" or workload == "read" or workload == "semaphore" 
   release(acquire()) -- creates the parents, outside the measured part
   local waits, count, finished = {}, 0, 0
   local s0, st0 = snap(), c:stats()
-  local t0 = now()
+  local t0, cpu0 = now(), cpu()
   local deadline = t0 + secs
   for _ = 1, t do
     c:spawn(function()
@@ -178,11 +183,12 @@ elseif workload == "contended" or workload == "read" or workload == "semaphore" 
     end)
   end
   assert(c:run(secs + 300))
-  local el = now() - t0
+  local el, cpu_el = now() - t0, cpu() - cpu0
   local s1, st1 = snap(), c:stats()
   local d = stats_delta(st0, st1)
   table.sort(waits)
   out.t, out.ops, out.secs, out.rate = t, count, el, count / el
+  out.cpu_us_per = cpu_el / count * 1e6
   out.p50_wait_us, out.p99_wait_us = pct(waits, 0.5) * 1e6, pct(waits, 0.99) * 1e6
   out.req_per = requests(s0, s1) / count
   out.notif_per = (s1.watch - s0.watch) / count
@@ -193,7 +199,7 @@ elseif workload == "contended" or workload == "read" or workload == "semaphore" 
 elseif workload == "independent" then
   local t = opt.t or 1000
   local ready, go, deadline, count, finished = 0, false, nil, 0, 0
-  local s0, t0
+  local s0, t0, cpu0
   for i = 1, t do
     c:spawn(function()
       local m = c:mutex(("%s/independent/%d"):format(base, i))
@@ -211,13 +217,14 @@ elseif workload == "independent" then
   c:spawn(function()
     while ready < t do c:sleep(0.01) end
     s0 = snap()
-    t0 = now()
+    t0, cpu0 = now(), cpu()
     deadline, go = t0 + secs, true
   end)
   assert(c:run(secs + 300))
-  local el = now() - t0
+  local el, cpu_el = now() - t0, cpu() - cpu0
   local s1 = snap()
   out.t, out.ops, out.secs, out.rate = t, count, el, count / el
+  out.cpu_us_per = cpu_el / count * 1e6
   out.req_per = requests(s0, s1) / count
   out.rss_kb, out.rss_peak_kb = rss_kb(), rss_kb("VmHWM")
 
@@ -228,7 +235,7 @@ elseif workload == "herd" then
   assert(m:acquire(10)); m:release() -- parents
   local done, polls = 0, 0
   local s0, s1, s2, rss_q, watches_q
-  local t0, t_release
+  local t0, t_release, cpu0
   c:spawn(function()
     assert(m:acquire(10))
     s0 = snap()
@@ -257,16 +264,17 @@ elseif workload == "herd" then
     out.enqueue_secs = now() - t0
     rss_q = rss_kb()
     s1 = snap()
-    t_release = now()
+    t_release, cpu0 = now(), cpu()
     m:release()
   end)
   assert(c:run(1200))
-  local el = now() - t_release
+  local el, cpu_el = now() - t_release, cpu() - cpu0
   s2 = snap()
   out.t = t
   out.acquired = done
   out.handoff_secs = el
   out.handoff_rate = t / el
+  out.cpu_us_per = cpu_el / t * 1e6 -- the drain: CPU per acquisition
   out.req_per = (requests(s0, s2) - polls) / t
   out.notif_per = (s2.watch - s1.watch) / t -- t releases had someone queued behind them
   out.watches_queued = watches_q
