@@ -47,6 +47,10 @@ int zkl_client_session_count(const zkl_client *c) {
     zkl_client *m = (zkl_client *)c;
     LOCKED(m, int, zkl__client_session_count(c));
 }
+int zkl_client_flush(zkl_client *c) {
+    LOCKED(c, int, zkl__client_flush(c));
+}
+
 int zkl_client_add_auth(zkl_client *c, const char *scheme, const char *cred, size_t len) {
     LOCKED(c, int, zkl__client_add_auth(c, scheme, cred, len));
 }
@@ -74,6 +78,7 @@ int zkl_client_wait(zkl_client *c, int max_ms) {
         leave(c);
         return ZKL_ECLOSED;
     }
+    zkl__client_flush(c); /* what waits to be sent goes first: its replies end the poll */
     int t = zkl__client_timeout_ms(c);
     int fd = zkl_client_fd(c);
     leave(c);

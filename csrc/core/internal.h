@@ -113,6 +113,9 @@ struct zkl_client {
     int64_t last_heard_ms; /* last time data arrived on a live link (bounds the server's expiry) */
     int64_t last_process_ms; /* when process() last ran (pings only go out from there) */
     int closed;
+    /* random bytes for protected node names, drawn from the kernel a pool at a time (queue.c) */
+    unsigned char rnd_pool[256];
+    unsigned rnd_left;
 
     zkl_op **buckets;
     size_t nbuckets, nops;
@@ -217,6 +220,7 @@ int zkl__client_next_event(zkl_client *c, zkl_event *ev);
 int zkl__client_process(zkl_client *c);
 int zkl__process(zkl_client *c, int owner);
 int zkl__client_timeout_ms(zkl_client *c);
+int zkl__client_flush(zkl_client *c);
 int zkl__client_close(zkl_client *c);
 void zkl__client_stats(const zkl_client *c, zkl_stats *out);
 int zkl__client_state(const zkl_client *c);

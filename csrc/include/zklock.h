@@ -16,9 +16,12 @@
  *                             events; does not wait for I/O
  *     zkl_client_next_event() drain finished operations and state changes
  *
- * A host loop:  poll(zkl_client_fd(c), POLLIN, zkl_client_timeout_ms(c)); zkl_client_process(c);
+ * A host loop:  zkl_client_flush(c);
+ *               poll(zkl_client_fd(c), POLLIN, zkl_client_timeout_ms(c)); zkl_client_process(c);
  *               while (zkl_client_next_event(c, &ev)) handle(&ev);
- * or, for a program without a loop of its own, zkl_client_wait(c, ms) in place of poll + process.
+ * (the flush is optional: without it, requests that wait to be sent make the timeout 0 and go out
+ * with the next process()), or, for a program without a loop of its own, zkl_client_wait(c, ms)
+ * in place of flush + poll + process.
  * The host must drive the client at least every third of the session timeout (pings go out only
  * from process()); a client left alone for a whole session timeout reports its session EXPIRED
  * on the next process(), and its locks LOST (see keepalive below for blocking programs).
@@ -327,9 +330,17 @@ ZKL_EXTERN int zkl_client_timeout_ms(zkl_client *c);
  * "Blocking"). */
 ZKL_EXTERN int zkl_client_process(zkl_client *c);
 
-/* Block up to max_ms (-1: up to zkl_client_timeout_ms(); 0: do not wait) until the client's fd
- * is readable, then process(). Returns like process: the number of events queued, or
- * ZKL_ECLOSED (at once, without waiting, after close). A signal may end the wait early. */
+/* Send the requests that wait for the next process() (the listings that acquisitions made since
+ * then share, one per lock directory), without reading anything. A host that ran code which
+ * acquired calls it before waiting on the fd: the replies then wake the wait, and the process()
+ * that would only have sent them and found the socket empty is saved. Returns 0. Errors:
+ * ZKL_ECLOSED. Never blocks. */
+ZKL_EXTERN int zkl_client_flush(zkl_client *c);
+
+/* Send what waits to be sent (zkl_client_flush()), then block up to max_ms (-1: up to
+ * zkl_client_timeout_ms(); 0: do not wait) until the client's fd is readable, then process().
+ * Returns like process: the number of events queued, or ZKL_ECLOSED (at once, without waiting,
+ * after close). A signal may end the wait early. */
 ZKL_EXTERN int zkl_client_wait(zkl_client *c, int max_ms);
 
 /* Pop the oldest event into *ev. Returns 1 if an event was returned, 0 if none. Works after

@@ -140,6 +140,12 @@ static int l_process(lua_State *L) {
     return 1;
 }
 
+static int l_flush(lua_State *L) {
+    int rc = zkl_client_flush(check(L)->c);
+    if (rc < 0) return zkl_lua_fail(L, rc, NULL);
+    return 0;
+}
+
 static int l_wait(lua_State *L) {
     lclient *u = check(L);
     int rc = zkl_client_wait(u->c, (int)luaL_optinteger(L, 2, -1));
@@ -554,6 +560,7 @@ static const luaL_Reg methods[] = {{"close", l_close},
                                    {"timeout", l_timeout},
                                    {"process", l_process},
                                    {"wait", l_wait},
+                                   {"flush", l_flush},
                                    {"next_event", l_next_event},
                                    {"state", l_state},
                                    {"session", l_session},

@@ -295,6 +295,9 @@ function Client:_pump(max_ms)
     if a.step and self.state ~= "CLOSED" then a.step(self) end
   end
   if self._pumped_at >= (self._next_reap or 0) then self:_reap() end
+  -- what the coroutines just run asked for goes out now, so that the host's next wait on the fd
+  -- ends with its replies (instead of a process() at once that only sends it)
+  if self.state ~= "CLOSED" then self._c:flush() end
 end
 
 -- Release the holds whose owner coroutine ended (or was collected) without releasing them, as

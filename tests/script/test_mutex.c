@@ -527,6 +527,56 @@ static void acquire_ex_data(void) {
     h_free(c);
 }
 
+/* zkl_client_flush() sends the listing an acquire left for the next process(), and reads
+ * nothing: a reply already waiting stays queued (no event), and the listing is not sent again. */
+static void mutex_flush_sends_listing(void) {
+    zkl_client *c = h_client();
+    uint64_t id = 0;
+    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, &id), ZKL_OK);
+    fz_req *cr = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
+    EXPECT_NO_REQ();
+    CHECK_INT(zkl_client_timeout_ms(c), 0); /* something waits to be sent */
+    CHECK_INT(fz_create_ok(cr, 3, 0x33), 0);
+    CHECK_INT(zkl_client_flush(c), ZKL_OK);
+    fz_req *ls = EXPECT_REQ(FZ_CHILDREN, DIR);
+    EXPECT_NO_REQ();
+    CHECK_INT(fz_queued(), 1); /* the create's reply was not read */
+    EXPECT_NO_EV(c);
+    CHECK(zkl_client_timeout_ms(c) != 0); /* nothing left to send: the host may sleep */
+    CHECK_INT(zkl_client_flush(c), ZKL_OK);
+    EXPECT_NO_REQ();
+    CHECK_INT(fz_children_v(ls, h_seqname(cr, 3), NULL), 0);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
+    EXPECT_NO_REQ();
+    h_free(c);
+}
+
+/* Protected names draw their UUIDs from a pool refilled every 16 names: across refills every
+ * name is still a well-formed protected name, and no two are the same. */
+static void protected_names_unique_across_pool_refills(void) {
+    zkl_client *c = h_client();
+    enum { N = 40 };
+    char *names[N];
+    for (int i = 0; i < N; i++) {
+        uint64_t id = 0;
+        char dir[32];
+        snprintf(dir, sizeof dir, DIR "%d", i);
+        CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, dir, -1, 0, &id), ZKL_OK);
+        fz_req *cr = EXPECT_REQ(FZ_CREATE, dir);
+        CHECK(h_is_protected(cr->path, dir, "lock-"));
+        names[i] = strdup(cr->path + strlen(dir));
+        zkl_client_flush(c);
+        EXPECT_REQ(FZ_CHILDREN, dir);
+    }
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < i; j++)
+            CHECK(strcmp(names[i], names[j]) != 0);
+    for (int i = 0; i < N; i++)
+        free(names[i]);
+    h_free(c);
+}
+
 H_DEFINE_GROUP(g_mutex, {"acquire_ex_data", acquire_ex_data},
                {"parent_reaped_while_making_parents", mutex_parent_reaped_while_making_parents},
                {"grant", mutex_grant}, {"handoff", mutex_handoff},
@@ -535,4 +585,6 @@ H_DEFINE_GROUP(g_mutex, {"acquire_ex_data", acquire_ex_data},
                {"own_client_handoff", mutex_own_client_handoff}, {"try_once", mutex_try_once},
                {"parents_and_stale_list", mutex_parents_and_stale_list},
                {"own_node_missing", mutex_own_node_missing}, {"late_arrivals", mutex_late_arrivals},
-               {"plain_ops", plain_ops});
+               {"plain_ops", plain_ops}, {"flush_sends_listing", mutex_flush_sends_listing},
+               {"protected_names_unique_across_pool_refills",
+                protected_names_unique_across_pool_refills});
