@@ -182,4 +182,46 @@ describe("mutex: tokens, order, participants, close", function()
     assert.is_true(m3a:release())
     assert.is_true(ma:release())
   end)
+  it("a waiter whose predecessor gives up does not acquire while its own client's holder holds", function()
+    -- queue: H (client 2, holds), A (client 1), P (client 2, gives up after 2 s), B (client 1). H
+    -- releases: A holds. P goes: B walks down the listing it kept to A, this client's own grant,
+    -- which it must wait for (A's grant set the client's floor for the dir at A's node).
+    local c1, c2 = connect("own"), connect("other")
+    local path = "/m/own-floor"
+    local mh, ma, mp, mb = c2:mutex(path), c1:mutex(path), c2:mutex(path), c1:mutex(path)
+    assert(mh:acquire(5))
+    local a_at, p_res, b_at, a_released_at, a_may_release, a_held_throughout
+    local function queued(n)
+      assert.is_true(util.wait_until(function() return util.child_count(c1, path) == n end, 10, { c1, c2 }))
+    end
+    c1:spawn(function() -- A holds in its own coroutine until told to release
+      assert(ma:acquire(30))
+      a_at = util.now()
+      while not a_may_release do c1:sleep(0.02) end
+      a_held_throughout = ma:is_held()
+      a_released_at = util.now()
+      assert(ma:release())
+    end)
+    queued(2)
+    c2:spawn(function() p_res = pack(mp:acquire(2)) end)
+    queued(3)
+    c1:spawn(function()
+      assert(mb:acquire(30))
+      b_at = util.now()
+      assert(mb:release())
+    end)
+    queued(4)
+    assert(mh:release())
+    assert.is_true(util.wait_until(function() return a_at ~= nil end, 10, { c1, c2 }))
+    -- P times out and its node goes; B must still wait for A
+    assert.is_true(util.wait_until(function() return p_res ~= nil end, 10, { c1, c2 }))
+    assert_code("ETIMEDOUT", p_res)
+    queued(2)
+    util.drive({ c1, c2 }, 0.5)
+    assert.is_nil(b_at, "B acquired while A still held the mutex")
+    a_may_release = true
+    assert.is_true(zklock.run({ c1, c2 }, 10))
+    assert.is_true(a_held_throughout)
+    assert.is_true(b_at ~= nil and b_at >= a_released_at)
+  end)
 end)

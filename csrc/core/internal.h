@@ -170,8 +170,9 @@ void zkl__listings_drop(zkl_client *c);
 
 /* What this client knows of a lock dir, kept for its waiters: the last listing sorted for one
  * order (mutex, read-write or latch), the nodes since seen gone, and a floor (every node sorting
- * at or below it is gone: a node of this client was granted an exclusive hold there). Nodes made
- * by sequential creates only get higher sequences, so a waiter finds in it every node that can
+ * below it is gone: a node of this client was granted an exclusive hold there; the floor node
+ * itself counts until it is seen gone, as its holder may hold it still). Nodes made by
+ * sequential creates only get higher sequences, so a waiter finds in it every node that can
  * still sort before its own (see queue.c, predecessor_gone). */
 zkl_dircache *zkl__dircache_ref(zkl_client *c, const char *dir, zkl_recipe r);
 void zkl__dircache_unref(zkl_client *c, zkl_dircache *d);
@@ -180,9 +181,11 @@ void zkl__dircache_unref(zkl_client *c, zkl_dircache *d);
 int zkl__dircache_fill(zkl_client *c, zkl_dircache *d, const char *const *sorted, int n,
                        unsigned serial);
 void zkl__dircache_gone(zkl_dircache *d, const char *name);
+/* the same, by dir: name (a node of this client) was deleted by the client itself */
+void zkl__dircache_gone_in(zkl_client *c, const char *dir, zkl_recipe r, const char *name);
 /* name (a node of this client) was granted an exclusive hold: every node below it is gone */
 void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const char *name);
-/* The nearest node sorting below name that is neither known gone nor at or below the floor
+/* The nearest node sorting below name that is neither known gone nor below the floor
  * (writers_only: only writers count): its name, or NULL when none. *found is 0 when name itself
  * is not in the cache (the caller must then list); *left counts such nodes, up to
  * ZKL_WALK_MAX + 1. */

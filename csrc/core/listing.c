@@ -248,11 +248,20 @@ void zkl__dircache_gone(zkl_dircache *d, const char *name) {
     if (i < d->n && strcmp(d->names[i], name) == 0) d->gone[i] = 1;
 }
 
-void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const char *name) {
+static zkl_dircache *dircache_find(zkl_client *c, const char *dir, zkl_recipe r) {
     zkl_dircache *d;
-    r = order_of(r);
     for (d = c->dircaches; d; d = d->next)
         if (d->order == r && strcmp(d->dir, dir) == 0) break;
+    return d;
+}
+
+void zkl__dircache_gone_in(zkl_client *c, const char *dir, zkl_recipe r, const char *name) {
+    zkl__dircache_gone(dircache_find(c, dir, order_of(r)), name);
+}
+
+void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const char *name) {
+    r = order_of(r);
+    zkl_dircache *d = dircache_find(c, dir, r);
     if (!d || !name) return;
     const char *key = zkl__sort_key(name, r);
     if (d->floor && cmp_node(key, name, d->floor_key, d->floor) <= 0) return;
@@ -271,8 +280,9 @@ static int walk_below(const zkl_dircache *d, const char *name, int writers_only,
     const char *key = zkl__sort_key(name, d->order);
     size_t i = lower_bound(d, key, name);
     if (i >= d->n || strcmp(d->names[i], name) != 0) return 0;
+    /* below the floor everything is gone; the floor node itself was granted to this client and
+     * counts until it is seen gone (its holder may hold it still) */
     size_t stop = d->floor ? lower_bound(d, d->floor_key, d->floor) : 0;
-    if (d->floor && stop < d->n && strcmp(d->names[stop], d->floor) == 0) stop++;
     while (i > stop) {
         i--;
         if (d->gone[i]) continue;

@@ -804,6 +804,10 @@ static void delete_reply(int rc, const void *token) {
     if (!op) return;
     QOP(op)->delete_inflight = 0;
     if (rc == ZOK || rc == ZNONODE) {
+        /* the client's other waiters on this dir need not check it (it may be the floor) */
+        if (QOP(op)->node && QOP(op)->dir)
+            zkl__dircache_gone_in(c, QOP(op)->dir, QOP(op)->recipe,
+                                  strrchr(QOP(op)->node, '/') + 1);
         zkl__set_str(c, &QOP(op)->node, NULL);
     } else if (!zkl__conn_lost(rc) && !zkl__handle_gone(rc)) {
         /* e.g. ZNOAUTH: the node cannot be deleted by us; report it and stop trying */

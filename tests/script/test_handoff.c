@@ -410,6 +410,59 @@ static void walk_floor_of_own_grant(void) {
     finish(c);
 }
 
+/* The same, but o2 goes while a still holds: the floor (a's grant) must not count a's own node
+ * as gone. b watches a's node and holds only once a has released. Granting b at once (two
+ * holders in one client) is what the soak caught: spec/91-soak, seed 293869 under LuaJIT. */
+static void walk_floor_holder_still_holds(void) {
+    zkl_client *c = client();
+    uint64_t a = 0, b = 0;
+    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, &a), ZKL_OK);
+    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, &b), ZKL_OK);
+    fz_req *ca = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
+    fz_req *cb = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
+    zkl_client_process(c);
+    fz_req *ls = EXPECT_REQ(FZ_CHILDREN, DIR);
+    EXPECT_NO_REQ();
+    const char *o0 = h_other(1, "lock-", 0), *o2 = h_other(2, "lock-", 2);
+    fz_create_ok(ca, 1, 1);
+    fz_create_ok(cb, 3, 3);
+    fz_children_v(ls, o2, h_seqname(cb, 3), o0, h_seqname(ca, 1), NULL);
+    h_pump(c);
+    fz_req *g0 = EXPECT_GET(o0);
+    fz_req *g2 = EXPECT_GET(o2);
+    EXPECT_NO_REQ();
+    fz_data_ok(g0, "x", 0);
+    fz_data_ok(g2, "x", 2);
+    h_pump(c);
+    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o0)), 1);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, a, ZKL_OK);
+    EXPECT_NO_EV(c);
+    /* o2 (between a and b) gives up while a holds */
+    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o2)), 1);
+    h_pump(c);
+    EXPECT_NO_EV(c); /* not ACQUIRED: a holds */
+    fz_req *ga = EXPECT_GET(h_seqname(ca, 1));
+    EXPECT_NO_REQ();
+    zkl_lock_info info;
+    CHECK_INT(zkl_lock_info_get(c, b, &info), ZKL_OK);
+    CHECK_INT(info.held, 0);
+    fz_data_ok(ga, "me", 1);
+    h_pump(c);
+    EXPECT_NO_EV(c);
+    /* a releases: b holds (its watch on a's node fires) */
+    CHECK_INT(zkl_lock_release(c, a), ZKL_OK);
+    fz_req *da = EXPECT_REQ(FZ_DELETE, ca->created);
+    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, ca->created), 1);
+    fz_reply(da, ZOK);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, b, ZKL_OK);
+    EXPECT_EV(c, ZKL_EV_RELEASED, a, ZKL_OK);
+    EXPECT_NO_EV(c);
+    EXPECT_NO_REQ();
+    finish(c);
+}
+
 /* A wrapped sequence in the listing: no walk (new nodes may sort before old ones): list again. */
 static void walk_not_after_wrap(void) {
     zkl_client *c = client();
@@ -519,6 +572,7 @@ H_DEFINE_GROUP(g_handoff, {"walk_down_to_grant", walk_down_to_grant},
                {"late_found_after_cancel", walk_late_found_after_cancel},
                {"late_nonode_after_cancel", walk_late_nonode_after_cancel},
                {"floor_of_own_grant", walk_floor_of_own_grant},
+               {"floor_holder_still_holds", walk_floor_holder_still_holds},
                {"not_after_wrap", walk_not_after_wrap}, {"too_far_lists", walk_too_far_lists},
                {"probes_after_cancel", walk_probes_after_cancel},
                {"short_queue_lists", walk_short_queue_lists});
