@@ -30,6 +30,7 @@ describe("luv adapter #adapters", function()
   -- uv.run() with a watchdog: stops the loop after `limit` seconds (returns false then)
   local function run_loop(limit)
     local expired = false
+    uv.update_time() -- the loop's clock is cached since the last uv.run (another spec's, maybe long ago)
     local dog = uv.new_timer()
     dog:start(math.floor(limit * 1000), 0, function() expired = true; uv.stop() end)
     dog:unref()
@@ -110,6 +111,23 @@ describe("luv adapter #adapters", function()
     assert.is_true(foreign_ok)
     assert(holder:release())
     b:close()
+  end)
+
+  it("a sleep after blocking work in the same loop turn still lasts its time", function()
+    local a = assert(zklock.connect(zk.hosts))
+    zluv.attach(a, uv)
+    local slept
+    zluv.spawn(a, function()
+      -- 0.5 s of work without yielding: the loop's cached clock falls 0.5 s behind
+      local busy = uv.hrtime()
+      while uv.hrtime() - busy < 5e8 do end
+      local t0 = uv.hrtime()
+      zluv.sleep(0.4)
+      slept = (uv.hrtime() - t0) / 1e9
+      a:close()
+    end)
+    assert.is_true(run_loop(30))
+    assert.is_true(slept >= 0.39, "a 0.4 s sleep ended after " .. tostring(slept) .. " s")
   end)
 
   it("close() wakes waiting coroutines with ECLOSED and closes the uv handles", function()

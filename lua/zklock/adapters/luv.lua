@@ -146,7 +146,9 @@ function M.attach(client, uv, opts)
     if st.closed then return end
     if ms == nil then ms = client:next_timeout_ms() end
     st.timer:stop()
-    if ms >= 0 then st.timer:start(ms, 0, pump) end
+    -- timers count from the loop's cached clock, which is as old as the current loop iteration
+    -- (or the last uv.run, outside one): bring it up to date so the deadline is not early
+    if ms >= 0 then uv.update_time(); st.timer:start(ms, 0, pump) end
   end
 
   function pump()
@@ -245,6 +247,7 @@ function M.sleep(seconds)
   local uv = S.uv
   local rec = { co = co }
   local t = uv.new_timer()
+  uv.update_time() -- as in rearm: the cached loop clock may be old
   t:start(math.floor(seconds * 1000 + 0.5), 0, function()
     t:close()
     rec.done = true
