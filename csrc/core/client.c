@@ -400,15 +400,6 @@ static void fire_deadlines(zkl_client *c, int64_t now) {
     }
 }
 
-/* Registered for input only on an established link: reading needs no readiness check (below).
- * While connecting, or with requests waiting to be written, epoll says which events are due:
- * a write event while connecting means the connect finished, so it must not be made up. */
-static int read_only_link(const zkl_client *c) {
-    return c->zkfd >= 0 && c->zkfd_events == EPOLLIN &&
-           (c->zkfd_state == ZOO_CONNECTED_STATE || c->zkfd_state == ZOO_READONLY_STATE) &&
-           zk_link_up(c);
-}
-
 int zkl__client_process(zkl_client *c) {
     return zkl__process(c, 1);
 }
@@ -440,21 +431,17 @@ int zkl__process(zkl_client *c, int owner) {
     /* zookeeper_process reads at most one reply per call: keep going while the socket has more,
      * up to a bound so one busy connection cannot starve the caller's loop */
     for (int round = 0; c->zh && round < PROCESS_ROUNDS; round++) {
-        int events;
-        if (read_only_link(c)) {
-            /* An established link that waits for input only: let the client read. On an empty
-             * socket its recv fails with EAGAIN and it answers ZNOTHING, one system call, as a
-             * readiness check would have cost; with a reply waiting, the check is saved. */
-            events = ZOOKEEPER_READ;
-        } else {
-            struct epoll_event ev;
-            int n = epoll_wait(c->epfd, &ev, 1, 0);
-            events = n == 1 ? zk_events_of(c, ev.events) : 0;
-            if (!events) break;
-        }
+        /* Only when epoll says the socket has something: the ZooKeeper client allocates its input
+         * buffer before it reads, and a read that finds nothing leaves that buffer allocated; a
+         * reconnect after a failed send then replaces it without freeing it (libzookeeper_st
+         * 3.8, prime_connection). Reading without the check saved no measurable CPU. */
+        struct epoll_event ev;
+        int n = epoll_wait(c->epfd, &ev, 1, 0);
+        int events = n == 1 ? zk_events_of(c, ev.events) : 0;
+        if (!events) break;
         int rc;
         WITH_CLIENT(c, rc = c->zk->process(c->zh, events));
-        if (rc == ZNOTHING) break;           /* nothing (more) to read */
+        (void)rc;
         if (!c->zh || !zk_link_up(c)) break; /* dropped or expired: the session logic below */
         /* something arrived on a link that is still up: the server touched the session */
         if ((events & ZOOKEEPER_READ) && heard_at > c->last_heard_ms) c->last_heard_ms = heard_at;
