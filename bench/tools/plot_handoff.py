@@ -74,6 +74,8 @@ def main():
     left.set_title("drain rate")
     right.set_xscale("log")
     right.set_yscale("log")
+    lo, hi = right.get_ylim()
+    right.set_ylim(lo, hi * 1.8)  # room for the labels of the top points
     right.set_xlabel("waiters queued")
     right.set_ylabel("bytes received per handoff (lower is better)")
     right.set_title("bytes per handoff")
