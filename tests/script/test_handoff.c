@@ -370,33 +370,44 @@ static void walk_late_nonode_after_cancel(void) {
     walk_late_reply_after_cancel(0);
 }
 
-/* Two waiters of this client with another client's node between (one shared listing): a's
- * grant (as the head) puts a floor under the dir, so when o2 goes b holds without checking a's
- * node, released meanwhile. */
-static void walk_floor_of_own_grant(void) {
+/* The queue o0 (another client), a, o2 (another client), b; a and b are this client's, listed
+ * by one shared listing. o0 goes: a holds (the client's floor for the dir is now a's node), b
+ * watches o2. Returns the client; *ca is a's create. */
+static zkl_client *own_grant_then_waiter(uint64_t *a, uint64_t *b, fz_req **ca, const char **o2) {
     zkl_client *c = client();
-    uint64_t a = 0, b = 0;
-    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, &a), ZKL_OK);
-    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, &b), ZKL_OK);
-    fz_req *ca = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
+    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, a), ZKL_OK);
+    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, b), ZKL_OK);
+    *ca = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
     fz_req *cb = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
     zkl_client_process(c);
     fz_req *ls = EXPECT_REQ(FZ_CHILDREN, DIR);
     EXPECT_NO_REQ();
-    const char *o0 = h_other(1, "lock-", 0), *o2 = h_other(2, "lock-", 2);
-    fz_create_ok(ca, 1, 1);
+    const char *o0 = h_other(1, "lock-", 0);
+    *o2 = h_other(2, "lock-", 2);
+    fz_create_ok(*ca, 1, 1);
     fz_create_ok(cb, 3, 3);
-    fz_children_v(ls, o2, h_seqname(cb, 3), o0, h_seqname(ca, 1), NULL);
+    fz_children_v(ls, *o2, h_seqname(cb, 3), o0, h_seqname(*ca, 1), NULL);
     h_pump(c);
     fz_req *g0 = EXPECT_GET(o0);
-    fz_req *g2 = EXPECT_GET(o2);
+    fz_req *g2 = EXPECT_GET(*o2);
     EXPECT_NO_REQ();
     fz_data_ok(g0, "x", 0);
     fz_data_ok(g2, "x", 2);
     h_pump(c);
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o0)), 1);
     h_pump(c);
-    EXPECT_EV(c, ZKL_EV_ACQUIRED, a, ZKL_OK);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, *a, ZKL_OK);
+    EXPECT_NO_EV(c);
+    return c;
+}
+
+/* a releases (its own delete marks its node gone); then o2 goes: b holds without checking a's
+ * node, and without a listing. */
+static void walk_floor_of_own_grant(void) {
+    uint64_t a = 0, b = 0;
+    fz_req *ca;
+    const char *o2;
+    zkl_client *c = own_grant_then_waiter(&a, &b, &ca, &o2);
     CHECK_INT(zkl_lock_release(c, a), ZKL_OK);
     fz_reply(EXPECT_REQ(FZ_DELETE, ca->created), ZOK);
     h_pump(c);
@@ -414,30 +425,10 @@ static void walk_floor_of_own_grant(void) {
  * as gone. b watches a's node and holds only once a has released. Granting b at once (two
  * holders in one client) is what the soak caught: spec/91-soak, seed 293869 under LuaJIT. */
 static void walk_floor_holder_still_holds(void) {
-    zkl_client *c = client();
     uint64_t a = 0, b = 0;
-    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, &a), ZKL_OK);
-    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR, -1, 0, &b), ZKL_OK);
-    fz_req *ca = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
-    fz_req *cb = EXPECT_REQ(FZ_CREATE, DIR "/_c_");
-    zkl_client_process(c);
-    fz_req *ls = EXPECT_REQ(FZ_CHILDREN, DIR);
-    EXPECT_NO_REQ();
-    const char *o0 = h_other(1, "lock-", 0), *o2 = h_other(2, "lock-", 2);
-    fz_create_ok(ca, 1, 1);
-    fz_create_ok(cb, 3, 3);
-    fz_children_v(ls, o2, h_seqname(cb, 3), o0, h_seqname(ca, 1), NULL);
-    h_pump(c);
-    fz_req *g0 = EXPECT_GET(o0);
-    fz_req *g2 = EXPECT_GET(o2);
-    EXPECT_NO_REQ();
-    fz_data_ok(g0, "x", 0);
-    fz_data_ok(g2, "x", 2);
-    h_pump(c);
-    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o0)), 1);
-    h_pump(c);
-    EXPECT_EV(c, ZKL_EV_ACQUIRED, a, ZKL_OK);
-    EXPECT_NO_EV(c);
+    fz_req *ca;
+    const char *o2;
+    zkl_client *c = own_grant_then_waiter(&a, &b, &ca, &o2);
     /* o2 (between a and b) gives up while a holds */
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o2)), 1);
     h_pump(c);
