@@ -460,8 +460,11 @@ int zkl__process(zkl_client *c, int owner) {
     return (int)(c->ev_len - before);
 }
 
+/* Runs at the end of every Lua pump and before every wait: nothing to send is the common case,
+ * and costs a pointer test (no call into the ZooKeeper client). */
 int zkl__client_flush(zkl_client *c) {
     if (c->closed) return ZKL_ECLOSED;
+    if (!c->listings || !c->zh) return 0;
     zkl__listings_flush(c);
     zkl__refresh_interest(c); /* a send that could not finish now waits for the socket */
     return 0;

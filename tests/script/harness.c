@@ -309,3 +309,18 @@ int main(int argc, char **argv) {
     printf("# %d tests, %d failed, %d checks\n", total, failed, h_checks);
     return failed ? 1 : 0;
 }
+
+void h_own_handoff(const char *file, int line, zkl_client *c, uint64_t held, const fz_req *created,
+                   uint64_t next) {
+    h_checks++;
+    if (zkl_lock_release(c, held) != ZKL_OK)
+        h_fail(file, line, "release of %llu refused", (unsigned long long)held);
+    fz_req *del = h_expect_req(file, line, FZ_DELETE, created->created);
+    h_checks++;
+    if (fz_fire(ZOO_DELETED_EVENT, created->created) != 1)
+        h_fail(file, line, "no watch on %s fired", created->created);
+    fz_reply(del, ZOK);
+    h_pump(c);
+    h_expect_ev(file, line, c, ZKL_EV_ACQUIRED, next, ZKL_OK);
+    h_expect_ev(file, line, c, ZKL_EV_RELEASED, held, ZKL_OK);
+}

@@ -91,6 +91,13 @@ void h_expect_ev(const char *file, int line, zkl_client *c, int type, uint64_t i
 #define EXPECT_EV(c, type, id, status) h_expect_ev(__FILE__, __LINE__, (c), (type), (id), (status))
 void h_expect_no_ev(const char *file, int line, zkl_client *c);
 #define EXPECT_NO_EV(c) h_expect_no_ev(__FILE__, __LINE__, (c))
+/* The client's holder `held` (its create: `created`) releases and its own waiter `next`, which
+ * watches the held node, takes over: the server notifies the watch before it answers the
+ * delete. Checks the delete, then ACQUIRED for next and RELEASED for held, in that order. */
+void h_own_handoff(const char *file, int line, zkl_client *c, uint64_t held, const fz_req *created,
+                   uint64_t next);
+#define OWN_HANDOFF(c, held, created, next)                                                        \
+    h_own_handoff(__FILE__, __LINE__, (c), (held), (created), (next))
 
 /* ------------------------------------------------------------------ allocator */
 

@@ -442,13 +442,7 @@ static void walk_floor_holder_still_holds(void) {
     h_pump(c);
     EXPECT_NO_EV(c);
     /* a releases: b holds (its watch on a's node fires) */
-    CHECK_INT(zkl_lock_release(c, a), ZKL_OK);
-    fz_req *da = EXPECT_REQ(FZ_DELETE, ca->created);
-    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, ca->created), 1);
-    fz_reply(da, ZOK);
-    h_pump(c);
-    EXPECT_EV(c, ZKL_EV_ACQUIRED, b, ZKL_OK);
-    EXPECT_EV(c, ZKL_EV_RELEASED, a, ZKL_OK);
+    OWN_HANDOFF(c, a, ca, b);
     EXPECT_NO_EV(c);
     EXPECT_NO_REQ();
     finish(c);

@@ -202,13 +202,7 @@ static void mutex_own_client_handoff(void) {
     EXPECT_EV(c, ZKL_EV_ACQUIRED, a, ZKL_OK);
     EXPECT_NO_REQ();
     /* a releases: the server notifies b's watch before it answers the delete */
-    CHECK_INT(zkl_lock_release(c, a), ZKL_OK);
-    fz_req *da = EXPECT_REQ(FZ_DELETE, ca->created);
-    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, ca->created), 1);
-    fz_reply(da, ZOK);
-    h_pump(c);
-    EXPECT_EV(c, ZKL_EV_ACQUIRED, b, ZKL_OK);
-    EXPECT_EV(c, ZKL_EV_RELEASED, a, ZKL_OK);
+    OWN_HANDOFF(c, a, ca, b);
     EXPECT_NO_REQ(); /* no listing for b */
     CHECK_INT(zkl_lock_release(c, b), ZKL_OK);
     fz_reply(EXPECT_REQ(FZ_DELETE, cb->created), ZOK);
