@@ -133,7 +133,9 @@ TESTING_VERSION=$(git show "$COMMIT:lua/zklock/testing/init.lua" |
   sed -n 's/.*_NAME = "zklock.testing", _VERSION = "\([^"]*\)".*/\1/p')
 [ "$TESTING_VERSION" = "$VERSION" ] ||
   die "zklock.testing._VERSION is '$TESTING_VERSION' in $LABEL, ZKL_VERSION is '$VERSION'"
-if ! git show "$COMMIT:CHANGELOG.md" | grep -q "^## \[$VERSION\]"; then
+# grep -c reads all of git's output: grep -q could end first and, under pipefail, fail the
+# pipeline through git's SIGPIPE although the section is there
+if [ "$(git show "$COMMIT:CHANGELOG.md" | grep -c "^## \[$VERSION\]")" = 0 ]; then
   [ "$MODE" = head ] || die "CHANGELOG.md of $LABEL has no '## [$VERSION]' section"
   echo "release.sh: warning: CHANGELOG.md has no '## [$VERSION]' section" >&2
 fi

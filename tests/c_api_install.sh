@@ -46,7 +46,10 @@ libdir=$(pkg-config --variable=libdir zklock)
 [ "$(pkg-config --variable=prefix zklock)" = "$prefix" ] ||
   fail "zklock.pc names prefix $(pkg-config --variable=prefix zklock), installed to $prefix"
 [ -f "$libdir/libzklock.a" ] || fail "no libzklock.a in $libdir"
-pkg-config --static --libs zklock | grep -q -- '-lzookeeper_st' || fail "zklock.pc does not name zookeeper_st"
+# (outputs are captured before grep -q reads them: with pipefail, grep -q leaving early can kill
+# the writer with SIGPIPE and fail the pipeline although the line was there)
+static_libs=$(pkg-config --static --libs zklock)
+grep -q -- '-lzookeeper_st' <<<"$static_libs" || fail "zklock.pc does not name zookeeper_st"
 echo "pkg-config: $(pkg-config --cflags --libs zklock) | static: $(pkg-config --static --libs zklock)"
 
 run_demo() { # name binary [env...]: run against ZK_HOSTS and check its output
@@ -69,8 +72,9 @@ if [ -e "$libdir/libzklock.so" ]; then
   "$CC" -Wall -Wextra -Werror "${cflags[@]}" "$src/examples/c/lock_demo.c" \
     $(pkg-config --cflags --libs zklock) -o "$tmp/lock_demo_shared" || fail "compiling against libzklock.so"
   # a prefix outside the loader's path needs LD_LIBRARY_PATH (or an rpath), as for any library
-  LD_LIBRARY_PATH="$libdir" ldd "$tmp/lock_demo_shared" | grep -q "libzklock\.so.* => $libdir/" ||
-    fail "lock_demo_shared does not load $libdir/libzklock.so"
+  deps=$(LD_LIBRARY_PATH="$libdir" ldd "$tmp/lock_demo_shared")
+  grep -q "libzklock\.so.* => $libdir/" <<<"$deps" ||
+    fail "lock_demo_shared does not load $libdir/libzklock.so: $deps"
   run_demo shared "$tmp/lock_demo_shared" LD_LIBRARY_PATH="$libdir"
 else
   echo "no libzklock.so (ZKL_SHARED=OFF): static link only"
@@ -82,7 +86,8 @@ libs=${libs/-lzklock/-Wl,-Bstatic -lzklock -Wl,-Bdynamic}
 # shellcheck disable=SC2046,SC2086
 "$CC" -Wall -Wextra -Werror "${cflags[@]}" "$src/examples/c/lock_demo.c" \
   $(pkg-config --cflags zklock) $libs -o "$tmp/lock_demo_static" || fail "compiling against libzklock.a"
-if ldd "$tmp/lock_demo_static" | grep -q libzklock; then fail "lock_demo_static still loads libzklock.so"; fi
+deps=$(ldd "$tmp/lock_demo_static")
+if grep -q libzklock <<<"$deps"; then fail "lock_demo_static still loads libzklock.so: $deps"; fi
 run_demo static "$tmp/lock_demo_static"
 
 echo "ok: installed C API compiles and runs through pkg-config (version $version)"

@@ -36,7 +36,9 @@ case "$STEP" in
     # (.ci/deps.sh); luarocks would otherwise fetch it from the network
     lua5.4 -e 'require("argparse")'
     (cd "$DIR/empty" && "${LUAROCKS[@]}" --tree "$TREE" install --deps-mode=none "$ROCK")
-    "${LUAROCKS[@]}" --tree "$TREE" list --porcelain | grep -q "^zklock	$VERSION-1	installed	"
+    # captured first: grep -q leaving early could kill luarocks with SIGPIPE under pipefail
+    listed=$("${LUAROCKS[@]}" --tree "$TREE" list --porcelain)
+    grep -q "^zklock	$VERSION-1	installed	" <<<"$listed"
     test -f "$TREE/lib/lua/5.4/zklock/core.so"
     test -f "$TREE/share/lua/5.4/zklock/testing/init.lua"
     test -x "$TREE/bin/zklock"
