@@ -509,11 +509,12 @@ static int l_add_auth(lua_State *L) {
     return 1;
 }
 
-/* c:logs() -> array of the ZooKeeper client's log lines since the last call */
+/* c:logs() -> array of the ZooKeeper client's log lines since the last call, or nil if none */
 static int l_logs(lua_State *L) {
     lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
     int count;
     log_line *head = take_logs(u, &count);
+    if (!head) return 0; /* nil: the client reads this after every pump, mostly with nothing */
     lua_createtable(L, count, 0);
     int i = 1;
     for (log_line *l = head; l; l = l->next) {

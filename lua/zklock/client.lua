@@ -259,7 +259,9 @@ function Client:_dispatch()
       end
     end
   end
-  for _, line in ipairs(c:logs()) do
+  local logs = c:logs() -- nil when the core has no line (no table per pump)
+  if not logs then return end
+  for _, line in ipairs(logs) do
     local lvl = ZOO_LEVELS[line:match("ZOO_(%u+)@") or ""] or 1
     if lvl == 1 then self._last_zk_error = line end
     if lvl <= self._zk_log_level then write_log(self, line, LEVEL_NAMES[lvl]) end
@@ -272,7 +274,9 @@ function Client:_fold_timeout(max_ms)
     local t = watch.timeout_ms(self)
     if t >= 0 and (max_ms < 0 or t < max_ms) then max_ms = t end
   end
-  for _, a in ipairs(self._adapters) do
+  local adapters = self._adapters -- numeric loops: this runs on every pump
+  for i = 1, #adapters do
+    local a = adapters[i]
     if a.timeout_ms then
       local t = a.timeout_ms(self)
       if t >= 0 and (max_ms < 0 or t < max_ms) then max_ms = t end
@@ -291,7 +295,9 @@ function Client:_pump(max_ms)
   self._pumped_at = now()
   self:_dispatch()
   if self._watch then watch.expire(self) end
-  for _, a in ipairs(self._adapters) do
+  local adapters = self._adapters
+  for i = 1, #adapters do
+    local a = adapters[i]
     if a.step and self.state ~= "CLOSED" then a.step(self) end
   end
   if self._pumped_at >= (self._next_reap or 0) then self:_reap() end
@@ -328,15 +334,18 @@ end
 -- reported (LOST) now, instead of a stale hold being reported as held. Runs no coroutine.
 local REFRESH_AFTER_MS = 50
 function Client:_refresh()
-  if self.state == "CLOSED" or now() - (self._pumped_at or 0) < REFRESH_AFTER_MS then return end
-  self._pumped_at = now()
+  local t = now()
+  if self.state == "CLOSED" or t - (self._pumped_at or 0) < REFRESH_AFTER_MS then return end
+  self._pumped_at = t
   self._c:wait(0)
   self:_dispatch()
 end
 
 -- The adapter that owns the calling coroutine (may suspend it), or nil: the caller blocks.
 function Client:_owner()
-  for _, a in ipairs(self._adapters) do
+  local adapters = self._adapters
+  for i = 1, #adapters do
+    local a = adapters[i]
     if a.owns(self) then return a end
   end
   return nil

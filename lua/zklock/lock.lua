@@ -48,14 +48,21 @@ function Lock:acquire(timeout, opts)
   check.object(self, Lock, "lock", "acquire")
   local client = self.client
   hold.check_open(client, "acquire")
-  check.timeout("acquire", 1, timeout)
+  local ms = check.timeout("acquire", 1, timeout)
+  -- no retry policy: one attempt with what was just checked (no closure, no second check)
+  if opts == nil then return self:_attempt(timeout, ms) end
   return retry.acquire(client, "acquire", 2, timeout, opts, function(left) return self:_acquire_once(left) end)
 end
 
+-- One attempt of a retried acquire (the client may have been closed while it slept).
 function Lock:_acquire_once(timeout)
+  hold.check_open(self.client, "acquire")
+  return self:_attempt(timeout, check.timeout("acquire", 1, timeout))
+end
+
+-- One attempt; timeout: seconds as given (for messages), ms: the same checked, for the core.
+function Lock:_attempt(timeout, ms)
   local client = self.client
-  hold.check_open(client, "acquire")
-  local ms = check.timeout("acquire", 1, timeout)
   hold.refresh(client) -- a hold lost while nobody pumped must not be re-entered
   local co = me()
   local h = hold.of(self, co)

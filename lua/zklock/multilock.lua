@@ -82,6 +82,7 @@ function MultiLock:acquire(timeout, opts)
   hold.check_open(client, "acquire")
   if timeout == nil then timeout = self.opts.deadline end
   check.timeout("acquire", 1, timeout)
+  if opts == nil then return self:_acquire_once(timeout) end -- no retry policy: no closure per call
   return retry.acquire(client, "acquire", 2, timeout, opts, function(left) return self:_acquire_once(left) end)
 end
 

@@ -156,6 +156,8 @@ function M.new()
   end
 
   function S.step(client)
+    -- nothing scheduled (a host that only blocks): nothing to do, not even a clock read
+    if ntasks == 0 and #ready == 0 and timers[1] == nil and next(parked) == nil then return end
     local t = now()
     while timers[1] and timers[1].at <= t do
       local timer = table.remove(timers, 1)

@@ -100,6 +100,7 @@ function Semaphore:acquire_many(n, timeout, opts)
       :format(self.max_leases, check.describe(n)))
   end
   check.timeout("acquire_many", 2, timeout)
+  if opts == nil then return self:_acquire_once(n, timeout) end -- no retry policy: no closure per call
   return retry.acquire(client, "acquire_many", 3, timeout, opts, function(left) return self:_acquire_once(n, left) end)
 end
 
