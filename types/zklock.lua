@@ -1121,7 +1121,8 @@ function leader:leader() end
 function leader:terms() end
 
 ---Sleep up to `seconds` while leading: true after the whole time if still leader, false as soon
----as leadership ended (lost, closed). The way for `fn` to hear of a loss promptly.
+---as leadership ended (lost, closed): woken by the end itself, not by polling. The way for
+---`fn` to hear of a loss promptly.
 ---
 ---Errors: raises on an invalid duration.
 ---@param seconds? number nil = until leadership ends.
@@ -1161,7 +1162,7 @@ function latch:has_leadership() end
 ---@return integer?
 function latch:token() end
 
----Wait until this latch leads.
+---Wait until this latch leads: woken when leadership changes (no polling).
 ---
 ---Errors: `nil, "ETIMEDOUT: ...", "ETIMEDOUT"`; `nil, "ECLOSED: ...", "ECLOSED"` when the latch
 ---or the client is (or gets) closed. Raises on an invalid timeout.

@@ -877,6 +877,7 @@ function Client:close()
       if w.adapter then w.adapter.wake(self, w) end
     end
   end
+  if self._watch then watch.close(self) end -- Lua-side waits (signals) end too
   for _, a in ipairs(self._adapters) do
     if a.close then a.close(self) end
   end

@@ -19,22 +19,27 @@
 local core = require("zklock.core")
 local check = require("zklock.check")
 local hold = require("zklock.hold")
+local watch = require("zklock.watch")
 local Client = require("zklock.client").Client
 
 local M = {}
 
 local fail = hold.fail
-local SLICE = 0.02 -- s: how often a waiting call (await, sleep) looks at leadership
 
--- Wait until cond() is true, or `ms` (-1: forever) passes, or the client closes. -> cond()
-local function wait_for(client, ms, cond)
+-- Wait until cond() is true, or `ms` (-1: forever) passes, or the client closes; the recipe
+-- notifies signal `sig` whenever cond() may have changed (no polling). -> cond()
+local function wait_for(client, ms, cond, sig)
   local deadline = ms >= 0 and core.now() + ms or nil
   while true do
     if cond() then return true end
     if client.state == "CLOSED" then return false end
-    local left = deadline and (deadline - core.now()) / 1000 or SLICE
-    if left <= 0 then return cond() end
-    client:sleep(math.min(SLICE, left))
+    local left = -1
+    if deadline then
+      left = deadline - core.now()
+      if left <= 0 then return cond() end
+      left = math.ceil(left)
+    end
+    watch.wait_signal(sig, left)
   end
 end
 M.wait_for = wait_for
@@ -93,6 +98,7 @@ local function turn(self)
   local fok, ferr = pcall(self._fn, self)
   self._leading = false
   self._token = nil
+  watch.notify(self._changed) -- another coroutine in leader:sleep() hears the term is over
   if not fok then
     log(self, "error", ("leader %s: the leader function raised: %s"):format(check.short(self.path), tostring(ferr)))
   end
@@ -140,11 +146,15 @@ function Client:leader(path, fn, opts)
   opts = check.options("leader", 3, opts, { id = id_option, requeue = check.is.boolean, acl = check.acl_option })
   check_id(self, "leader", 3, path, opts.id)
   local lo = { client = self, path = path, id = opts.id, _fn = fn, _requeue = opts.requeue == true,
-               _terms = 0, _leading = false, _closed = false }
+               _terms = 0, _leading = false, _closed = false,
+               _changed = watch.signal(self) } -- notified when the term may have ended
   local mopts = { acl = opts.acl, data = opts.id }
   lo._mutex = self:mutex(path, mopts)
   lo._mutex:on_lost(function(state)
-    if state == "LOST" then lo._lost = true end
+    if state == "LOST" then
+      lo._lost = true
+      watch.notify(lo._changed)
+    end
     local handler = lo._on_lost
     if handler then
       local ok, err = pcall(handler, state, lo)
@@ -211,7 +221,7 @@ end
 function Leader:sleep(seconds)
   check.object(self, Leader, "leader", "sleep")
   local ms = check.timeout("sleep", 1, seconds)
-  local gone = wait_for(self.client, ms, function() return not self:is_leader() end)
+  local gone = wait_for(self.client, ms, function() return not self:is_leader() end, self._changed)
   return not gone and self:is_leader()
 end
 
@@ -231,6 +241,7 @@ function Leader:close()
   check.object(self, Leader, "leader", "close")
   if self._closed then return end
   self._closed = true
+  watch.notify(self._changed) -- a term sleeping in leader:sleep() ends now
   if self.client.state ~= "CLOSED" then self._mutex:cancel() end
 end
 
@@ -247,6 +258,7 @@ M.Latch = Latch
 local function set_leader(self, on, state)
   if self._is_leader == on then return end
   self._is_leader = on
+  watch.notify(self._changed)
   for _, fn in ipairs(self._listeners) do
     local ok, err = pcall(fn, on, state)
     if not ok then
@@ -322,7 +334,8 @@ function Client:latch(path, opts)
   opts = check.options("latch", 2, opts, { id = id_option, acl = check.acl_option })
   check_id(self, "latch", 2, path, opts.id)
   local self_ = setmetatable({ client = self, path = path, id = opts.id, kind = "leader latch",
-                               _listeners = {}, _is_leader = false, _closed = false }, Latch)
+                               _listeners = {}, _is_leader = false, _closed = false,
+                               _changed = watch.signal(self) }, Latch) -- notified on every change
   hold.init(self_, self, opts.acl, opts.id)
   hold.on_lost(self_, function(state)
     if state == "LOST" then
@@ -360,7 +373,7 @@ function Latch:await(timeout)
   end
   local ok = wait_for(self.client, ms, function()
     return self:has_leadership() or self._closed or self.client.state == "CLOSED"
-  end)
+  end, self._changed)
   if self:has_leadership() then return true end
   if ok then return fail(core.errno.ECLOSED, ("leader latch %s was closed while waiting"):format(self.path)) end
   return fail(core.errno.ETIMEDOUT, ("timed out after %g s waiting for leadership of latch %s")
@@ -402,6 +415,7 @@ function Latch:close()
   local h = self._hold
   self._hold, self._token = nil, nil
   set_leader(self, false, "CLOSED")
+  watch.notify(self._changed) -- await() returns ECLOSED now (set_leader notified only a leader)
   if self.client.state == "CLOSED" then return true end
   local lost = self._lost_hold
   self._lost_hold = nil

@@ -41,6 +41,7 @@ local function state(client)
       shared = {}, -- kind .. "\0" .. path -> armed, shareable Watch
       timed = {},  -- wait record -> true, for waits with a deadline
       waiting = 0, -- wait records not done (counted by client:pending())
+      signals = setmetatable({}, { __mode = "k" }), -- signal -> true while something waits on it
     }
     client._watch = st
   end
@@ -68,14 +69,10 @@ function M.on_done(client, id, st)
   if rec.on_done then rec.on_done(st, st == 0 and client._c:result(id) or nil) end
 end
 
-local function finish(client, rec, status)
-  local ws = state(client)
-  if ws.ops[rec.id] == rec then ws.ops[rec.id] = nil end
-  if rec.key and ws.shared[rec.key] == rec then ws.shared[rec.key] = nil end
-  rec._status, rec.armed = status, false
-  if rec.on_fire then rec.on_fire(status) end
-  local waits = rec.waits
-  rec.waits = {}
+-- End every wait on obj (a watch or a signal): they return as woken.
+local function wake_all(client, ws, obj)
+  local waits = obj.waits
+  obj.waits = {}
   for _, w in ipairs(waits) do
     if not w.done then
       w.done = true
@@ -84,6 +81,15 @@ local function finish(client, rec, status)
       if w.adapter then w.adapter.wake(client, w) end
     end
   end
+end
+
+local function finish(client, rec, status)
+  local ws = state(client)
+  if ws.ops[rec.id] == rec then ws.ops[rec.id] = nil end
+  if rec.key and ws.shared[rec.key] == rec then ws.shared[rec.key] = nil end
+  rec._status, rec.armed = status, false
+  if rec.on_fire then rec.on_fire(status) end
+  wake_all(client, ws, rec)
 end
 
 -- The WATCH event of op `id`: status is a ZKL_WATCH_* type or an error (ESESSION, ECLOSED).
@@ -184,6 +190,67 @@ function M.abandoned(client, id)
   if rec and not rec.armed then M.forget(client, rec) end
 end
 
+---------------------------------------------------------------- waiting
+
+-- Wait on obj (a watch or a signal: it has a `waits` list) until it wakes its waits, `ms` pass
+-- (-1: no limit) or the client closes: suspends a coroutine an adapter owns, otherwise blocks
+-- while pumping. id: the core op a watch belongs to (0 for a signal). -> true when woken
+local function wait_on(client, obj, id, ms)
+  local ws = state(client)
+  local w = { id = id, watch = obj }
+  obj.waits[#obj.waits + 1] = w
+  ws.waiting = ws.waiting + 1
+  if ms > 0 then
+    w.deadline = now() + ms
+    ws.timed[w] = true
+  end
+  local a = client:_owner()
+  if a then
+    w.adapter = a
+    a.wait(client, w)
+  else
+    while not w.done and client.state ~= "CLOSED" do client:_pump(-1) end
+  end
+  if not w.done then M.drop_wait(client, w) end -- woken otherwise (client closed, foreign resume)
+  w.consumed = true
+  return not w.timed_out and client.state ~= "CLOSED"
+end
+
+---------------------------------------------------------------- signals
+--
+-- A signal is a condition a recipe keeps in Lua (a latch's leadership, a leader's term) that
+-- callers wait on with a deadline, woken when the recipe says it changed: no polling. Waits
+-- share the watches' machinery (deadlines folded into the pump's timeout, give-up on a closed
+-- coroutine, client:pending()); the client's close wakes them all.
+
+-- A new signal of `client`.
+function M.signal(client)
+  return { client = client, waits = {} }
+end
+
+-- Wait up to ms (-1: no limit; 0: not at all) for sig to be notified. -> true when notified,
+-- false on the deadline or when the client closed meanwhile. The caller checks its condition
+-- again either way: a notification says that something changed, not what.
+function M.wait_signal(sig, ms)
+  local client = sig.client
+  if ms == 0 or client.state == "CLOSED" then return false end
+  state(client).signals[sig] = true
+  return wait_on(client, sig, 0, ms)
+end
+
+-- Wake every wait on sig (from anywhere, the dispatch included: the woken resume later).
+function M.notify(sig)
+  local ws = sig.client._watch
+  if ws and sig.waits[1] then wake_all(sig.client, ws, sig) end
+end
+
+-- The client closed: every signal's waits end (watches end through their ECLOSED events).
+function M.close(client)
+  local ws = client._watch
+  if not ws then return end
+  for sig in pairs(ws.signals) do wake_all(client, ws, sig) end
+end
+
 ---------------------------------------------------------------- the watch object
 
 -- watch:wait(timeout) -> "created" | "deleted" | "changed" | "child"
@@ -197,25 +264,7 @@ function Watch:wait(timeout)
   if self._status == nil and client.state == "CLOSED" then
     self._status = core.errno.ECLOSED
   end
-  if self._status == nil and ms ~= 0 then
-    local ws = state(client)
-    local w = { id = self.id, watch = self }
-    self.waits[#self.waits + 1] = w
-    ws.waiting = ws.waiting + 1
-    if ms > 0 then
-      w.deadline = now() + ms
-      ws.timed[w] = true
-    end
-    local a = client:_owner()
-    if a then
-      w.adapter = a
-      a.wait(client, w)
-    else
-      while not w.done and client.state ~= "CLOSED" do client:_pump(-1) end
-    end
-    if not w.done then M.drop_wait(client, w) end -- woken otherwise (client closed, foreign resume)
-    w.consumed = true
-  end
+  if self._status == nil and ms ~= 0 then wait_on(client, self, self.id, ms) end
   local st = self._status
   if st == nil then
     if client.state == "CLOSED" then
