@@ -425,6 +425,8 @@ int zkl__process(zkl_client *c, int owner) {
     int64_t heard_at =
         c->last_process_ms && start - c->last_process_ms > 50 ? c->last_process_ms : start;
     c->last_process_ms = start;
+    int ready_n = c->ready_n; /* what the wait just before this pass found (-1: nothing known) */
+    c->ready_n = -1;
     if (!c->zh && c->reinit_at && zkl__now(c) >= c->reinit_at) open_handle(c);
     zkl__listings_flush(
         c); /* listings asked for since the last call go out before replies are read */
@@ -436,7 +438,15 @@ int zkl__process(zkl_client *c, int owner) {
          * reconnect after a failed send then replaces it without freeing it (libzookeeper_st
          * 3.8, prime_connection). Reading without the check saved no measurable CPU. */
         struct epoll_event ev;
-        int n = epoll_wait(c->epfd, &ev, 1, 0);
+        int n;
+        if (round == 0 && ready_n >= 0 && c->ready_fd == c->zkfd && zk_link_up(c)) {
+            /* the wait's epoll_wait has just answered for this socket: not asked twice (a send
+             * that failed meanwhile took the link down, and then epoll is asked) */
+            n = ready_n;
+            ev.events = c->ready_events;
+        } else {
+            n = epoll_wait(c->epfd, &ev, 1, 0);
+        }
         int events = n == 1 ? zk_events_of(c, ev.events) : 0;
         if (!events) break;
         int rc;
@@ -550,6 +560,7 @@ int zkl__client_new_zk(const zkl_config *cfg, const zkl_zk *zk, zkl_client **out
     c->zk = zk;
     c->epfd = -1;
     c->zkfd = -1;
+    c->ready_n = -1;
     c->state = ZKL_STATE_CONNECTING;
     c->session_timeout_ms = cfg->session_timeout_ms ? cfg->session_timeout_ms : 10000;
     c->log_fn = cfg->log_fn;

@@ -85,6 +85,12 @@ struct zkl_client {
     int epfd;
     int zkfd; /* fd registered in epfd, -1 none */
     unsigned zkfd_events;
+    /* What zkl_client_wait's blocking epoll_wait found (1: ready_events on ready_fd, 0: nothing),
+     * taken by the next processing pass instead of asking epoll again; -1: nothing known. Only
+     * without the keepalive thread, which could read the socket in between. */
+    int ready_n;
+    int ready_fd;
+    uint32_t ready_events;
     int zkfd_state;      /* zoo_state() when zkfd was last registered */
     int64_t zk_deadline; /* ZooKeeper's own next deadline (ms, monotonic), 0 none */
     int64_t reinit_at;   /* retry creating a handle at this time (0 none) */
