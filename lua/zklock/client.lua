@@ -422,6 +422,14 @@ function Client:_orphan(id, fn)
   self._orphans[id] = fn
 end
 
+-- Start core op `optype` on path in the background: nobody waits for it; fn(status, result)
+-- runs from the dispatch when it is done. version: -1 (any) when nil. -> id | nil, msg, code
+function Client:_background(optype, path, data, flags, version, fn)
+  local id, msg, code = self._c:op(optype, path, data, flags or 0, version or -1, 0, 0)
+  if id then self:_orphan(id, fn) end
+  return id, msg, code
+end
+
 -- Delete `path` in the background (a recipe's node given up by a coroutine that cannot wait
 -- for it any more, or whose delete failed on a connection loss): sent as soon as the client is
 -- connected, sent again after a connection loss (the outcome of a delete in flight then is
@@ -435,17 +443,15 @@ local DISCARD_DONE = { [0] = true, [core.errno.ZNONODE] = true, [core.errno.ESES
 function Client:_discard(path, tries)
   tries = tries or 1
   if self.state == "CLOSED" then return end
-  local id, msg = self._c:op(core.OP_DELETE, path, nil, 0, -1, nil, 0)
-  if not id then
-    self:_emit("warn", ("could not delete %s in the background: %s"):format(check.short(path), tostring(msg)))
-    return
-  end
-  self:_orphan(id, function(st)
+  local id, msg = self:_background(core.OP_DELETE, path, nil, 0, -1, function(st)
     if DISCARD_AGAIN[st] and tries < DISCARD_TRIES then return self:_discard(path, tries + 1) end
     if not DISCARD_DONE[st] then
       self:_emit("warn", ("could not delete %s in the background: %s"):format(check.short(path), core.strerror(st)))
     end
   end)
+  if not id then
+    self:_emit("warn", ("could not delete %s in the background: %s"):format(check.short(path), tostring(msg)))
+  end
 end
 
 -- client:held() -> true while a lock or lease of this client is held.
@@ -934,6 +940,11 @@ end
 function recipe.create(self, path, data, opts, rec) return self:_create(path, data, opts, rec) end
 function recipe.discard(self, path) return self:_discard(path) end
 --   recipe.orphan(client, id, fn): fn(status, result) when core op id is done (nobody waits for it).
+--   recipe.background(client, optype, path, data, flags, version, fn): start a core op nobody
+--     waits for, fn(status, result) when it is done (Client:_background). -> id | nil, msg, code
 function recipe.orphan(self, id, fn) return self:_orphan(id, fn) end
+function recipe.background(self, optype, path, data, flags, version, fn)
+  return self:_background(optype, path, data, flags, version, fn)
+end
 
 return { new = new, Client = Client, recipe = recipe }

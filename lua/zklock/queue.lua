@@ -245,13 +245,12 @@ local function clean_lock(client, lock, sid, tries)
       R.log(client, "warn", ("queue lock node %s could not be removed; it goes with the session"):format(lock))
     end
   end
-  local id = R.core(client):op(core.OP_EXISTS, lock, nil, 0, -1, 0, 0)
-  if not id then return end
-  R.orphan(client, id, function(st, res)
+  R.background(client, core.OP_EXISTS, lock, nil, 0, -1, function(st, res)
     if st ~= 0 then return again(st) end
     if not (res and res.ephemeral_owner == sid) or client.state == "CLOSED" then return end -- not ours
-    local did = R.core(client):op(core.OP_DELETE, lock, nil, 0, res.version or -1, 0, 0)
-    if did then R.orphan(client, did, function(dst) if dst ~= 0 then again(dst) end end) end
+    R.background(client, core.OP_DELETE, lock, nil, 0, res.version or -1, function(dst)
+      if dst ~= 0 then again(dst) end
+    end)
   end)
 end
 
@@ -403,19 +402,15 @@ function Queue:_keep_if_orphaned(wg, wd)
       return
     end
     local data = (got[2] and got[2].data) or ""
-    local id, msg = R.core(client):op(core.OP_CREATE, path .. "/" .. (self.curator and CPREFIX or PREFIX), data,
-      core.CREATE_SEQUENTIAL + core.CREATE_PARENTS, -1, 0, 0) -- the emptied queue node may be reaped
-    if not id then
-      R.log(client, "warn", ("queue %s: could not put back an item its taker left: %s"):format(check.short(path),
-        tostring(msg)))
-      return
+    local function warn(why)
+      R.log(client, "warn", ("queue %s: could not put back an item its taker left: %s"):format(check.short(path), why))
     end
-    R.orphan(client, id, function(st)
-      if st ~= 0 then
-        R.log(client, "warn", ("queue %s: could not put back an item its taker left: %s"):format(check.short(path),
-          core.strerror(st)))
-      end
-    end)
+    -- CREATE_PARENTS: the emptied queue node may have been reaped meanwhile
+    local id, msg = R.background(client, core.OP_CREATE, path .. "/" .. (self.curator and CPREFIX or PREFIX), data,
+      core.CREATE_SEQUENTIAL + core.CREATE_PARENTS, -1, function(st)
+        if st ~= 0 then warn(core.strerror(st)) end
+      end)
+    if not id then warn(tostring(msg)) end
   end
   wg.orphan = function(st, res)
     got = { st, res }
