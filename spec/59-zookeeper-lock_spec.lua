@@ -3,7 +3,8 @@
 -- spec/76-curator-shared_spec.lua): node names x-<session id in decimal>-<seq10>, WriteLock's
 -- ZNodeName order (by the sequence, whatever the prefix, negative after a wrap), mutual exclusion
 -- and FIFO among many waiters on several clients (hold intervals never overlap), a waiter that
--- gives up takes its node with it, callbacks, bad input.
+-- gives up takes its node with it, callbacks, loss reports (on_lost: SUSPENDED, RECONNECTED,
+-- LOST), bad input.
 --   busted --lua=lua5.4 spec/59-zookeeper-lock_spec.lua     busted --lua=luajit --run=luajit ...
 local zklock = require("zklock")
 local core = require("zklock.core")
@@ -103,8 +104,9 @@ describe("zookeeper_lock (ZooKeeper's WriteLock recipe)", function()
   it("a holder whose session expires: is_held() turns false, release() says ELOST, the next one gets it",
     function()
     local a, b = connect("ex-1"), connect("ex-2")
-    local released = 0
-    local la = a:zookeeper_lock("/zl/ex", { on_released = function() released = released + 1 end })
+    local released, states = 0, {}
+    local la = a:zookeeper_lock("/zl/ex", { on_released = function() released = released + 1 end,
+                                            on_lost = function(st, l) states[#states + 1] = st; assert(l == la) end })
     local lb = b:zookeeper_lock("/zl/ex")
     assert.is_true(la:acquire(5))
     local got
@@ -115,6 +117,9 @@ describe("zookeeper_lock (ZooKeeper's WriteLock recipe)", function()
     assert.is_true(got[1], tostring(got[2]))
     assert.is_truthy(util.wait_until(function() return a:session() ~= nil end, 20, { a }))
     assert.is_false(la:is_held())
+    -- told once, LOST last (a SUSPENDED may come first, while the client finds out)
+    assert.is_true(#states >= 1 and #states <= 2, table.concat(states, " "))
+    assert.are.equal("LOST", states[#states])
     local res = pack(la:release())
     assert_code("ELOST", res)
     assert.are.equal(1, released)
@@ -202,10 +207,14 @@ describe("zookeeper_lock (ZooKeeper's WriteLock recipe)", function()
     raises("unknown option 'listener'", function() a:zookeeper_lock("/zl/b", { listener = print }) end)
     raises("option 'on_acquired'", function() a:zookeeper_lock("/zl/b", { on_acquired = 1 }) end)
     raises("option 'data'", function() a:zookeeper_lock("/zl/b", { data = 1 }) end)
+    raises("option 'on_lost'", function() a:zookeeper_lock("/zl/b", { on_lost = "x" }) end)
     raises("with a colon", function() a.zookeeper_lock("/zl/b") end)
     local lk = a:zookeeper_lock("/zl/b")
     raises("bad argument #1 to 'acquire' (timeout", function() lk:acquire(-1) end)
     raises("release while not held", function() lk:release() end)
+    raises("bad argument #1 to 'on_lost' (expected a function or nil", function() lk:on_lost(1) end)
+    raises("use zookeeper_lock:on_lost", function() lk.on_lost(nil, print) end)
+    assert.are.equal(lk, lk:on_lost(nil))
     assert.is_true(lk:acquire(5))
     raises("not reentrant", function() lk:acquire(5) end)
     assert.are.equal(zkl.DATA, (a:get(lk:node())))
@@ -213,5 +222,36 @@ describe("zookeeper_lock (ZooKeeper's WriteLock recipe)", function()
     assert.is_false(lk:is_held())
     a:close()
     raises("closed client", function() lk:acquire(1) end)
+  end)
+end)
+
+describe("zookeeper_lock: loss reports", function()
+  local zk
+  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, { resume = true, each = true, own = "pauses the server" },
+    function(s) zk = s end)
+
+  it("a connection lost for less than the session timeout: SUSPENDED, then RECONNECTED, still held", function()
+    local S = 6 -- SUSPENDED after 2/3 S without the server (4 s), LOST only after 0.9 S (5.4 s)
+    local a = util.connect(zk.hosts, { session_timeout = S, identity = "zl-pause" })
+    local states = {}
+    local lk = a:zookeeper_lock("/zl/pause"):on_lost(function(st) states[#states + 1] = st end)
+    assert.is_true(lk:acquire(5))
+    local idle = a:zookeeper_lock("/zl/idle", { on_lost = function(st) states[#states + 1] = "idle " .. st end })
+    local sid, node = a:session(), lk:node()
+    assert.truthy(a:exists("/")) -- fresh contact: the session clocks start now
+    local t0 = util.now()
+    zk:pause()
+    local suspended = util.drive_until({ a }, function() return states[1] ~= nil end, S)
+    zk:resume()
+    assert.is_true(suspended, "no SUSPENDED within the session timeout")
+    assert.is_true(util.now() - t0 < 0.85 * S, "resumed too late to expect RECONNECTED")
+    assert.is_true(util.drive_until({ a }, function() return states[2] ~= nil end, 2 * S), table.concat(states, " "))
+    util.drive({ a }, 0.2)
+    assert.are.same({ "SUSPENDED", "RECONNECTED" }, states) -- the lock not held (idle) hears nothing
+    assert.are.equal(sid, (a:session()))
+    assert.is_true(lk:is_held())
+    assert.are.equal(node, lk:node())
+    assert.is_true(lk:release())
+    assert.is_nil(idle:node())
   end)
 end)

@@ -114,6 +114,48 @@ local function reg_of(client)
   return r
 end
 
+-- Loss reports: the client's session events, told to the locks held on it (on_lost). SUSPENDED
+-- when the connection is lost (the node may still be ours), RECONNECTED when the same session
+-- comes back, LOST when it ended (expired, or judged lost before the server could expire it:
+-- docs/design.md). A client closed by its owner tells nobody, as for the other locks.
+local function report(self, state)
+  local fn = self._on_lost
+  if fn then
+    local ok, err = pcall(fn, state, self)
+    if not ok then
+      R.log(self.client, "error", ("zookeeper_lock %s: on_lost handler failed (%s): %s"):format(self.dir, state,
+        tostring(err)))
+    end
+  elseif state == "LOST" then
+    R.log(self.client, "warn", ("zookeeper_lock %s was lost with the session"):format(check.short(self.dir)))
+  end
+end
+
+local function held_locks(client)
+  local r = reg_of(client)
+  if r.held then return r.held end
+  local held = setmetatable({}, { __mode = "k" }) -- lock -> true while held and not lost
+  r.held = held
+  client:on_session(function(state, c)
+    for lock in pairs(held) do
+      if state == "SUSPENDED" then
+        if not lock._suspended then
+          lock._suspended = true
+          report(lock, "SUSPENDED")
+        end
+      elseif state == "EXPIRED" or (state == "CONNECTED" and c:session() ~= lock._sid) then
+        held[lock] = nil
+        lock._suspended = nil
+        report(lock, "LOST")
+      elseif state == "CONNECTED" and lock._suspended then
+        lock._suspended = nil
+        report(lock, "RECONNECTED")
+      end
+    end
+  end)
+  return held
+end
+
 -- count self's create on its directory in flight (on = true) or no more (false); idempotent
 local function creating(self, on)
   if (self._creating or false) == on then return end
@@ -242,7 +284,8 @@ function acquire(self, timeout, ms)
         check.short(self.dir), mine), "ELOST"
     end
     if idx == 1 then
-      self._held, self._sid = true, sid
+      self._held, self._sid, self._suspended = true, sid, nil
+      held_locks(c)[self] = true
       call(self, "on_acquired")
       return true
     end
@@ -273,6 +316,7 @@ end
 function ZkLock:release()
   zl_check(self, "release")
   if not self._held then check.raise("zklock: zookeeper_lock:release while not held") end
+  reg_of(self.client).held[self] = nil -- nothing more to report, whatever the outcome
   if lost(self) then
     local node = self._node
     set_node(self, nil)
@@ -305,9 +349,22 @@ function ZkLock:__tostring()
   return ("zklock.zookeeper_lock(%s%s)"):format(self.dir, self._held and ", held" or "")
 end
 
-local OPTIONS = { on_acquired = check.is.func, on_released = check.is.func, data = check.is.string }
+-- fn(state, lock) on "SUSPENDED", "RECONNECTED" and "LOST" while held (nil: none; without one
+-- a LOST is logged as a warning). Returns the lock.
+function ZkLock:on_lost(fn)
+  check.object(self, ZkLock, "zookeeper_lock", "on_lost")
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_lost", 1, "expected a function or nil, got " .. check.describe(fn))
+  end
+  self._on_lost = fn -- not `on_lost`: that would hide this method
+  return self
+end
 
--- client:zookeeper_lock(dir, { on_acquired = fn(lock), on_released = fn(lock), data = })
+local OPTIONS = { on_acquired = check.is.func, on_released = check.is.func, on_lost = check.is.func,
+                  data = check.is.string }
+
+-- client:zookeeper_lock(dir, { on_acquired = fn(lock), on_released = fn(lock),
+--                              on_lost = fn(state, lock), data = })
 --   A lock compatible with ZooKeeper's WriteLock recipe on the same directory (LockListener's
 --   lockAcquired / lockReleased as callbacks). Not reentrant; one hold per object.
 function Client:zookeeper_lock(dir, opts)
@@ -321,7 +378,7 @@ function Client:zookeeper_lock(dir, opts)
   end
   opts = check.options("zookeeper_lock", 2, opts, OPTIONS)
   return setmetatable({ client = self, dir = dir, data = opts.data or M.DATA, on_acquired = opts.on_acquired,
-                        on_released = opts.on_released }, ZkLock)
+                        on_released = opts.on_released, _on_lost = opts.on_lost }, ZkLock)
 end
 
 return M

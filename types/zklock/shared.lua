@@ -179,6 +179,7 @@ function double_barrier:node() end
 ---@class zklock.ZookeeperLockOptions
 ---@field on_acquired? fun(lock: zklock.ZookeeperLock) Called when acquired (WriteLock's `LockListener.lockAcquired`).
 ---@field on_released? fun(lock: zklock.ZookeeperLock) Called after release (`LockListener.lockReleased`).
+---@field on_lost? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.ZookeeperLock) Called while held when the connection is lost, comes back on the same session, or the session ended (see `zookeeper_lock:on_lost`).
 ---@field data? string Node data (default the bytes 0x12 0x34, as WriteLock writes).
 
 ---A lock on ZooKeeper's WriteLock protocol (`client:zookeeper_lock(dir, opts)`).
@@ -217,3 +218,13 @@ function zookeeper_lock:is_held() end
 ---The node's full path while held or waiting, else nil.
 ---@return string|nil node
 function zookeeper_lock:node() end
+
+---Set the handler called while the lock is held on `"SUSPENDED"` (connection lost, ownership
+---uncertain), `"RECONNECTED"` (the same session is back: still held) and `"LOST"` (the session
+---ended: the node is gone, `is_held()` is false and `release()` answers `ELOST`). WriteLock has
+---no such report. Without a handler a LOST is logged as a warning.
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.ZookeeperLock) nil removes it.
+---@return zklock.ZookeeperLock lock
+function zookeeper_lock:on_lost(fn) end
