@@ -104,8 +104,8 @@ describe("zookeeper_lock (ZooKeeper's WriteLock recipe)", function()
   it("a holder whose session expires: is_held() turns false, release() says ELOST, the next one gets it",
     function()
     local a, b = connect("ex-1"), connect("ex-2")
-    local released, states = 0, {}
-    local la = a:zookeeper_lock("/zl/ex", { on_released = function() released = released + 1 end,
+    local released, states, la = 0, {}, nil
+    la = a:zookeeper_lock("/zl/ex", { on_released = function() released = released + 1 end,
                                             on_lost = function(st, l) states[#states + 1] = st; assert(l == la) end })
     local lb = b:zookeeper_lock("/zl/ex")
     assert.is_true(la:acquire(5))
