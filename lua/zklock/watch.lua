@@ -204,15 +204,8 @@ local function wait_on(client, obj, id, ms)
     w.deadline = now() + ms
     ws.timed[w] = true
   end
-  local a = client:_owner()
-  if a then
-    w.adapter = a
-    a.wait(client, w)
-  else
-    while not w.done and client.state ~= "CLOSED" do client:_pump(-1) end
-  end
+  client:_await(w) -- suspends through the caller's adapter, or blocks while pumping
   if not w.done then M.drop_wait(client, w) end -- woken otherwise (client closed, foreign resume)
-  w.consumed = true
   return not w.timed_out and client.state ~= "CLOSED"
 end
 
