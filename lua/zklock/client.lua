@@ -367,7 +367,10 @@ end
 -- Register a waiter for core operation `id`; grant = true when the op acquires something that
 -- must be given back if nobody picks it up.
 function Client:_waiter(id, grant)
-  local w = { id = id, grant = grant or nil }
+  -- every field the dispatch and the wait set later is there from the start: the table is made
+  -- at its final size instead of growing (and being rehashed) twice per wait
+  local w = { id = id, grant = grant or false, done = false, type = false, status = false, adapter = false,
+              consumed = false }
   if self._waiters[id] == nil then self._nwaiters = self._nwaiters + 1 end
   self._waiters[id] = w
   return w
