@@ -375,7 +375,10 @@ function Latch:await(timeout)
     return self:has_leadership() or self._closed or self.client.state == "CLOSED"
   end, self._changed)
   if self:has_leadership() then return true end
-  if ok then return fail(core.errno.ECLOSED, ("leader latch %s was closed while waiting"):format(self.path)) end
+  if ok then
+    return fail(core.errno.ECLOSED, ("%s was closed while waiting for leadership of latch %s")
+      :format(self._closed and "the latch" or "its client", self.path))
+  end
   return fail(core.errno.ETIMEDOUT, ("timed out after %g s waiting for leadership of latch %s")
     :format(timeout, self.path))
 end
