@@ -222,7 +222,8 @@ function zookeeper_lock:node() end
 ---Set the handler called while the lock is held on `"SUSPENDED"` (connection lost, ownership
 ---uncertain), `"RECONNECTED"` (the same session is back: still held) and `"LOST"` (the session
 ---ended: the node is gone, `is_held()` is false and `release()` answers `ELOST`). WriteLock has
----no such report. Without a handler a LOST is logged as a warning.
+---no such report. Without a handler a LOST is logged as a warning. The handler runs from the
+---client's event dispatch: it must not wait (set a flag, wake the owner).
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
 ---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.ZookeeperLock) nil removes it.
