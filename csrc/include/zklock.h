@@ -41,9 +41,10 @@
  *     and the log function (zkl_config.log_fn).
  *
  * Blocking. These calls can wait, and for at most this long:
- *   - zkl_client_wait(c, max_ms): by design, in poll() on the client's fd, for max_ms (-1: until
- *     zkl_client_timeout_ms(), i.e. ZooKeeper's next ping or connection deadline or an acquire's
- *     deadline); then it runs process(). It never holds the client's mutex while it waits.
+ *   - zkl_client_wait(c, max_ms): by design, waiting on the client's fd (epoll_wait; poll() with
+ *     the keepalive thread), for max_ms (-1: until zkl_client_timeout_ms(), i.e. ZooKeeper's next
+ *     ping or connection deadline or an acquire's deadline); then it runs process(). It never
+ *     holds the client's mutex while it waits.
  *   - zkl_client_close() and zkl_client_free(), in this order: (1) with keepalive, join the
  *     keepalive thread (up to its current sleep, at most 100 ms, plus the round it is running);
  *     (2) read the replies still due for requests in flight, for up to a third of the requested
