@@ -55,27 +55,21 @@ describe("leader waits", function()
     assert.is_true(util.drive_until({ c1, c2 }, function() return res ~= nil end, 20))
     assert.is_true(res[1], tostring(res[2]))
     assert.is_true(looks[1] <= 2 * LOOKS, ("looked %d times"):format(looks[1]))
-    -- a wait with no limit ends when the client closes (ECLOSED), not never
-    local l3 = c1:latch("/lw/co", { id = "three" })
-    local res3
-    c1:spawn(function() res3 = util.pack(l3:await()) end)
-    util.drive({ c1, c2 }, 0.2)
-    assert.is_nil(res3)
-    c1:close()
-    assert.is_true(util.drive_until({ c2 }, function() return res3 ~= nil end, 5))
-    util.assert_code("ECLOSED", res3)
-    assert.matches("its client was closed while waiting", res3[2], 1, true)
-    -- and the latch's own close ends a waiting await at once
-    local c3 = connect("c")
-    local l4 = c3:latch("/lw/co", { id = "four" })
-    local res4
-    c3:spawn(function() res4 = util.pack(l4:await()) end)
-    util.drive({ c2, c3 }, 0.2)
-    assert.is_nil(res4)
-    l4:close()
-    assert.is_true(util.drive_until({ c2, c3 }, function() return res4 ~= nil end, 5))
-    util.assert_code("ECLOSED", res4)
-    assert.matches("the latch was closed while waiting", res4[2], 1, true)
+    -- a wait with no limit (a new latch on client c, waiting behind l2) ends when end_it() is
+    -- called, with ECLOSED and a message naming what was closed
+    local function ended_by(c, id, end_it, words)
+      local l = c:latch("/lw/co", { id = id })
+      local r
+      c:spawn(function() r = util.pack(l:await()) end)
+      util.drive({ c, c2 }, 0.2)
+      assert.is_nil(r)
+      end_it(l)
+      assert.is_true(util.drive_until({ c2, c }, function() return r ~= nil end, 5))
+      util.assert_code("ECLOSED", r)
+      assert.matches(words, r[2], 1, true)
+    end
+    ended_by(c1, "three", function() c1:close() end, "its client was closed while waiting")
+    ended_by(connect("c"), "four", function(l) l:close() end, "the latch was closed while waiting")
     l2:close()
   end)
 
