@@ -303,12 +303,16 @@ describe("mutex across processes", function()
     local t_kill = now()
     holder:signal("KILL")
     assert.is_true(holder:wait_exit(5, pump))
-    -- watch the dead holder's node until it goes (bounded), and the first waiter's grant
+    -- watch the dead holder's node until it goes (bounded), and the first waiter's grant. A read
+    -- that finds the node was answered at some moment after it was sent: that moment is what
+    -- is known to precede the delete, so last_seen is the send time (the time the answer was
+    -- read may come after the grant on a busy machine, without any overlap)
     local last_seen = t_kill
     local got1
     local deadline = now() + 3 * SESSION * 1000
     while now() < deadline do
-      if obs:exists(dead) then last_seen = now() end
+      local asked = now()
+      if obs:exists(dead) then last_seen = asked end
       got1 = waiters[1]:wait_line("^acquired", 0)
       if got1 then break end
       util.drive({ obs }, 0.02)
