@@ -231,12 +231,9 @@ if #sccs == 0 then
   os.exit(0)
 end
 
--- name one shortest cycle through each component's first file, with the functions on each edge
-table.sort(sccs, function(a, b) return a[1] < b[1] end)
-for _, comp in ipairs(sccs) do
-  local inside = {}
-  for _, f in ipairs(comp) do inside[f] = true end
-  local start = comp[1]
+-- name a shortest cycle through each file of a component not named on one already, with the
+-- functions on each edge
+local function shortest_cycle(start, inside)
   local prev, queue, head, found = { [start] = false }, { start }, 1, nil
   while head <= #queue and not found do
     local v = queue[head]
@@ -259,11 +256,24 @@ for _, comp in ipairs(sccs) do
     v = prev[v]
   end
   path[#path + 1] = start
-  local parts = {}
-  for k = 1, #path - 1 do
-    parts[#parts + 1] = path[k] .. " -(" .. table.concat(edges[path[k]][path[k + 1]], ", ") .. ")-> "
+  return path
+end
+
+table.sort(sccs, function(a, b) return a[1] < b[1] end)
+for _, comp in ipairs(sccs) do
+  local inside, named = {}, {}
+  for _, f in ipairs(comp) do inside[f] = true end
+  for _, start in ipairs(comp) do
+    if not named[start] then
+      local path = shortest_cycle(start, inside)
+      local parts = {}
+      for k = 1, #path - 1 do
+        named[path[k]] = true
+        parts[#parts + 1] = path[k] .. " -(" .. table.concat(edges[path[k]][path[k + 1]], ", ") .. ")-> "
+      end
+      print("callgraph: cycle " .. table.concat(parts) .. start)
+    end
   end
-  print("callgraph: cycle " .. table.concat(parts) .. start)
   print("  files calling each other (directly or through others): " .. table.concat(comp, " "))
 end
 os.exit(1)
