@@ -272,11 +272,10 @@ void zkl__walk_keep(zkl_client *c, zkl_op *op, const char **sorted, int n,
 /* Was the deleted predecessor a mutex node that this client itself held? Then it was the head
  * when granted, and nothing sorted between it and us (it was our immediate predecessor), so we
  * are the head now. The server notifies the watch before it answers our own delete, so the
- * releasing op is still in the table; if not, the caller lists as usual. Mutex and latch only, like
- * the handoff on a watched head (queue.c, predecessor_gone): a write lock's holder may have
- * downgraded to a read node that sorts before us.
- * That includes the semaphore's internal mutex (stage 1), whose holder gives its node back
- * through a cleanup op marked held_head. */
+ * releasing op is still in the table; if not, the caller lists as usual. Mutex and latch only,
+ * like the handoff on a watched head (queue.c, predecessor_gone): a write lock's holder may have
+ * downgraded to a read node that sorts before us. That includes the semaphore's internal mutex
+ * (stage 1), whose holder gives its node back through a cleanup op marked held_head. */
 int zkl__walk_own_predecessor(zkl_client *c, zkl_op *op) {
     zkl_qop *q = QOP(op);
     if ((q->recipe != ZKL_MUTEX && q->recipe != ZKL_LATCH) || q->stage > 1 || !q->watch_path)
@@ -299,9 +298,9 @@ static int head_below(zkl_op *op, const char *name) {
     return !zkl__dircache_below(q->cache, name, 0, &found, &left) && found;
 }
 
-/* Where the walk goes now that the watched node is gone (its name marked gone already): see
- * zkl__walk_plan in queue.h. *next: the node to watch (WATCH; into the cache), *head: whether
- * nothing that counts is left below it. PROBE: q->probe holds the paths to check. */
+/* Where the walk goes now that the watched node is gone (its name marked gone already), one of
+ * the ZKL_WALK_* answers (queue.h). *next: the node to watch (WATCH; into the cache), *head:
+ * whether nothing that counts is left below it. PROBE: q->probe holds the paths to check. */
 int zkl__walk_plan(zkl_client *c, zkl_op *op, const char **next, int *head) {
     zkl_qop *q = QOP(op);
     if (!q->cache || !q->node) return ZKL_WALK_LIST;
