@@ -63,16 +63,32 @@ function M.reason(what, hint, name)
   return r
 end
 
+local THIS = debug.getinfo(1, "S").short_src
+
+-- "file:line: " of the nearest caller outside this file (the spec), or ""
+local function where()
+  local level = 2
+  while true do
+    local info = debug.getinfo(level, "Sl")
+    if not info then return "" end
+    if info.what ~= "C" and info.short_src ~= THIS then
+      return ("%s:%d: "):format(info.short_src, info.currentline)
+    end
+    level = level + 1
+  end
+end
+
 -- Skip the enclosing describe or test because a dependency is missing (see the top of this file).
--- `reason` says what is missing and how to install it; PREFIX is added when absent. `pending`:
--- the spec's own pending (in a test it ends the test at once; in a describe body the caller
--- returns after this call).
+-- `reason` says what is missing and how to install it; PREFIX is added when absent, and the spec's
+-- file and line before it. `pending`: the spec's own pending (in a test it ends the test at once;
+-- in a describe body the caller returns after this call).
 function M.skip(reason, pending)
   assert(type(reason) == "string" and reason ~= "", "deps.skip: reason must be a non-empty string")
   assert(type(pending) == "function", "deps.skip: pending must be busted's pending function")
   if reason:sub(1, #M.PREFIX) ~= M.PREFIX then reason = M.PREFIX .. reason end
+  reason = where() .. reason
   if M.ci() then
-    error(reason .. " (CI=true: a missing dependency fails the run; unset CI to skip instead)", 2)
+    error(reason .. " (CI=true: a missing dependency fails the run; unset CI to skip instead)", 0)
   end
   pending(reason)
 end
