@@ -12,14 +12,14 @@
 --
 -- deps.skip(reason, pending) in a describe or an it body (`pending` is busted's function of that
 -- place: the spec passes its own, since a describe's pending and a test's pending differ):
---   - outside CI: busted's pending("missing dependency: <reason>"); busted's TAP prints it as
---     "ok N - # SKIP missing dependency: ...", and .ci/run counts and prints it as skipped (not
---     passed);
+--   - outside CI: busted's pending("<spec file>:<line>: missing dependency: <reason>"); busted's
+--     TAP prints it as "ok N - # SKIP [<describe>] <spec file>:<line>: missing dependency: ...",
+--     and .ci/run counts and prints it as skipped (not passed);
 --   - with CI=true (or CI=1) in the environment: raises the same text, so the describe or the test
 --     fails. A CI machine installs every dependency (.ci/deps.sh): a skip there would hide a whole
 --     block of tests behind a green run.
--- deps.PREFIX ("missing dependency: ") starts every such reason; .ci/run, under CI=true, also fails
--- any skip whose reason starts with it (a spec that called pending() with it by hand).
+-- deps.PREFIX ("missing dependency: ") is in every such reason; .ci/run, under CI=true, also fails
+-- any skip whose reason holds it (a spec that called pending() with it by hand).
 --
 -- ZKL_TEST_MISSING="name,name" (e.g. "nginx" or "luv,cqueues") makes deps.present(name) false and
 -- deps.require(name) fail for those names, so the skip and the CI failure can be shown on a machine
