@@ -6,6 +6,7 @@
 --   busted --lua=luajit --run=luajit spec/17-dead-owners_spec.lua
 local util = require("support.util")
 local fixture = require("support.fixture")
+local deps = require("support.deps")
 
 local now = util.now
 
@@ -105,8 +106,8 @@ describe("holds of dead owners", function()
   end)
 
   it("a coroutine driven by an adapter (cqueues)", function()
-    local okq, cqueues = pcall(require, "cqueues")
-    if not okq then pending("cqueues is not installed") return end
+    local cqueues = deps.require("cqueues", "apt-get install lua-cqueues", pending)
+    if not cqueues then return end
     local zcq = require("zklock.adapters.cqueues")
     local a, lines = logged_client()
     local b = connect()

@@ -8,6 +8,7 @@ local zklock = require("zklock")
 local testing = require("zklock.testing")
 local util = require("support.util")
 local fixture = require("support.fixture")
+local deps = require("support.deps")
 
 local pack, assert_code = util.pack, util.assert_code
 
@@ -166,11 +167,8 @@ describe("watches on plain reads", function()
 end)
 
 describe("watches under the luv adapter #adapters", function()
-  local ok_uv, uv = pcall(require, "luv")
-  if not ok_uv then
-    pending("lua-luv is not installed (apt-get install lua-luv)")
-    return
-  end
+  local uv = deps.require("luv", "apt-get install lua-luv", pending)
+  if not uv then return end
   local zluv = require("zklock.adapters.luv")
   local zk
   fixture.server({}, {}, function(s) zk = s end)

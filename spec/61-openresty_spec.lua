@@ -3,10 +3,12 @@
 -- ZooKeeper. The nginx side does not depend on the interpreter that runs busted, so these tests
 -- run once, in the Lua 5.4 run (tagged #lua54; the LuaJIT run excludes that tag).
 --   busted --lua=lua5.4 spec/61-openresty_spec.lua
--- Skipped (pending) when nginx, the Lua module, lua-resty-core, curl or build-jit are missing.
+-- Skipped when nginx, the Lua module, lua-resty-core, curl or build-jit are missing, and failed
+-- instead under CI=true (spec/support/deps.lua).
 local zklock = require("zklock")
 local testing = require("zklock.testing")
 local harness = require("support.nginx.harness")
+local deps = require("support.deps")
 local fixture = require("support.fixture")
 
 local ROOT = harness.ROOT
@@ -38,10 +40,7 @@ end
 
 describe("openresty adapter #openresty #lua54 #nosan", function()
   local why = harness.unavailable(ROOT)
-  if why then
-    pending("skipped: " .. why)
-    return
-  end
+  if why then deps.skip(why, pending) return end
 
   local zk, srv, client, tmp
   local counter_file

@@ -5,10 +5,12 @@
 -- that log in write order (no clocks) and finds any overlap. Like spec/61, the nginx side does
 -- not depend on busted's interpreter: run once, in the Lua 5.4 run (#lua54).
 --   busted --lua=lua5.4 spec/64-openresty-fleet_spec.lua
--- Skipped (pending) when nginx, the Lua module, lua-resty-core, curl or build-jit are missing.
+-- Skipped when nginx, the Lua module, lua-resty-core, curl or build-jit are missing, and failed
+-- instead under CI=true (spec/support/deps.lua).
 local zklock = require("zklock")
 local testing = require("zklock.testing")
 local harness = require("support.nginx.harness")
+local deps = require("support.deps")
 
 local ROOT = harness.ROOT
 local JOB_PATH = "/fleet/job"
@@ -80,10 +82,7 @@ end
 
 describe("one worker across the fleet #openresty #lua54 #nosan", function()
   local why = harness.unavailable(ROOT)
-  if why then
-    pending("skipped: " .. why)
-    return
-  end
+  if why then deps.skip(why, pending) return end
 
   local zk, client, tmp, job_log
   local inst = {} -- name -> nginx server

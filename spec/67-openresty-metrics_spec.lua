@@ -2,9 +2,11 @@
 -- them) in a real nginx with 2 workers and a real ZooKeeper: the lock metrics of both workers go
 -- to one lua_shared_dict, so a scrape answered by either worker counts every request.
 --   busted --lua=lua5.4 spec/67-openresty-metrics_spec.lua
--- Skipped (pending) when nginx, the Lua module, lua-resty-core, curl or build-jit are missing.
+-- Skipped when nginx, the Lua module, lua-resty-core, curl or build-jit are missing, and failed
+-- instead under CI=true (spec/support/deps.lua).
 local testing = require("zklock.testing")
 local harness = require("support.nginx.harness")
+local deps = require("support.deps")
 local fixture = require("support.fixture")
 
 local ROOT = harness.ROOT
@@ -25,10 +27,7 @@ end
 
 describe("openresty example /metrics #openresty #lua54 #nosan", function()
   local why = harness.unavailable(ROOT)
-  if why then
-    pending("skipped: " .. why)
-    return
-  end
+  if why then deps.skip(why, pending) return end
 
   local zk, srv
   fixture.server({}, {}, function(s) zk = s end)

@@ -3,13 +3,11 @@
 -- computes or blocks, although it forgives the time the machine did not run this process.
 --   busted --lua=lua5.4 spec/fast/lateness_spec.lua
 local H = require("support.adapters")
+local deps = require("support.deps")
 
 describe("adapter timer lateness check #fast", function()
-  local uv = H.try_require("luv")
-  if not uv then
-    pending("lua-luv is not installed (apt-get install lua-luv)")
-    return
-  end
+  local uv = deps.require("luv", "apt-get install lua-luv", pending)
+  if not uv then return end
 
   -- An unrelated 20 ms timer as in the contention tests, while `starve(k)` runs from another
   -- timer every 100 ms, 4 times; returns the meter.

@@ -2,7 +2,7 @@
 -- for the OpenResty adapter's spec. Pure Lua (5.1-5.4), Linux only.
 --
 --   local harness = require("support.nginx.harness")
---   local ok, why = harness.available(root)       -- nginx, the lua module, resty.core, build-jit
+--   local why = harness.unavailable(root)          -- nginx, the lua module, resty.core, build-jit, curl
 --   local ngx_srv = harness.start{ root = root, vars = { ZK_HOSTS = ..., ... }, workers = 4 }
 --   ngx_srv:get("/free") -> status, body, seconds      (curl)
 --   ngx_srv:reload()  ngx_srv:workers()  ngx_srv:stop()  ngx_srv:log_tail(40)
@@ -17,6 +17,7 @@ M.MODULES = "/usr/lib/nginx/modules"
 
 -- Shell, file and process helpers of the public test harness (commands run with LD_PRELOAD unset).
 local testing = require("zklock.testing")
+local deps = require("support.deps")
 local shq, execute, readcmd = testing.shq, testing.execute, testing.sh
 local read_file, write_file, exists = testing.read_file, testing.write_file, testing.exists
 local sleep, now = testing.sleep, testing.now
@@ -39,19 +40,26 @@ local function alive(pid)
   return pid ~= nil and testing.pid_alive(pid)
 end
 
--- Why the OpenResty spec cannot run here, or nil.
+-- Why the OpenResty specs cannot run here (what is missing and how to install it), or nil. The
+-- specs pass it to deps.skip (spec/support/deps.lua): a skip, or a failure under CI=true.
+-- ZKL_TEST_MISSING can hide each of these by its name (nginx, ngx_http_lua_module, lua-resty-core,
+-- build-jit, curl), to show that path on a machine that has them.
 function M.unavailable(root)
-  if not exists(M.NGINX) then return "nginx is not installed (apt-get install nginx-core)" end
-  if not exists(M.MODULES .. "/ngx_http_lua_module.so") then
-    return "the nginx Lua module is not installed (apt-get install libnginx-mod-http-lua)"
+  local checks = {
+    { "nginx", function() return exists(M.NGINX) end, "nginx is not installed", "apt-get install nginx-core" },
+    { "ngx_http_lua_module", function() return exists(M.MODULES .. "/ngx_http_lua_module.so") end,
+      "the nginx Lua module is not installed", "apt-get install libnginx-mod-http-lua" },
+    { "lua-resty-core", function() return exists("/usr/share/lua/5.1/resty/core.lua") end,
+      "lua-resty-core is not installed", "apt-get install lua-resty-core" },
+    { "build-jit", function() return exists(root .. "/build-jit/zklock/core.so") end,
+      "no LuaJIT build of zklock.core (build-jit/zklock/core.so)",
+      "cmake -S . -B build-jit -DZKL_LUA=luajit && cmake --build build-jit" },
+    { "curl", function() return execute("command -v curl >/dev/null 2>&1") end, "curl is not installed",
+      "apt-get install curl" },
+  }
+  for _, c in ipairs(checks) do
+    if not deps.present(c[1], c[2]()) then return deps.reason(c[3], c[4], c[1]) end
   end
-  if not exists("/usr/share/lua/5.1/resty/core.lua") then
-    return "lua-resty-core is not installed (apt-get install lua-resty-core)"
-  end
-  if not exists(root .. "/build-jit/zklock/core.so") then
-    return "no LuaJIT build of zklock.core (cmake -S . -B build-jit -DZKL_LUA=luajit && cmake --build build-jit)"
-  end
-  if not execute("command -v curl >/dev/null 2>&1") then return "curl is not installed" end
   return nil
 end
 
