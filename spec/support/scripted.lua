@@ -87,6 +87,12 @@ function Req:ok(a, b, c)
   return answered(self, f.reply(self.index, "ZOK"), "ok")
 end
 
+-- the stat version the next answer carries (get, exists, set): r:stat_version(3):ok(...)
+function Req:stat_version(v)
+  self.s.fake.stat_version(self.index, v)
+  return self
+end
+
 function Req:fail(rc)
   assert(type(rc) == "string" and rc ~= "ZOK", "fail: expected a ZooKeeper error name such as 'ZNONODE'")
   return answered(self, self.s.fake.reply(self.index, rc), rc)

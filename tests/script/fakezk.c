@@ -527,6 +527,10 @@ int fz_data_ok(fz_req *r, const char *data, int64_t czxid) {
     return answer(r, ZOK);
 }
 
+void fz_stat_version(fz_req *r, int version) {
+    if (r && r->priv) r->priv->stat.version = version;
+}
+
 int fz_data_ok_len(fz_req *r, const char *data, int len, int64_t czxid) {
     if (!r || r->kind != FZ_GET || r->status != FZ_PENDING || len < 0) return -1;
     r->priv->data = xmalloc((size_t)len + 1);

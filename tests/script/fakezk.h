@@ -83,6 +83,8 @@ int fz_create_ok_owner(fz_req *r, int seq, int64_t czxid, int64_t owner); /* eph
 int fz_children_ok(fz_req *r, const char *const *names);                  /* NULL-terminated */
 int fz_children_v(fz_req *r, ...);                                        /* names..., NULL */
 int fz_data_ok(fz_req *r, const char *data, int64_t czxid);
+/* the version in the stat of r's next scripted answer (get, exists, set) */
+void fz_stat_version(fz_req *r, int version);
 int fz_data_ok_len(fz_req *r, const char *data, int len, int64_t czxid); /* any bytes */
 int fz_stat_ok(fz_req *r, int64_t czxid); /* an ephemeral node of r's own session */
 int fz_stat_owner(fz_req *r, int64_t czxid, int64_t owner); /* ... of session `owner` */

@@ -208,6 +208,11 @@ static int f_stat_ok(lua_State *L) {
         return done(L, fz_stat_owner(r, czxid, (int64_t)luaL_checkinteger(L, 3)));
     return done(L, fz_stat_ok(r, czxid));
 }
+/* fake.stat_version(i, version): the stat version of request i's coming answer */
+static int f_stat_version(lua_State *L) {
+    fz_stat_version(checkreq(L, 1), (int)luaL_checkinteger(L, 2));
+    return 0;
+}
 /* fake.multi_answer(i, { rc, ... }, seq) */
 static int f_multi_answer(lua_State *L) {
     fz_req *r = checkreq(L, 1);
@@ -377,6 +382,7 @@ static const luaL_Reg fake_funcs[] = {{"req", f_req},
                                       {"data_ok", f_data_ok},
                                       {"stat_ok", f_stat_ok},
                                       {"multi_answer", f_multi_answer},
+                                      {"stat_version", f_stat_version},
                                       {"serve", f_serve},
                                       {"serve_all", f_serve_all},
                                       {"apply", f_apply},
