@@ -124,18 +124,20 @@ end
 
 -- scripted.new(opts) -> s: a fresh fake and a connected client. opts: session_timeout (s, 10),
 -- identity ("me"), connect = false (leave the client CONNECTING), any other zklock.connect option.
+-- The client's log lines (level error and worse unless opts.log_level) collect in s.log.
 function M.new(opts)
   opts = opts or {}
   local zklock, c = load()
   local fake = c.fake
   fake.reset()
+  local log = {}
   local o = { wait = false, session_timeout = opts.session_timeout or 10, identity = opts.identity or "me",
-              log_level = opts.log_level or "error" }
+              log_level = opts.log_level or "error", log = function(line) log[#log + 1] = line end }
   for k, v in pairs(opts) do
     if k ~= "connect" then o[k] = v end
   end
   local client = assert(zklock.connect("fake:2181", o))
-  local s = setmetatable({ zklock = zklock, core = c, fake = fake, client = client, tasks = {} }, S)
+  local s = setmetatable({ zklock = zklock, core = c, fake = fake, client = client, tasks = {}, log = log }, S)
   if opts.connect ~= false then s:reconnect() end
   return s
 end
@@ -155,6 +157,9 @@ end
 local Task = {}
 Task.__index = Task
 function Task:returned()
+  if not self.done and coroutine.status(self.co) == "dead" then
+    error("the task raised: " .. table.concat(self.s.log, "\n"), 2)
+  end
   if not self.done then error("the task has not finished", 2) end
   if not self.results[1] then error("the task raised: " .. tostring(self.results[2]), 2) end
   return unpack_(self.results, 2, self.results.n)
@@ -166,11 +171,19 @@ function Task:failed()
   return msg, code
 end
 
+-- Lua 5.1 cannot yield across pcall (LuaJIT and 5.2+ can): there a task that raises ends its
+-- coroutine, and the error is in the client's log (s.log)
+local PCALL_YIELDS = _VERSION ~= "Lua 5.1" or jit ~= nil
+
 function S:spawn(fn, ...)
-  local t = setmetatable({ done = false }, Task)
+  local t = setmetatable({ done = false, s = self }, Task)
   local n, args = select("#", ...), { ... }
   t.co = self.client:spawn(function()
-    t.results = pack_(pcall(fn, unpack_(args, 1, n)))
+    if PCALL_YIELDS then
+      t.results = pack_(pcall(fn, unpack_(args, 1, n)))
+    else
+      t.results = pack_(true, fn(unpack_(args, 1, n)))
+    end
     t.done = true
   end)
   self.tasks[#self.tasks + 1] = t
