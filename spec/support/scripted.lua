@@ -19,8 +19,9 @@
 -- serve() (from the fake's znode tree), apply() (the tree changes, no answer is sent), drop()
 -- (the answer is lost: the next disconnect fails it). Each answer pumps the client.
 --
--- Heartbeats: a client may send exists("/") when it has been idle (the core's liveness check);
--- expect() and pending() skip them, advance() answers them, s:heartbeats() answers the pending ones.
+-- Heartbeats: a client may send exists("/") when it has been idle or the link came back (the core's
+-- liveness check); expect() and pending() skip them, advance() and reconnect() answer them,
+-- s:heartbeats() answers the pending ones.
 local M = {}
 
 local unpack_ = table.unpack or unpack
@@ -289,6 +290,9 @@ function S:disconnect() self.fake.disconnect(); return self:pump() end
 function S:reconnect()
   self.fake.connect()
   self:pump()
+  -- the same session back: the core may stay SUSPENDED until the server answers a request sent
+  -- since (its heartbeat)
+  self:heartbeats()
   if self.client.state ~= "CONNECTED" then
     error("scripted: the client is " .. self.client.state .. " after the fake connected", 2)
   end
