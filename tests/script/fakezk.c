@@ -30,7 +30,8 @@ struct fz_req_private {
         strings_completion_t strs;
     } done;
     const void *ctx;
-    watcher_fn wfn; /* NULL with watch = 1: the handle's default watcher */
+    zoo_op_result_t *mresults; /* a multi: the core's result slots, as long as its ops */
+    watcher_fn wfn;            /* NULL with watch = 1: the handle's default watcher */
     void *wctx;
     /* the answer */
     struct Stat stat;
@@ -38,10 +39,9 @@ struct fz_req_private {
     int nchildren;
     char *data;
     int len;
-    /* multi: the core's ops and result slots (it keeps them until the reply) */
-    const zoo_op_t *ops;
-    zoo_op_result_t *results;
-    int nops;
+    /* a multi: the core's ops (they live as long as the core's transaction) */
+    const zoo_op_t *mops;
+    int mcount;
 };
 
 enum { W_DATA = 1, W_EXIST, W_CHILD };
@@ -418,12 +418,12 @@ int fz_drop(fz_req *r) {
 }
 
 int fz_multi_n(const fz_req *r) {
-    return r && r->kind == FZ_MULTI ? r->priv->nops : 0;
+    return r && r->kind == FZ_MULTI ? r->priv->mcount : 0;
 }
 
 int fz_multi_op(const fz_req *r, int i, int *type, const char **path, int *version) {
-    if (!r || r->kind != FZ_MULTI || i < 0 || i >= r->priv->nops || !r->priv->ops) return -1;
-    const zoo_op_t *op = &r->priv->ops[i];
+    if (!r || r->kind != FZ_MULTI || i < 0 || i >= r->priv->mcount || !r->priv->mops) return -1;
+    const zoo_op_t *op = &r->priv->mops[i];
     *type = op->type;
     *version = -1;
     switch (op->type) {
@@ -452,12 +452,12 @@ int fz_multi_answer(fz_req *r, const int *rcs, int seq) {
     if (!r || r->kind != FZ_MULTI || r->status != FZ_PENDING) return -1;
     struct fz_req_private *p = r->priv;
     int rc = ZOK;
-    for (int i = 0; i < p->nops; i++) {
-        const zoo_op_t *op = &p->ops[i];
-        if (p->results) {
-            p->results[i].err = rcs[i];
+    for (int i = 0; i < p->mcount; i++) {
+        const zoo_op_t *op = &p->mops[i];
+        if (p->mresults) {
+            p->mresults[i].err = rcs[i];
             if (rcs[i] == ZOK && op->type == ZOO_SETDATA_OP && op->set_op.stat)
-                p->results[i].stat = op->set_op.stat;
+                p->mresults[i].stat = op->set_op.stat;
         }
         if (rcs[i] == ZOK && (op->type == ZOO_CREATE_OP || op->type == ZOO_CREATE_CONTAINER_OP) &&
             op->create_op.buf && op->create_op.buflen > 0) {
@@ -894,12 +894,13 @@ static int t_aset(zhandle_t *zh, const char *path, const char *buf, int len, int
 
 static int t_amulti(zhandle_t *zh, int count, const zoo_op_t *ops, zoo_op_result_t *results,
                     void_completion_t done, const void *data) {
+    (void)count, (void)ops, (void)results;
     if (!usable(zh)) return ZINVALIDSTATE;
     fz_req *r = record(zh, FZ_MULTI, "", data);
+    r->priv->mresults = results;
     r->priv->done.v = done;
-    r->priv->ops = ops;
-    r->priv->results = results;
-    r->priv->nops = count;
+    r->priv->mops = ops;
+    r->priv->mcount = count;
     return ZOK;
 }
 
