@@ -308,12 +308,14 @@ function S:fire(kind, path)
 end
 
 -- Close the client (the link is dropped first when requests are unanswered, so close does not
--- wait for their answers).
+-- wait for their answers), then forget the fake's state (freed now: the module may be unloaded
+-- before the process ends, and LeakSanitizer would count what its globals held).
 function S:close()
   if self.client.state ~= "CLOSED" then
     if self.fake.unanswered() > 0 then self.fake.drop_link() end
     self.client:close()
   end
+  self.fake.reset()
 end
 
 M.Req, M.S, M.Task = Req, S, Task
