@@ -1,5 +1,7 @@
-/* client.c - the ZooKeeper session behind one stable fd: I/O, session states, deadlines,
- * the table of operations and the event queue. Recipes live in lock.c. */
+/* client.c - the session layer: the ZooKeeper session behind one stable fd, I/O, session states,
+ * deadlines, keepalive, the client's lifecycle, credentials and ACLs. It knows no recipe: ops are
+ * called through their kind tables (op.c keeps the table of live ops, events.c the event queue,
+ * mem.c the allocator; the kinds live in queue.c, semaphore.c, multi.c, plain.c and txn.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -15,35 +17,6 @@
 
 static void acl_free(zkl_client *c, struct ACL_vector *v);
 
-static void *default_realloc(void *ud, void *p, size_t osize, size_t nsize) {
-    (void)ud;
-    (void)osize;
-    if (nsize == 0) {
-        free(p);
-        return NULL;
-    }
-    return realloc(p, nsize);
-}
-
-void *zkl__alloc(zkl_client *c, size_t n) {
-    return c->alloc.realloc(c->alloc.ud, NULL, 0, n);
-}
-
-void zkl__free(zkl_client *c, void *p, size_t n) {
-    if (p) c->alloc.realloc(c->alloc.ud, p, n, 0);
-}
-
-char *zkl__strdup(zkl_client *c, const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = zkl__alloc(c, n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
-void zkl__strfree(zkl_client *c, char *s) {
-    if (s) zkl__free(c, s, strlen(s) + 1);
-}
-
 int64_t zkl__now(const zkl_client *c) {
     return c->zk->now_ms();
 }
@@ -51,98 +24,21 @@ int64_t zkl__now(const zkl_client *c) {
 /* ---------------------------------------------------------------- current client */
 
 /* Completions run only inside zookeeper_process/interest/close, which only this file calls; the
- * client being driven is recorded here so completions can find it from their integer token. */
-static __thread zkl_client *current_client;
-
-zkl_client *zkl__current(void) {
-    return current_client;
-}
-
+ * client being driven is recorded (op.c, zkl__current) so completions can find it from their
+ * integer token. */
 #define WITH_CLIENT(c, stmt)                                                                       \
     do {                                                                                           \
-        zkl_client *saved_ = current_client;                                                       \
-        current_client = (c);                                                                      \
+        zkl_client *saved_ = zkl__set_current(c);                                                  \
         (c)->in_callback++;                                                                        \
         stmt;                                                                                      \
         (c)->in_callback--;                                                                        \
-        current_client = saved_;                                                                   \
+        zkl__set_current(saved_);                                                                  \
     } while (0)
-
-/* ---------------------------------------------------------------- events */
-
-/* Make room for `extra` more events. Ops reserve room when they are created, so that emitting
- * an event (deep inside a ZooKeeper callback) practically never needs memory. */
-int zkl__ev_reserve(zkl_client *c, size_t extra) {
-    if (c->ev_len + extra <= c->ev_cap) return 0;
-    size_t ncap = c->ev_cap ? c->ev_cap : 64, i;
-    while (ncap < c->ev_len + extra)
-        ncap *= 2;
-    zkl_event *nev = zkl__alloc(c, ncap * sizeof *nev);
-    if (!nev) return ZKL_ENOMEM;
-    for (i = 0; i < c->ev_len; i++)
-        nev[i] = c->ev[(c->ev_head + i) % c->ev_cap];
-    zkl__free(c, c->ev, c->ev_cap * sizeof *c->ev);
-    c->ev = nev;
-    c->ev_cap = ncap;
-    c->ev_head = 0;
-    return 0;
-}
-
-int zkl__emit(zkl_client *c, zkl_op *op, int type, int status) {
-    if (op && op->parent_id && (type == ZKL_EV_ACQUIRED || type == ZKL_EV_FAILED)) {
-        /* a multi-lock component reports to its parent */
-        zkl_op *parent = zkl__op_find(c, op->parent_id);
-        if (parent && parent->kind->child_event) {
-            parent->kind->child_event(c, parent, op, type, status);
-            return 0;
-        }
-        op->parent_id = 0; /* the parent is gone: nobody wants the result */
-        if (type == ZKL_EV_ACQUIRED)
-            op->kind->abandon(c, op);
-        else
-            op->user_gone = 1;
-        return 0;
-    }
-    if (op && op->user_gone) return 0;
-    if (zkl__ev_reserve(c, 1) != 0) return ZKL_ENOMEM; /* only if the reservation was outgrown */
-    zkl_event *e = &c->ev[(c->ev_head + c->ev_len) % c->ev_cap];
-    e->id = op ? op->id : 0;
-    e->type = type;
-    e->status = status;
-    c->ev_len++;
-    if (op && (type == ZKL_EV_FAILED || type == ZKL_EV_RELEASED || type == ZKL_EV_OP_DONE)) {
-        if (type == ZKL_EV_OP_DONE) op->pinned = 1;
-        op->user_gone = 1;
-    }
-    return 0;
-}
-
-static void release_last_done(zkl_client *c) {
-    zkl_op *op = c->last_done;
-    if (op) {
-        c->last_done = NULL;
-        op->pinned = 0;
-        zkl__op_maybe_free(c, op);
-    }
-}
-
-int zkl__client_next_event(zkl_client *c, zkl_event *out) {
-    release_last_done(c);
-    if (c->ev_len == 0) return 0;
-    *out = c->ev[c->ev_head];
-    c->ev_head = (c->ev_head + 1) % c->ev_cap;
-    c->ev_len--;
-    if (out->type == ZKL_EV_OP_DONE) {
-        zkl_op *op = zkl__op_find(c, out->id);
-        if (op) c->last_done = op;
-    }
-    return 1;
-}
 
 /* ---------------------------------------------------------------- logging */
 
 static void zk_log(const char *msg) {
-    zkl_client *c = current_client;
+    zkl_client *c = zkl__current();
     if (c && c->log_fn) c->log_fn(c->log_ud, msg);
 }
 
@@ -411,7 +307,7 @@ int zkl__client_process(zkl_client *c) {
 int zkl__process(zkl_client *c, int owner) {
     if (c->closed) return ZKL_ECLOSED;
     size_t before = c->ev_len;
-    if (owner) release_last_done(c);
+    if (owner) zkl__release_last_done(c);
     int64_t start = zkl__now(c);
     if (c->last_process_ms && c->zh &&
         (c->state == ZKL_STATE_CONNECTED || c->state == ZKL_STATE_SUSPENDED) &&
@@ -549,8 +445,7 @@ int zkl_client_new(const zkl_config *cfg, zkl_client **out) {
 }
 
 int zkl__client_new_zk(const zkl_config *cfg, const zkl_zk *zk, zkl_client **out) {
-    static const zkl_allocator def = {default_realloc, NULL};
-    const zkl_allocator *a = cfg->alloc ? cfg->alloc : &def;
+    const zkl_allocator *a = cfg->alloc ? cfg->alloc : &zkl__default_alloc;
     *out = NULL;
     if (!cfg->hosts || !*cfg->hosts || cfg->session_timeout_ms < 0) return ZKL_EINVAL;
     zkl_client *c = a->realloc(a->ud, NULL, 0, sizeof *c);
@@ -645,7 +540,7 @@ int zkl__client_close(zkl_client *c) {
     zkl_op *op, *next;
     if (c->closed) return ZKL_OK;
     keepalive_stop(c); /* the caller holds no lock here: see api.c */
-    release_last_done(c);
+    zkl__release_last_done(c);
     for (op = c->ops; op; op = next) {
         next = op->next;
         if (op->kind->close) op->kind->close(c, op); /* its final event, if it owes one */
@@ -688,7 +583,7 @@ void zkl__client_destroy(zkl_client *c) {
     zkl__free(c, c->acls, (size_t)c->nacls * sizeof *c->acls);
     if (c->epfd >= 0) close(c->epfd);
     zkl__free(c, c->buckets, c->nbuckets * sizeof *c->buckets);
-    zkl__free(c, c->ev, c->ev_cap * sizeof *c->ev);
+    zkl__ev_free(c);
     zkl__strfree(c, c->hosts);
     zkl__free(c, c->identity, c->identity_len + 1);
     zkl_allocator a = c->alloc;

@@ -38,8 +38,10 @@ struct zkl_op {
     int user_gone;      /* no more events for this op */
     int pinned;         /* result readable until its event is consumed */
     int64_t deadline;   /* monotonic ms while P_ACQUIRING; 0 none */
-    uint64_t parent_id; /* a multi-lock component reports to its parent until all are held */
+    uint64_t parent_id; /* a component reports ACQUIRED/FAILED to this op's child_event hook
+                           (a multi-lock's, until all are held); zkl__emit routes it */
     int multi_index;
+    int parent_rc; /* why a container parent could not be made (node.c), if so: the first refusal */
 };
 
 /* What an op kind does when the session layer calls it. NULL entries are not called. */
@@ -104,13 +106,13 @@ struct zkl_client {
     int64_t session_id;
     char passwd[16];
     int sessions;
-    zkl_listing *listings;  /* lock dirs to list at the next flush (lock.c, shared listings) */
+    zkl_listing *listings;  /* lock dirs to list at the next flush (listing.c) */
     const void *sorted_for; /* the reply being shared, while it is dispatched */
     const char **sorted;    /* its children sorted for sorted_recipe (NULL: not yet) */
     size_t sorted_n;
     int sorted_recipe;
     unsigned listing_serial; /* counts shared listing replies (listing.c) */
-    zkl_dircache *dircaches; /* what waiters of this client know of their lock dirs (listing.c) */
+    zkl_dircache *dircaches; /* what waiters of this client know of their lock dirs (walk.c) */
     /* the last lease listing: a hash of its dir and whether it was over max; when it had room,
      * the next acquire of that semaphore lists without a watch (none to take back on a grant) */
     uint64_t lease_hint_dir;
@@ -146,21 +148,31 @@ struct zkl_client {
     int64_t last_owner_ms;
 };
 
-/* client.c: memory, time, events, the session */
+/* mem.c: the client's allocator (a leaf) */
+extern const zkl_allocator zkl__default_alloc;
 void *zkl__alloc(zkl_client *c, size_t n);
 void zkl__free(zkl_client *c, void *p, size_t n);
 char *zkl__strdup(zkl_client *c, const char *s);
 void zkl__strfree(zkl_client *c, char *s);
-int64_t zkl__now(const zkl_client *c);
-int zkl__emit(zkl_client *c, zkl_op *op, int type, int status);
+
+/* events.c: the event queue (calls mem.c only) */
 int zkl__ev_reserve(zkl_client *c, size_t extra);
+int zkl__ev_push(zkl_client *c, uint64_t id, int type, int status);
+int zkl__ev_pop(zkl_client *c, zkl_event *out); /* 1: *out is the oldest event; 0: none */
+void zkl__ev_free(zkl_client *c);
+
+/* client.c: time, the session (called by the kinds; it calls them only through kind tables) */
+int64_t zkl__now(const zkl_client *c);
 int zkl__connected(const zkl_client *c);
 int zkl__startable(const zkl_client *c); /* 0, or why no op can start (ECLOSED, ZAUTHFAILED) */
 void zkl__refresh_interest(zkl_client *c);
-zkl_client *zkl__current(void);
 struct ACL_vector *zkl__acl(zkl_client *c, int id);
 
-/* op.c: the table of live ops */
+/* op.c: the table of live ops, the client being driven, events of ops */
+zkl_client *zkl__current(void);
+zkl_client *zkl__set_current(zkl_client *c); /* returns the one it replaces */
+int zkl__emit(zkl_client *c, zkl_op *op, int type, int status);
+void zkl__release_last_done(zkl_client *c);
 zkl_op *zkl__op_new(zkl_client *c, const zkl_kind *kind);
 zkl_op *zkl__op_find(zkl_client *c, uint64_t id);
 zkl_op *zkl__reply_op(const void *token, zkl_client **cp);
@@ -174,40 +186,22 @@ int zkl__listing_join(zkl_client *c, const char *dir, const void *token, strings
 void zkl__listings_flush(zkl_client *c);
 void zkl__listings_drop(zkl_client *c);
 
-/* What this client knows of a lock dir, kept for its waiters: the last listing sorted for one
- * order (mutex, read-write or latch), the nodes since seen gone, and a floor (every node sorting
- * below it is gone: a node of this client was granted an exclusive hold there; the floor node
- * itself counts until it is seen gone, as its holder may hold it still). Nodes made by
- * sequential creates only get higher sequences, so a waiter finds in it every node that can
- * still sort before its own (see queue.c, predecessor_gone). */
-zkl_dircache *zkl__dircache_ref(zkl_client *c, const char *dir, zkl_recipe r);
-void zkl__dircache_unref(zkl_client *c, zkl_dircache *d);
-/* refill from a sorted listing (serial: the shared listing it came from, 0 a private one);
- * -1 when out of memory (the cache is then empty) */
-int zkl__dircache_fill(zkl_client *c, zkl_dircache *d, const char *const *sorted, int n,
-                       unsigned serial);
-void zkl__dircache_gone(zkl_dircache *d, const char *name);
-/* the same, by dir: name (a node of this client) was deleted by the client itself */
-void zkl__dircache_gone_in(zkl_client *c, const char *dir, zkl_recipe r, const char *name);
-/* name (a node of this client) was granted an exclusive hold: every node below it is gone */
-void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const char *name);
-/* The nearest node sorting below name that is neither known gone nor below the floor
- * (writers_only: only writers count): its name, or NULL when none. *found is 0 when name itself
- * is not in the cache (the caller must then list); *left counts such nodes, up to
- * ZKL_WALK_MAX + 1. */
+/* The walk (walk.c) checks at most this many nodes below a waiter's own before it lists instead */
 #define ZKL_WALK_MAX 256
 /* up to this many are always probed; more only when a listing would be 8 times their number */
 #define ZKL_WALK_CHEAP 8
-size_t zkl__dircache_size(const zkl_dircache *d);
-const char *zkl__dircache_below(const zkl_dircache *d, const char *name, int writers_only,
-                                int *found, int *left);
-/* the names of those nodes (up to max), nearest first; returns how many */
-int zkl__dircache_candidates(const zkl_dircache *d, const char *name, int writers_only,
-                             const char **out, int max);
 
 /* How many times a create makes its container parents (again) when it meets ZNONODE: the server
  * reaps an emptied container at any moment, also between a parent's create and the child's. */
 #define ZKL_PARENT_ROUNDS 10
+
+/* node.c: paths, protected prefixes, container parents (for every kind that creates nodes) */
+char *zkl__join_path(zkl_client *c, const char *dir, const char *name);
+char *zkl__new_prefix(zkl_client *c, const char *token);
+void zkl__set_str(zkl_client *c, char **slot, char *value);
+enum { ZKL_PARENTS_ANCESTORS = 1, ZKL_PARENTS_SELF = 2 };
+int zkl__make_parents(zkl_client *c, zkl_op *op, const char *path, int which, int acl);
+void zkl__parents_reply(int rc, const char *name, const struct Stat *st, const void *token);
 
 /* replies after which a request's outcome is unknown, and replies that mean the handle is going
  * away (the session layer decides what happens then) */

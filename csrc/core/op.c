@@ -1,6 +1,8 @@
 /* op.c - the table of live operations: ids, lookup by id (replies carry only an id and a
- * generation), freeing when nothing refers to an op any more, and the entry points that work on
- * an op of any kind through its kind table. */
+ * generation), the client being driven (replies find their op through it), freeing when nothing
+ * refers to an op any more, and the events ops emit: a component reports to its parent op
+ * through the parent's kind table, an OP_DONE result stays readable until the next event. Knows
+ * no kind; calls only events.c and mem.c. */
 #include <string.h>
 
 #include "internal.h"
@@ -93,6 +95,20 @@ int zkl__op_table_init(zkl_client *c) {
     return grow_table(c);
 }
 
+/* Completions run only inside the ZooKeeper calls of the session layer (client.c, WITH_CLIENT),
+ * which records here the client it drives. */
+static __thread zkl_client *current_client;
+
+zkl_client *zkl__current(void) {
+    return current_client;
+}
+
+zkl_client *zkl__set_current(zkl_client *c) {
+    zkl_client *was = current_client;
+    current_client = c;
+    return was;
+}
+
 /* The op named by a completion token, or NULL; drops the reference the request held. Replies
  * run only inside the client's own calls into ZooKeeper, so the client is the one being driven. */
 zkl_op *zkl__reply_op(const void *token, zkl_client **cp) {
@@ -113,19 +129,50 @@ void zkl__ops_each(zkl_client *c, void (*fn)(zkl_client *, zkl_op *, int), int a
     }
 }
 
-int zkl__lock_cancel(zkl_client *c, uint64_t id) {
-    zkl_op *op = zkl__op_find(c, id);
-    if (!op || op->user_gone || !op->kind->cancel) return ZKL_ENOTFOUND;
-    int rc = op->kind->cancel(c, op);
-    zkl__op_maybe_free(c, op);
-    zkl__refresh_interest(c);
-    return rc;
+/* ---------------------------------------------------------------- events of ops */
+
+/* Queue an event for op (NULL: a session event). An op with a parent (a multi-lock's component,
+ * multi.c) reports its outcome (ACQUIRED or FAILED) to the parent's child_event hook instead of
+ * the user; with the parent gone nobody wants it, and an acquired component is abandoned. */
+int zkl__emit(zkl_client *c, zkl_op *op, int type, int status) {
+    if (op && op->parent_id && (type == ZKL_EV_ACQUIRED || type == ZKL_EV_FAILED)) {
+        zkl_op *parent = zkl__op_find(c, op->parent_id);
+        if (parent && parent->kind->child_event) {
+            parent->kind->child_event(c, parent, op, type, status);
+            return 0;
+        }
+        op->parent_id = 0; /* the parent is gone: nobody wants the result */
+        if (type == ZKL_EV_ACQUIRED)
+            op->kind->abandon(c, op);
+        else
+            op->user_gone = 1;
+        return 0;
+    }
+    if (op && op->user_gone) return 0;
+    if (zkl__ev_push(c, op ? op->id : 0, type, status) != 0) return ZKL_ENOMEM;
+    if (op && (type == ZKL_EV_FAILED || type == ZKL_EV_RELEASED || type == ZKL_EV_OP_DONE)) {
+        if (type == ZKL_EV_OP_DONE) op->pinned = 1;
+        op->user_gone = 1;
+    }
+    return 0;
 }
 
-int zkl__lock_abandon(zkl_client *c, uint64_t id) {
-    zkl_op *op = zkl__op_find(c, id);
-    if (!op || op->user_gone || !op->kind->abandon) return ZKL_ENOTFOUND;
-    op->kind->abandon(c, op); /* may free it */
-    if (!c->closed) zkl__refresh_interest(c);
-    return ZKL_OK;
+/* The plain op whose result the user could read since the last event is let go. */
+void zkl__release_last_done(zkl_client *c) {
+    zkl_op *op = c->last_done;
+    if (op) {
+        c->last_done = NULL;
+        op->pinned = 0;
+        zkl__op_maybe_free(c, op);
+    }
+}
+
+int zkl__client_next_event(zkl_client *c, zkl_event *out) {
+    zkl__release_last_done(c);
+    if (!zkl__ev_pop(c, out)) return 0;
+    if (out->type == ZKL_EV_OP_DONE) {
+        zkl_op *op = zkl__op_find(c, out->id);
+        if (op) c->last_done = op;
+    }
+    return 1;
 }

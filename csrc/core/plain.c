@@ -19,7 +19,6 @@ typedef struct zkl_pop {
     int res_nchildren;
     struct Stat res_stat;
     int parents_tried; /* ZKL_CREATE_PARENTS: rounds of making the ancestors */
-    int parent_rc;     /* why an ancestor could not be made (not NODEEXISTS), if so */
 } zkl_pop;
 
 #define P(o) ((zkl_pop *)(o))
@@ -81,7 +80,7 @@ static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *pa
     zkl_client *c = zkl__current(); /* watchers run inside the client's own process() */
     if (type == ZOO_SESSION_EVENT || !c || zh != c->zh) return;
     zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(t));
-    if (!op || op->kind->free_fields != plain_free_fields || op->gen != ZKL_TOKEN_GEN(t)) return;
+    if (!op || op->kind != &plain_kind || op->gen != ZKL_TOKEN_GEN(t)) return;
     if (op->phase != P_HELD) return;
     c->stats.watch_events++;
     watch_done(c, op, type);
@@ -136,24 +135,13 @@ static void plain_stat_reply(int rc, const struct Stat *st, const void *t) {
     zkl__op_maybe_free(c, op);
 }
 
-static void plain_parent_reply(int rc, const char *name, const struct Stat *st, const void *t) {
-    zkl_client *c;
-    (void)name, (void)st;
-    zkl_op *op = zkl__reply_op(t, &c);
-    if (!op) return;
-    if (rc != ZOK && rc != ZNODEEXISTS && rc != ZNONODE && !zkl__conn_lost(rc) &&
-        !zkl__handle_gone(rc) && !P(op)->parent_rc)
-        P(op)->parent_rc = rc; /* the first refusal (e.g. ZNOAUTH) is the cause */
-    zkl__op_maybe_free(c, op);
-}
-
 static void plain_create_reply(int rc, const char *name, const struct Stat *st, const void *t) {
     zkl_client *c;
     zkl_op *op = zkl__reply_op(t, &c);
     if (!op) return;
     if (rc == ZNONODE && (P(op)->args.flags & ZKL_CREATE_PARENTS) && op->phase == P_ACQUIRING) {
-        if (P(op)->parent_rc) {
-            rc = P(op)->parent_rc;
+        if (op->parent_rc) {
+            rc = op->parent_rc; /* the first refusal (e.g. ZNOAUTH) is the cause */
         } else if (P(op)->parents_tried < ZKL_PARENT_ROUNDS) {
             /* an ancestor was reaped (or never made) before the node went in: make them again;
              * every ancestor's reply came before this one */
@@ -192,28 +180,6 @@ static void plain_children_reply(int rc, const struct String_vector *v, const vo
     zkl__op_maybe_free(c, op);
 }
 
-static void plain_parent_reply(int rc, const char *name, const struct Stat *st, const void *t);
-
-/* Every ancestor of the path as a container, pipelined ahead of the create; ZNODEEXISTS is fine. */
-static void issue_parents(zkl_client *c, zkl_op *op) {
-    const zkl_op_args *a = &P(op)->args;
-    size_t len = strlen(a->path);
-    char *buf = zkl__alloc(c, len + 1);
-    if (!buf) return; /* the create then meets ZNONODE if a parent is missing */
-    memcpy(buf, a->path, len + 1);
-    P(op)->parents_tried++;
-    for (size_t i = 1; i < len; i++) {
-        if (buf[i] != '/') continue;
-        buf[i] = '\0';
-        c->stats.creates++;
-        if (c->zk->acreate2(c->zh, buf, "", 0, zkl__acl(c, a->acl), ZOO_CONTAINER,
-                            plain_parent_reply, ZKL_TOKEN(op)) == ZOK)
-            op->refs++;
-        buf[i] = '/';
-    }
-    zkl__free(c, buf, len + 1);
-}
-
 static void plain_kick(zkl_client *c, zkl_op *op) {
     if (op->phase != P_ACQUIRING || op->refs > 0 || !zkl__connected(c)) return;
     const zkl_op_args *a = &P(op)->args;
@@ -243,7 +209,12 @@ static void plain_kick(zkl_client *c, zkl_op *op) {
         int mode = ((a->flags & ZKL_CREATE_EPHEMERAL) ? ZOO_EPHEMERAL : 0) |
                    ((a->flags & ZKL_CREATE_SEQUENTIAL) ? ZOO_SEQUENCE : 0);
         if (a->flags & ZKL_CREATE_CONTAINER) mode = ZOO_CONTAINER;
-        if (a->flags & ZKL_CREATE_PARENTS) issue_parents(c, op);
+        if (a->flags & ZKL_CREATE_PARENTS) {
+            /* every ancestor as a container, ahead of the create (a refused one: it meets
+             * ZNONODE, and the reply says why) */
+            P(op)->parents_tried++;
+            zkl__make_parents(c, op, a->path, ZKL_PARENTS_ANCESTORS, a->acl);
+        }
         rc = c->zk->acreate2(c->zh, a->path, a->data, (int)a->len, zkl__acl(c, a->acl), mode,
                              plain_create_reply, t);
         break;

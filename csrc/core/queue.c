@@ -7,13 +7,14 @@
  * Give up:  timeout, cancel, error or abandon -> delete own node (wait for a late create reply;
  *           scan by protected prefix if a create's outcome is unknown), retried while the session
  *           lives. The user is told at once; the cleanup finishes in the background.
+ * Beside it: walk.c decides where a waiter goes from the listing it kept when its predecessor
+ * is gone (this file sends what it decides), lock.c is the public lock API over the queue, and
+ * node.c makes names, paths and container parents.
  */
 #define _GNU_SOURCE
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "queue.h"
 
@@ -40,90 +41,21 @@ static void delete_reply(int rc, const void *token);
 static void scan_reply(int rc, const struct String_vector *v, const void *token);
 static void stat_reply(int rc, const struct Stat *st, const void *token);
 static void watch_fired(zhandle_t *zh, int type, int state, const char *path, void *token);
-static void keep_listing(zkl_client *c, zkl_op *op, const char **sorted, int n,
-                         const struct String_vector *v, int wrapped);
 static void watch_node(zkl_client *c, zkl_op *op, const char *name, int is_head);
 static void probe_reply(int rc, const struct Stat *st, const void *token);
 static void issue_list(zkl_client *c, zkl_op *op);
 
 /* ---------------------------------------------------------------- helpers */
 
-char *zkl__join_path(zkl_client *c, const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = zkl__alloc(c, a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
-    return p;
-}
-
-/* A fresh "_c_<uuid4>-<token>" (Curator's protected-mode name), or NULL. The UUID's 16 bytes
- * come from a per-client pool that one getrandom() call refills for 16 names: one system call
- * per name was a tenth of an uncontended cycle's. Each byte is used once, so names stay as
- * unique as the kernel's randomness makes them. */
-char *zkl__new_prefix(zkl_client *c, const char *token) {
-    unsigned char rnd[16];
-    char buf[80];
-    if (c->rnd_left < sizeof rnd) {
-        if (getrandom(c->rnd_pool, sizeof c->rnd_pool, 0) != (ssize_t)sizeof c->rnd_pool)
-            return NULL;
-        c->rnd_left = sizeof c->rnd_pool;
-    }
-    c->rnd_left -= (unsigned)sizeof rnd;
-    memcpy(rnd, c->rnd_pool + c->rnd_left, sizeof rnd);
-    memset(c->rnd_pool + c->rnd_left, 0, sizeof rnd);
-    if (zkl__protected_prefix_named(buf, sizeof buf, rnd, token) < 0) return NULL;
-    return zkl__strdup(c, buf);
-}
-
-void zkl__set_str(zkl_client *c, char **slot, char *value) {
-    zkl__strfree(c, *slot);
-    *slot = value;
-}
-
-/* The op stops relying on what the client knows of its dir (it holds, gave up, lost its node,
- * or the link dropped: the next listing decides again). */
-static void probe_free(zkl_client *c, zkl_op *op) {
-    zkl_qop *q = QOP(op);
-    if (!q->probe) return;
-    for (int i = 0; i < q->probe_n; i++)
-        zkl__strfree(c, q->probe[i]);
-    zkl__free(c, q->probe, (size_t)(q->probe_cap ? q->probe_cap : 1) * sizeof *q->probe);
-    q->probe = NULL;
-    q->probe_n = q->probe_i = q->probe_lost = q->probe_cap = 0;
-}
-
-static void cache_drop(zkl_client *c, zkl_op *op) {
-    probe_free(c, op);
-    if (!QOP(op)->cache) return;
-    zkl__dircache_unref(c, QOP(op)->cache);
-    QOP(op)->cache = NULL;
-}
-
 void zkl__queue_free_fields(zkl_client *c, zkl_op *op) {
     zkl_qop *q = QOP(op);
-    cache_drop(c, op);
+    zkl__walk_drop(c, op);
     zkl__strfree(c, q->dir);
     zkl__strfree(c, q->prefix);
     zkl__strfree(c, q->node);
     zkl__strfree(c, q->watch_path);
     zkl__strfree(c, q->fixed_name);
     if (q->data) zkl__free(c, q->data, q->data_len + 1);
-}
-
-int zkl__queue_set_data(zkl_client *c, zkl_op *op, const char *data, size_t len) {
-    zkl_qop *q = QOP(op);
-    if (q->data) zkl__free(c, q->data, q->data_len + 1);
-    q->data = NULL;
-    q->data_len = 0;
-    if (!data) return ZKL_OK;
-    q->data = zkl__alloc(c, len + 1);
-    if (!q->data) return ZKL_ENOMEM;
-    memcpy(q->data, data, len);
-    q->data[len] = '\0';
-    q->data_len = len;
-    return ZKL_OK;
 }
 
 static void ignore_reply(int rc, const void *data) {
@@ -208,7 +140,7 @@ void zkl__queue_acquired(zkl_client *c, zkl_op *op) {
     if (q->node && !q->fixed_name && (q->stage == 1 || op->kind == &zkl__queue_kind) &&
         (q->recipe == ZKL_MUTEX || q->recipe == ZKL_LATCH || q->recipe == ZKL_WRITE))
         zkl__dircache_floor(c, q->dir, q->recipe, strrchr(q->node, '/') + 1);
-    cache_drop(c, op);
+    zkl__walk_drop(c, op);
     if (q->stage == 1 && op->kind->queue_head) { /* a kind built on the queue takes over */
         op->kind->queue_head(c, op);
         return;
@@ -225,7 +157,7 @@ void zkl__queue_acquired(zkl_client *c, zkl_op *op) {
 void zkl__queue_fail(zkl_client *c, zkl_op *op, int status) {
     zkl_qop *q = QOP(op);
     if (op->phase != P_ACQUIRING) return;
-    cache_drop(c, op);
+    zkl__walk_drop(c, op);
     zkl__emit(c, op, ZKL_EV_FAILED, status);
     if (q->step == S_WAIT)
         drop_watch(c, op);
@@ -239,7 +171,7 @@ void zkl__queue_fail(zkl_client *c, zkl_op *op, int status) {
 
 void zkl__queue_session_lost(zkl_client *c, zkl_op *op, int status) {
     /* Every ephemeral node of the old session is gone with it. */
-    cache_drop(c, op);
+    zkl__walk_drop(c, op);
     zkl__set_str(c, &QOP(op)->node, NULL);
     QOP(op)->unknown = 0;
     op->gen++;
@@ -272,7 +204,7 @@ void zkl__queue_suspended(zkl_client *c, zkl_op *op, int suspended) {
             op->gen++;
             QOP(op)->step = S_RELIST;
         }
-        cache_drop(c, op);
+        zkl__walk_drop(c, op);
     }
     if (op->phase == P_HELD)
         zkl__emit(c, op, ZKL_EV_LOCK_STATE, suspended ? ZKL_LOCK_SUSPENDED : ZKL_LOCK_RECONNECTED);
@@ -283,7 +215,7 @@ void zkl__queue_expire(zkl_client *c, zkl_op *op) {
 }
 
 void zkl__queue_close(zkl_client *c, zkl_op *op) {
-    cache_drop(c, op);
+    zkl__walk_drop(c, op);
     if (op->phase == P_ACQUIRING)
         zkl__emit(c, op, ZKL_EV_FAILED, ZKL_ECLOSED);
     else if (op->phase == P_RELEASING)
@@ -337,25 +269,11 @@ static void issue_create_and_list(zkl_client *c, zkl_op *op) {
     request_list(c, op);
 }
 
+/* Every ancestor and the lock dir itself as containers, as Curator does (node.c) */
 static void issue_parents(zkl_client *c, zkl_op *op) {
-    /* Create every ancestor and the lock dir itself as containers, as Curator does; NODEEXISTS is
-     * fine. All pipelined ahead of the create that needs them. */
-    size_t len = strlen(QOP(op)->dir), i;
-    char *buf = zkl__alloc(c, len + 1);
-    if (!buf) return;
-    memcpy(buf, QOP(op)->dir, len + 1);
-    for (i = 1; i <= len; i++) {
-        if (i == len || buf[i] == '/') {
-            char save = buf[i];
-            buf[i] = '\0';
-            c->stats.creates++;
-            ZKL_ISSUE(c, op,
-                      c->zk->acreate2(c->zh, buf, "", 0, zkl__acl(c, QOP(op)->acl), ZOO_CONTAINER,
-                                      zkl__queue_parent_reply, ZKL_TOKEN(op)));
-            buf[i] = save;
-        }
-    }
-    zkl__free(c, buf, len + 1);
+    int rc = zkl__make_parents(c, op, QOP(op)->dir, ZKL_PARENTS_ANCESTORS | ZKL_PARENTS_SELF,
+                               QOP(op)->acl);
+    if (rc != ZOK) zkl__queue_issue_failed(c, op, rc);
 }
 
 static void issue_list(zkl_client *c, zkl_op *op) {
@@ -420,20 +338,6 @@ void zkl__queue_kick(zkl_client *c, zkl_op *op) {
 
 /* ---------------------------------------------------------------- replies */
 
-void zkl__queue_parent_reply(int rc, const char *name, const struct Stat *st, const void *token) {
-    zkl_client *c;
-    (void)name, (void)st;
-    zkl_op *op = zkl__reply_op(token, &c);
-    if (!op) return;
-    /* ZNONODE: an ancestor of this parent was reaped between their creates; the node's create
-     * then meets ZNONODE too and makes the parents again. Anything else (ZNOAUTH, ...) is a
-     * refusal: the first one is the cause, later ones follow from it. */
-    if (rc != ZOK && rc != ZNODEEXISTS && rc != ZNONODE && !zkl__conn_lost(rc) &&
-        !zkl__handle_gone(rc) && !QOP(op)->parent_rc)
-        QOP(op)->parent_rc = rc;
-    zkl__op_maybe_free(c, op);
-}
-
 static void create_reply(int rc, const char *name, const struct Stat *st, const void *token) {
     zkl_client *c;
     zkl_op *op = zkl__reply_op(token, &c);
@@ -461,8 +365,8 @@ static void create_reply(int rc, const char *name, const struct Stat *st, const 
             zkl__queue_acquired(c, op);
         else
             QOP(op)->step = S_LIST; /* the pipelined list reply comes next */
-    } else if (rc == ZNONODE && QOP(op)->parent_rc) {
-        zkl__queue_fail(c, op, QOP(op)->parent_rc); /* e.g. ZNOAUTH: we may not create the parent */
+    } else if (rc == ZNONODE && op->parent_rc) {
+        zkl__queue_fail(c, op, op->parent_rc); /* e.g. ZNOAUTH: we may not create the parent */
     } else if (rc == ZNONODE && QOP(op)->parents_tried < ZKL_PARENT_ROUNDS &&
                !QOP(op)->grant_on_create) {
         QOP(op)->parents_tried++;
@@ -484,7 +388,7 @@ static void create_reply(int rc, const char *name, const struct Stat *st, const 
 
 static void restart_attempt(zkl_client *c, zkl_op *op) {
     /* Own node vanished (deleted by someone else, or its parent was removed): queue again. */
-    cache_drop(c, op);
+    zkl__walk_drop(c, op);
     zkl__set_str(c, &QOP(op)->node, NULL);
     QOP(op)->step = S_START;
     KICK(c, op);
@@ -515,25 +419,6 @@ static void watch_node(zkl_client *c, zkl_op *op, const char *name, int is_head)
     ZKL_ISSUE(
         c, op,
         c->zk->awget(c->zh, wp, watch_fired, (void *)ZKL_TOKEN(op), data_reply, ZKL_TOKEN(op)));
-}
-
-/* A waiter keeps the listing that made it wait (shared with the client's other waiters on the
- * dir), for the walk in predecessor_gone. Not for a downgrade's read node (granted at once), the
- * lease stage of a semaphore, or once a sequence has wrapped (new nodes would then sort before
- * old ones). */
-static void keep_listing(zkl_client *c, zkl_op *op, const char **sorted, int n,
-                         const struct String_vector *v, int wrapped) {
-    zkl_qop *q = QOP(op);
-    int recipe_ok = q->recipe == ZKL_MUTEX || q->recipe == ZKL_LATCH || q->recipe == ZKL_READ ||
-                    q->recipe == ZKL_WRITE;
-    if (wrapped || !recipe_ok || q->stage > 1 || q->fixed_name) {
-        cache_drop(c, op);
-        return;
-    }
-    if (!q->cache) q->cache = zkl__dircache_ref(c, q->dir, q->recipe);
-    if (!q->cache) return;
-    unsigned serial = v && v == c->sorted_for ? c->listing_serial : 0;
-    if (zkl__dircache_fill(c, q->cache, sorted, n, serial) < 0) cache_drop(c, op);
 }
 
 static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
@@ -583,7 +468,7 @@ static void evaluate(zkl_client *c, zkl_op *op, const struct String_vector *v) {
     } else if (QOP(op)->try_once) {
         zkl__queue_fail(c, op, ZKL_ETIMEDOUT);
     } else {
-        keep_listing(c, op, names, n, v, pick.wrapped);
+        zkl__walk_keep(c, op, names, n, v, pick.wrapped);
         watch_node(c, op, names[pick.watch], pick.watch_is_head);
     }
     zkl__free(c, names, (size_t)(n ? n : 1) * sizeof *names);
@@ -608,37 +493,6 @@ static void list_reply(int rc, const struct String_vector *v, const void *token)
     zkl__op_maybe_free(c, op);
 }
 
-/* The predecessor is gone: with a mutex, if it was the head at our last listing, nothing can sort
- * before us any more (sequence numbers only grow), so the lock is ours without listing again. */
-/* Was the deleted predecessor a mutex node that this client itself held? Then it was the head
- * when granted, and nothing sorted between it and us (it was our immediate predecessor), so we
- * are the head now. The server notifies the watch before it answers our own delete, so the
- * releasing op is still in the table; if not, the caller lists as usual. Mutex only, like the
- * handoff above: a write lock's holder may have downgraded to a read node that sorts before us.
- * That includes the semaphore's internal mutex (stage 1), whose holder gives its node back
- * through a cleanup op marked held_head. */
-static int own_exclusive_predecessor(zkl_client *c, zkl_op *op) {
-    zkl_qop *q = QOP(op);
-    if ((q->recipe != ZKL_MUTEX && q->recipe != ZKL_LATCH) || q->stage > 1 || !q->watch_path)
-        return 0;
-    for (zkl_op *o = c->ops; o; o = o->next) {
-        if (o == op || !(o->kind->flags & ZKL_KIND_QUEUE) || QOP(o)->recipe != q->recipe) continue;
-        /* a held user mutex, or the semaphore's internal mutex given back by its holder */
-        int head =
-            (QOP(o)->granted && !QOP(o)->stage) || (QOP(o)->held_head && o->phase == P_CLEANUP);
-        if (head && QOP(o)->node && strcmp(QOP(o)->node, q->watch_path) == 0) return 1;
-    }
-    return 0;
-}
-
-/* 1 if no node that counts for a mutex or latch is left below name (name: the node to watch) */
-static int head_below(zkl_op *op, const char *name) {
-    zkl_qop *q = QOP(op);
-    int found = 0, left = 0;
-    if (q->recipe != ZKL_MUTEX && q->recipe != ZKL_LATCH) return 0;
-    return !zkl__dircache_below(q->cache, name, 0, &found, &left) && found;
-}
-
 /* No node that counts is left below ours: the lock is ours, except on the write side (it lists:
  * a downgrade's read node has an old sequence) and for a latch node of another session. */
 static int walk_grant(zkl_client *c, zkl_op *op) {
@@ -648,57 +502,36 @@ static int walk_grant(zkl_client *c, zkl_op *op) {
     return 1;
 }
 
-/* The walk down the kept listing (see predecessor_gone). Returns 0 when the op must list. */
+/* The walk down the kept listing (see predecessor_gone; walk.c decides, this sends). Returns 0
+ * when the op must list. */
 static int walk(zkl_client *c, zkl_op *op) {
     zkl_qop *q = QOP(op);
-    if (!q->cache || !q->node) return 0;
-    int found = 0, left = 0, writers = q->recipe == ZKL_READ;
-    const char *own = strrchr(q->node, '/') + 1;
-    const char *next = zkl__dircache_below(q->cache, own, writers, &found, &left);
-    if (!found || left > ZKL_WALK_MAX) return 0;
-    /* a probe costs the server a request per node, a listing one with every name: in a short
-     * queue listing is cheaper */
-    if (left > ZKL_WALK_CHEAP && (size_t)left * 8 > zkl__dircache_size(q->cache)) return 0;
-    if (!next) return walk_grant(c, op);
-    op->gen++; /* a late reply or event about the node watched before is stale now */
-    if (left == 1) {
-        watch_node(c, op, next, head_below(op, next));
+    const char *next = NULL;
+    int head = 0;
+    switch (zkl__walk_plan(c, op, &next, &head)) {
+    case ZKL_WALK_GRANT:
+        return walk_grant(c, op);
+    case ZKL_WALK_WATCH:
+        op->gen++; /* a late reply or event about the node watched before is stale now */
+        watch_node(c, op, next, head);
         return 1;
+    case ZKL_WALK_PROBE:
+        break;
+    default:
+        return 0;
     }
-    /* Several nodes to check: exists() without a watch on each, pipelined (one round trip; a
-     * reply is a header, and a Stat for a node still there), then a watch on the nearest one
-     * still there. In a drain across processes they are mostly gone. */
-    const char *names[ZKL_WALK_MAX];
-    int n = zkl__dircache_candidates(q->cache, own, writers, names, ZKL_WALK_MAX);
-    probe_free(c, op);
-    q->probe = zkl__alloc(c, (size_t)(n ? n : 1) * sizeof *q->probe);
-    if (!q->probe) return 0;
-    memset(q->probe, 0, (size_t)(n ? n : 1) * sizeof *q->probe);
-    q->probe_cap = n;
-    for (int i = 0; i < n; i++) {
-        q->probe[i] = zkl__join_path(c, q->dir, names[i]);
-        q->probe_n = i + 1;
-        if (!q->probe[i]) {
-            probe_free(c, op);
-            return 0;
-        }
-    }
+    op->gen++;
     q->step = S_PROBE;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < q->probe_n; i++) {
         c->stats.exists++;
         int rc = c->zk->aexists(c->zh, q->probe[i], 0, probe_reply, ZKL_TOKEN(op));
         if (rc != ZOK) { /* the link is gone: those sent fail too; list once connected */
-            q->probe_lost = 1;
+            zkl__walk_probes_unsent(c, op, i);
             if (i == 0) {
-                probe_free(c, op);
                 q->step = S_RELIST;
                 KICK(c, op);
-                return 1;
             }
-            for (int j = i; j < n; j++)
-                zkl__strfree(c, q->probe[j]);
-            q->probe_n = i; /* the replies of those sent end the round */
-            break;
+            return 1;
         }
         op->refs++;
     }
@@ -713,27 +546,22 @@ static void probe_reply(int rc, const struct Stat *st, const void *token) {
     zkl_qop *q = QOP(op);
     if (op->phase == P_ACQUIRING && q->step == S_PROBE && op->gen == ZKL_TOKEN_GEN(token) &&
         q->probe_i < q->probe_n) {
-        const char *path = q->probe[q->probe_i++];
-        if (rc == ZNONODE && q->cache)
-            zkl__dircache_gone(q->cache, strrchr(path, '/') + 1);
-        else if (rc != ZOK)
-            q->probe_lost = 1; /* connection loss, or anything else: unsure, list */
-        if (q->probe_i == q->probe_n) {
-            int lost = q->probe_lost || !q->cache || !q->node;
-            probe_free(c, op);
-            int found = 0, left = 0;
-            const char *next = lost ? NULL
-                                    : zkl__dircache_below(q->cache, strrchr(q->node, '/') + 1,
-                                                          q->recipe == ZKL_READ, &found, &left);
-            if (lost || !found) {
-                q->step = S_RELIST;
-                KICK(c, op);
-            } else if (!next) {
-                if (!walk_grant(c, op)) issue_list(c, op);
-            } else {
-                op->gen++;
-                watch_node(c, op, next, head_below(op, next)); /* the nearest one still there */
-            }
+        const char *next = NULL;
+        int head = 0;
+        switch (zkl__walk_probed(c, op, rc, &next, &head)) {
+        case ZKL_WALK_RELIST:
+            q->step = S_RELIST;
+            KICK(c, op);
+            break;
+        case ZKL_WALK_GRANT:
+            if (!walk_grant(c, op)) issue_list(c, op);
+            break;
+        case ZKL_WALK_WATCH:
+            op->gen++;
+            watch_node(c, op, next, head); /* the nearest one still there */
+            break;
+        default: /* more replies to come */
+            break;
         }
     }
     zkl__op_maybe_free(c, op);
@@ -751,7 +579,7 @@ static void probe_reply(int rc, const struct Stat *st, const void *token) {
 static void predecessor_gone(zkl_client *c, zkl_op *op) {
     zkl_qop *q = QOP(op);
     if (q->cache && q->watch_path) zkl__dircache_gone(q->cache, strrchr(q->watch_path, '/') + 1);
-    if ((q->watch_is_head || own_exclusive_predecessor(c, op)) && own_session_node(c, op)) {
+    if ((q->watch_is_head || zkl__walk_own_predecessor(c, op)) && own_session_node(c, op)) {
         c->stats.handoffs++;
         zkl__queue_acquired(c, op);
         return;
@@ -900,7 +728,7 @@ static void stat_reply(int rc, const struct Stat *st, const void *token) {
     zkl__op_maybe_free(c, op);
 }
 
-/* ---------------------------------------------------------------- public lock API */
+/* ---------------------------------------------------------------- making and ending queue ops */
 
 int zkl__queue_new(zkl_client *c, const zkl_kind *kind, const char *dir, const char *token,
                    int timeout_ms, int acl, zkl_op **out) {
@@ -939,91 +767,6 @@ int zkl__queue_start(zkl_client *c, zkl_op *op, uint64_t *id) {
     return ZKL_OK;
 }
 
-int zkl__lock_new(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
-                  zkl_op **out) {
-    int why = zkl__startable(c);
-    if (why) return why;
-    if (!path || zkl_path_error(path, strlen(path))) return ZKL_EINVAL;
-    if (recipe != ZKL_MUTEX && recipe != ZKL_READ && recipe != ZKL_WRITE && recipe != ZKL_LATCH)
-        return ZKL_EINVAL;
-    int rc =
-        zkl__queue_new(c, &zkl__queue_kind, path, zkl__recipe_token(recipe), timeout_ms, acl, out);
-    if (rc == ZKL_OK) QOP(*out)->recipe = recipe;
-    return rc;
-}
-
-int zkl__lock_acquire_ex(zkl_client *c, const zkl_lock_args *a, uint64_t *id) {
-    zkl_op *op;
-    if (!a || !id) return c->closed ? ZKL_ECLOSED : ZKL_EINVAL;
-    if ((!a->data && a->len != 0) || a->len > (size_t)INT_MAX) {
-        int why = zkl__startable(c);
-        return why ? why : ZKL_EINVAL;
-    }
-    int rc = zkl__lock_new(c, a->recipe, a->path, a->timeout_ms, a->acl, &op);
-    if (rc != ZKL_OK) return rc;
-    if (a->data && zkl__queue_set_data(c, op, a->data, a->len) != ZKL_OK) {
-        op->phase = P_DONE;
-        zkl__op_maybe_free(c, op);
-        return ZKL_ENOMEM;
-    }
-    return zkl__queue_start(c, op, id);
-}
-
-int zkl__lock_acquire(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
-                      uint64_t *id) {
-    zkl_lock_args a = {recipe, path, timeout_ms, acl, NULL, 0};
-    return zkl__lock_acquire_ex(c, &a, id);
-}
-
-int zkl__lock_downgrade(zkl_client *c, uint64_t write_id, uint64_t *id) {
-    zkl_op *op, *w = zkl__op_find(c, write_id);
-    int why = zkl__startable(c);
-    if (why) return why;
-    if (!w || !(w->kind->flags & ZKL_KIND_QUEUE) || w->user_gone || QOP(w)->recipe != ZKL_WRITE)
-        return ZKL_ENOTFOUND;
-    if (w->phase != P_HELD || !QOP(w)->node) return ZKL_ENOTHELD;
-    const char *seq = zkl__sort_key(strrchr(QOP(w)->node, '/') + 1, ZKL_WRITE);
-    int rc = zkl__queue_new(c, &zkl__queue_kind, QOP(w)->dir, zkl__recipe_token(ZKL_READ), -1,
-                            QOP(w)->acl, &op);
-    if (rc != ZKL_OK) return rc;
-    zkl_qop *q = QOP(op);
-    q->recipe = ZKL_READ;
-    q->grant_on_create = 1;
-    size_t a = strlen(q->prefix), b = strlen(seq);
-    q->fixed_name = zkl__alloc(c, a + b + 1);
-    if (!q->fixed_name) {
-        op->phase = P_DONE;
-        zkl__op_maybe_free(c, op);
-        return ZKL_ENOMEM;
-    }
-    memcpy(q->fixed_name, q->prefix, a);
-    memcpy(q->fixed_name + a, seq, b + 1);
-    return zkl__queue_start(c, op, id);
-}
-
-/* a lock, lease or semaphore acquisition the user still owns */
-static zkl_op *user_lock(zkl_client *c, uint64_t id) {
-    zkl_op *op = zkl__op_find(c, id);
-    return op && (op->kind->flags & ZKL_KIND_QUEUE) && !op->user_gone ? op : NULL;
-}
-
-int zkl__lock_release(zkl_client *c, uint64_t id) {
-    zkl_op *op = user_lock(c, id);
-    if (!op) return ZKL_ENOTFOUND;
-    if (op->phase == P_LOST) {
-        op->user_gone = 1;
-        op->phase = P_DONE;
-        zkl__op_maybe_free(c, op);
-        return ZKL_ELOST;
-    }
-    if (op->phase != P_HELD) return ZKL_ENOTHELD;
-    op->phase = P_RELEASING;
-    QOP(op)->release_status = ZKL_OK;
-    KICK(c, op);
-    zkl__refresh_interest(c);
-    return ZKL_OK;
-}
-
 int zkl__queue_cancel(zkl_client *c, zkl_op *op) {
     if (op->phase != P_ACQUIRING) return ZKL_ENOTHELD;
     zkl__queue_fail(c, op, ZKL_ECANCELED);
@@ -1031,7 +774,7 @@ int zkl__queue_cancel(zkl_client *c, zkl_op *op) {
 }
 
 void zkl__queue_abandon(zkl_client *c, zkl_op *op) {
-    cache_drop(c, op);
+    zkl__walk_drop(c, op);
     op->user_gone = 1;
     op->parent_id = 0;
     if (op->phase == P_ACQUIRING) {
@@ -1045,22 +788,4 @@ void zkl__queue_abandon(zkl_client *c, zkl_op *op) {
     }
     KICK(c, op);
     zkl__op_maybe_free(c, op);
-}
-
-int zkl__lock_info_get(zkl_client *c, uint64_t id, zkl_lock_info *out) {
-    zkl_op *op = user_lock(c, id);
-    if (!op) return ZKL_ENOTFOUND;
-    zkl_qop *q = QOP(op);
-    out->node[0] = '\0';
-    if (q->node) {
-        size_t n = strlen(q->node);
-        if (n >= sizeof out->node) n = sizeof out->node - 1;
-        memcpy(out->node, q->node, n);
-        out->node[n] = '\0';
-    }
-    out->token = q->czxid;
-    out->ahead = q->ahead;
-    out->held = op->phase == P_HELD;
-    out->suspended = op->phase == P_HELD && c->state == ZKL_STATE_SUSPENDED;
-    return ZKL_OK;
 }

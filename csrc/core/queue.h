@@ -1,6 +1,7 @@
-/* queue.h - the fair queue (queue.c): Curator's InterProcessMutex and InterProcessReadWriteLock
- * node protocol, shared with the kinds built on it (the lease semaphore takes its internal mutex
- * through it). Not installed. */
+/* queue.h - the fair queue (queue.c: the state machine; walk.c: what waiters know of a dir and
+ * the walk down it; lock.c: the public lock API): Curator's InterProcessMutex and
+ * InterProcessReadWriteLock node protocol, shared with the kinds built on it (the lease semaphore
+ * takes its internal mutex through it). Not installed. */
 #ifndef ZKL_QUEUE_H
 #define ZKL_QUEUE_H
 
@@ -37,7 +38,6 @@ typedef struct zkl_qop {
     int create_inflight, delete_inflight, scan_inflight;
     int unknown; /* a create's outcome is unknown: scan by prefix */
     int parents_tried;
-    int parent_rc; /* why a parent could not be created (not NODEEXISTS), if so */
     int warned_wrap;
     int release_status;
     char *watch_path;
@@ -56,7 +56,7 @@ typedef struct zkl_qop {
     char *data;
     size_t data_len;
     int64_t owner; /* ephemeralOwner of own node (create or adopt reply), 0 unknown */
-    /* while waiting: what this client knows of the dir (listing.c), for the walk down to the
+    /* while waiting: what this client knows of the dir (walk.c), for the walk down to the
      * next node that still sorts before ours instead of a new listing; NULL: list again */
     zkl_dircache *cache;
     char **probe; /* the nodes of the probe round in flight, in the order sent (replies come so) */
@@ -75,8 +75,6 @@ int zkl__queue_start(zkl_client *c, zkl_op *op, uint64_t *id);
 /* a lock or semaphore acquisition made but not started (the multi-lock links it first) */
 int zkl__lock_new(zkl_client *c, zkl_recipe recipe, const char *path, int timeout_ms, int acl,
                   zkl_op **out);
-/* set the node data of an acquisition made but not started (a copy; NULL: the identity) */
-int zkl__queue_set_data(zkl_client *c, zkl_op *op, const char *data, size_t len);
 int zkl__semaphore_new(zkl_client *c, const char *path, int max_leases, int qty, int timeout_ms,
                        int acl, zkl_op **out);
 void zkl__queue_kick(zkl_client *c, zkl_op *op);
@@ -94,11 +92,59 @@ void zkl__queue_cleanup(zkl_client *c, const char *dir, const char *prefix, cons
                         int held_head);
 /* take back a watch of this type on path, unless in_use says another op of ours needs it */
 void zkl__remove_watches(zkl_client *c, const char *path, int type);
-/* the parents' create reply (records the first refusal in parent_rc) */
-void zkl__queue_parent_reply(int rc, const char *name, const struct Stat *st, const void *token);
-char *zkl__join_path(zkl_client *c, const char *dir, const char *name);
-char *zkl__new_prefix(zkl_client *c, const char *token);
-void zkl__set_str(zkl_client *c, char **slot, char *value);
+
+/* walk.c: what this client knows of a lock dir, and the walk down it */
+/* What this client knows of a lock dir, kept for its waiters: the last listing sorted for one
+ * order (mutex, read-write or latch), the nodes since seen gone, and a floor (every node sorting
+ * below it is gone: a node of this client was granted an exclusive hold there; the floor node
+ * itself counts until it is seen gone, as its holder may hold it still). Nodes made by
+ * sequential creates only get higher sequences, so a waiter finds in it every node that can
+ * still sort before its own (see walk.c). */
+zkl_dircache *zkl__dircache_ref(zkl_client *c, const char *dir, zkl_recipe r);
+void zkl__dircache_unref(zkl_client *c, zkl_dircache *d);
+/* refill from a sorted listing (serial: the shared listing it came from, 0 a private one);
+ * -1 when out of memory (the cache is then empty) */
+int zkl__dircache_fill(zkl_client *c, zkl_dircache *d, const char *const *sorted, int n,
+                       unsigned serial);
+void zkl__dircache_gone(zkl_dircache *d, const char *name);
+/* the same, by dir: name (a node of this client) was deleted by the client itself */
+void zkl__dircache_gone_in(zkl_client *c, const char *dir, zkl_recipe r, const char *name);
+/* name (a node of this client) was granted an exclusive hold: every node below it is gone */
+void zkl__dircache_floor(zkl_client *c, const char *dir, zkl_recipe r, const char *name);
+/* The nearest node sorting below name that is neither known gone nor below the floor
+ * (writers_only: only writers count): its name, or NULL when none. *found is 0 when name itself
+ * is not in the cache (the caller must then list); *left counts such nodes, up to
+ * ZKL_WALK_MAX + 1. */
+/* (ZKL_WALK_MAX, ZKL_WALK_CHEAP: internal.h, where the scripted tests see them) */
+size_t zkl__dircache_size(const zkl_dircache *d);
+const char *zkl__dircache_below(const zkl_dircache *d, const char *name, int writers_only,
+                                int *found, int *left);
+/* the names of those nodes (up to max), nearest first; returns how many */
+int zkl__dircache_candidates(const zkl_dircache *d, const char *name, int writers_only,
+                             const char **out, int max);
+
+/* the op stops relying on the dir's cache (and drops a probe round's names) */
+void zkl__walk_drop(zkl_client *c, zkl_op *op);
+/* a waiter keeps the sorted listing that made it wait (v: the reply, for its serial) */
+void zkl__walk_keep(zkl_client *c, zkl_op *op, const char **sorted, int n,
+                    const struct String_vector *v, int wrapped);
+/* 1 if the deleted node the op watched was a mutex or latch node this client itself held */
+int zkl__walk_own_predecessor(zkl_client *c, zkl_op *op);
+/* What the walk says to do (queue.c does it): */
+enum {
+    ZKL_WALK_LIST = 1, /* list the dir now */
+    ZKL_WALK_RELIST,   /* list once connected (S_RELIST) */
+    ZKL_WALK_GRANT,    /* nothing that counts is left below the op's node */
+    ZKL_WALK_WATCH,    /* watch *next (*head: nothing that counts is left below it) */
+    ZKL_WALK_PROBE,    /* send exists() on each path of q->probe (q->probe_n of them) */
+    ZKL_WALK_PENDING   /* more probe replies are due */
+};
+/* the watched node is gone: where to go from the kept listing */
+int zkl__walk_plan(zkl_client *c, zkl_op *op, const char **next, int *head);
+/* only the first `sent` probes went out (the link is gone) */
+void zkl__walk_probes_unsent(zkl_client *c, zkl_op *op, int sent);
+/* a probe's reply (rc of its exists()) */
+int zkl__walk_probed(zkl_client *c, zkl_op *op, int rc, const char **next, int *head);
 
 /* Issue a request; on a synchronous failure treat it like a lost connection (retried when the
  * session is connected again) unless the arguments were refused. */

@@ -182,10 +182,8 @@ static void issue_lease_creates(zkl_client *c, zkl_op *op) {
     if (SOP(op)->lease_nonode) {
         /* <path>/leases is missing (first use, or reaped): make it, as a container */
         SOP(op)->lease_nonode = 0;
-        c->stats.creates++;
-        ZKL_ISSUE(c, op,
-                  c->zk->acreate2(c->zh, SOP(op)->lease_dir, "", 0, zkl__acl(c, QOP(op)->acl),
-                                  ZOO_CONTAINER, zkl__queue_parent_reply, ZKL_TOKEN(op)));
+        int rc = zkl__make_parents(c, op, SOP(op)->lease_dir, ZKL_PARENTS_SELF, QOP(op)->acl);
+        if (rc != ZOK) zkl__queue_issue_failed(c, op, rc);
     }
     for (int i = SOP(op)->nleases; i < SOP(op)->qty; i++) {
         c->stats.creates++;
@@ -351,8 +349,8 @@ static void lease_list_reply(int rc, const struct String_vector *v, const void *
     if (SOP(op)->lease_unknown) {
         QOP(op)->step = S_LEASE_SCAN;
         sem_kick(c, op);
-    } else if (SOP(op)->lease_nonode && QOP(op)->parent_rc) {
-        zkl__queue_fail(c, op, QOP(op)->parent_rc);
+    } else if (SOP(op)->lease_nonode && op->parent_rc) {
+        zkl__queue_fail(c, op, op->parent_rc);
     } else if (SOP(op)->lease_nonode) {
         if (SOP(op)->lease_parents_tried++ < ZKL_PARENT_ROUNDS) {
             QOP(op)->step = S_LEASE_START;

@@ -48,7 +48,7 @@ typedef struct zkl_zk {
     int (*amulti)(zhandle_t *zh, int count, const zoo_op_t *ops, zoo_op_result_t *results,
                   void_completion_t done, const void *data);
     /* zookeeper.h declares the completion as void_completion_t *; the client calls it as a
-     * plain void_completion_t (see lock.c, drop_watch) */
+     * plain void_completion_t (see queue.c, zkl__remove_watches) */
     int (*aremove_all_watches)(zhandle_t *zh, const char *path, ZooWatcherType type, int local,
                                void_completion_t *done, const void *data);
     /* monotonic milliseconds */

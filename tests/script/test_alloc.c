@@ -172,6 +172,33 @@ static void sc_locks(void) {
     }
 }
 
+/* The walk's probe round (walk.c): three nodes of another session sort below the waiter's own;
+ * the two far ones go unseen, the watched one's deletion makes the waiter probe the two (exists),
+ * find them gone and hold without listing again. */
+static void sc_walk(void) {
+    static const char *const other[] = {"/w/x-lock-0000000001", "/w/x-lock-0000000002",
+                                        "/w/x-lock-0000000003"};
+    uint64_t id = 0;
+    acquire_release(ZKL_MUTEX, "/w"); /* makes /w and moves its sequence past the others' */
+    acquire_release(ZKL_MUTEX, "/w");
+    for (int i = 0; i < 3; i++)
+        fz_tree_add(other[i], 1);
+    zkl_stats before, after;
+    zkl_client_stats(C, &before);
+    int ok = started(zkl_lock_acquire(C, ZKL_MUTEX, "/w", -1, 0, &id));
+    drive();
+    fz_tree_del(other[0]);
+    fz_tree_del(other[1]);
+    fz_tree_del(other[2]);
+    drive();
+    zkl_client_stats(C, &after);
+    if (counting) { /* the round did run: two probes, no listing after the first */
+        CHECK_INT((int)(after.exists - before.exists), 2);
+        CHECK_INT((int)(after.lists - before.lists), 1);
+    }
+    if (ok && outcome(id, 0) == 1) release(id);
+}
+
 static void release_leases(uint64_t id) {
     uint64_t ids[4];
     int n = zkl_lease_ids(C, id, ids, 4);
@@ -426,7 +453,10 @@ static void alloc_session(void) {
 static void alloc_txn(void) {
     sweep("txn", sc_txn);
 }
+static void alloc_walk(void) {
+    sweep("walk", sc_walk);
+}
 
 H_DEFINE_GROUP(g_alloc, {"locks", alloc_locks}, {"sem", alloc_sem}, {"session", alloc_session},
-               {"txn", alloc_txn}, {"multi_start_oom", multi_start_oom},
+               {"txn", alloc_txn}, {"walk", alloc_walk}, {"multi_start_oom", multi_start_oom},
                {"sem_grant_oom", sem_grant_oom});
