@@ -57,6 +57,28 @@ describe("scripted queue #fast", function()
     assert.equal(1, s.fake.tree_children("/q"))
   end)
 
+  it("lock-safe take (Curator format): fn's own writes commit in the multi that removes item and lock", function()
+    local q = s.client:queue("/cq", { format = "curator", lock_path = "/cq-locks" })
+    local t = s:spawn(function()
+      return q:take(5, function(items, msg)
+        msg:transaction():create("/done/" .. items[1], "ok")
+      end)
+    end)
+    s:expect("children", "/cq"):ok({ "queue-0000000002", "queue-0000000001" })
+    local lock = s:expect("create", "/cq-locks/queue-0000000001") -- Curator's order: by name
+    local g = s:expect("get", "/cq/queue-0000000001")
+    lock:ok()
+    g:ok(require("zklock.queue").encode({ "job-1" }))
+    local m = s:expect("multi")
+    local kinds = {}
+    for i, op in ipairs(m.ops) do kinds[i] = op.kind .. " " .. op.path end
+    assert.same({ "check /cq-locks/queue-0000000001", "create /done/job-1", "delete /cq/queue-0000000001",
+                  "delete /cq-locks/queue-0000000001" }, kinds)
+    m:ok()
+    assert.same({ { "job-1" }, "queue-0000000001" }, { t:returned() })
+    s:expect_none()
+  end)
+
   it("lock-safe take (Curator format): a consumer whose lock node went is told ELOST and removes nothing", function()
     local q = s.client:queue("/cq", { format = "curator", lock_path = "/cq-locks" })
     local seen
