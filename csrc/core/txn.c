@@ -1,7 +1,10 @@
 /* txn.c - transactions: ZooKeeper's multi (create, set, delete, check), applied all or none in
  * one request. A write: never retried on its own (a connection lost with it in flight leaves
- * its outcome unknown, and the caller is told ZCONNECTIONLOSS); sent once connected when started
- * while disconnected; ended by a session loss (ESESSION), its timeout (ETIMEDOUT) or close.
+ * its outcome unknown, and the caller is told the ZooKeeper client's code, ZCONNECTIONLOSS or
+ * ZOPERATIONTIMEOUT: see ZKL_OUTCOME_UNKNOWN_MAP); sent once connected when started while
+ * disconnected; ended by a session loss (ESESSION), its timeout (ETIMEDOUT) or close (ECLOSED),
+ * whose outcome is unknown too when it was in flight. Only the server's answer (per_op) says
+ * that nothing was applied.
  * Results stay readable with zkl_txn_result_get() until the next event is taken. */
 #include <string.h>
 

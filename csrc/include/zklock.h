@@ -153,7 +153,7 @@ extern "C" {
     XX(ZCONNECTIONLOSS, -4, "connection to the server lost")                                       \
     XX(ZMARSHALLINGERROR, -5, "error while marshalling or unmarshalling data")                     \
     XX(ZUNIMPLEMENTED, -6, "operation not implemented by the server")                              \
-    XX(ZOPERATIONTIMEOUT, -7, "operation timed out (outcome unknown)")                             \
+    XX(ZOPERATIONTIMEOUT, -7, "operation timed out (no answer from the server)")                    \
     XX(ZBADARGUMENTS, -8, "invalid arguments")                                                     \
     XX(ZINVALIDSTATE, -9, "invalid ZooKeeper handle state")                                        \
     XX(ZNEWCONFIGNOQUORUM, -13, "no quorum for new config")                                        \
@@ -185,6 +185,46 @@ enum {
     ZKL_ERRNO_MAP(ZKL__ERR_ENUM)
 #undef ZKL__ERR_ENUM
 };
+
+/* Outcome unknown. A write (create, set, delete, a transaction, the delete of a queue take)
+ * that ends with one of these codes may or may not have been applied: the request may have
+ * reached the server, and no answer of the server says what became of it. Retrying it blindly
+ * may apply it twice; read back (or make the write idempotent) first. Any other code that ends
+ * a write is the server's own answer (for a transaction: none of its ops was applied) or a
+ * refusal before anything was sent. The ZooKeeper C client (3.8) fails the requests in flight
+ * without an answer of the server with:
+ *   ZCONNECTIONLOSS        the connection broke, or a connect failed, with requests out
+ *   ZOPERATIONTIMEOUT      nothing came from the server for two thirds of the session timeout
+ *                          (replies dropped, a stalled server or network)
+ *   ZRUNTIMEINCONSISTENCY  a reply out of order: the client drops the connection (in the op
+ *                          list of a multi the server answered, the same code marks an op rolled
+ *                          back because another failed: that one was not applied)
+ *   ZSESSIONEXPIRED        the reconnect found the session expired
+ *   ZAUTHFAILED            the server rejected a credential and closed the connection
+ *   ZCLOSING               zookeeper_close() with requests out
+ *   ZSYSTEMERROR           no socket could be made (requests queued for the next connection)
+ *   ZSSLCONNECTIONERROR    TLS builds: the TLS handshake failed (likewise)
+ * and zklock adds its own for a request it stopped waiting for while it was out:
+ *   ETIMEDOUT              the call's timeout passed
+ *   ESESSION               the session ended (expired, or presumed lost)
+ *   ECLOSED                zkl_client_close()
+ * Not in the list: ZINVALIDSTATE (returned only when a request is refused before it is sent)
+ * and ZSESSIONMOVED (the server's answer: the request was refused). */
+#define ZKL_OUTCOME_UNKNOWN_MAP(XX)                                                                \
+    XX(ZCONNECTIONLOSS)                                                                            \
+    XX(ZOPERATIONTIMEOUT)                                                                          \
+    XX(ZRUNTIMEINCONSISTENCY)                                                                      \
+    XX(ZSESSIONEXPIRED)                                                                            \
+    XX(ZAUTHFAILED)                                                                                \
+    XX(ZCLOSING)                                                                                   \
+    XX(ZSYSTEMERROR)                                                                               \
+    XX(ZSSLCONNECTIONERROR)                                                                        \
+    XX(ETIMEDOUT)                                                                                  \
+    XX(ESESSION)                                                                                   \
+    XX(ECLOSED)
+
+/* 1 if a write that ended with code err may have been applied (ZKL_OUTCOME_UNKNOWN_MAP), else 0. */
+ZKL_EXTERN int zkl_outcome_unknown(int err);
 
 /* Human-readable message for an error code; never NULL ("unknown error" for unknown codes). */
 ZKL_EXTERN const char *zkl_strerror(int err);
