@@ -92,7 +92,7 @@ function zklock.strerror(code) end
 ---@field ZCONNECTIONLOSS integer -4: connection to the server lost
 ---@field ZMARSHALLINGERROR integer -5: error while marshalling or unmarshalling data
 ---@field ZUNIMPLEMENTED integer -6: operation not implemented by the server
----@field ZOPERATIONTIMEOUT integer -7: operation timed out (outcome unknown)
+---@field ZOPERATIONTIMEOUT integer -7: operation timed out (no answer from the server)
 ---@field ZBADARGUMENTS integer -8: invalid arguments
 ---@field ZINVALIDSTATE integer -9: invalid ZooKeeper handle state
 ---@field ZNEWCONFIGNOQUORUM integer -13: no quorum for new config

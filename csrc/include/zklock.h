@@ -199,8 +199,8 @@ enum {
  *   ZRUNTIMEINCONSISTENCY  a reply out of order: the client drops the connection (in the op
  *                          list of a multi the server answered, the same code marks an op rolled
  *                          back because another failed: that one was not applied)
- *   ZSESSIONEXPIRED        the reconnect found the session expired
- *   ZAUTHFAILED            the server rejected a credential and closed the connection
+ *   ZAUTHFAILED            the server rejected a credential and closed the connection (requests
+ *                          written before the credential may have been applied)
  *   ZCLOSING               zookeeper_close() with requests out
  *   ZSYSTEMERROR           no socket could be made (requests queued for the next connection)
  *   ZSSLCONNECTIONERROR    TLS builds: the TLS handshake failed (likewise)
@@ -208,13 +208,17 @@ enum {
  *   ETIMEDOUT              the call's timeout passed
  *   ESESSION               the session ended (expired, or presumed lost)
  *   ECLOSED                zkl_client_close()
- * Not in the list: ZINVALIDSTATE (returned only when a request is refused before it is sent)
- * and ZSESSIONMOVED (the server's answer: the request was refused). */
+ * Not in the list: ZINVALIDSTATE (returned only when a request is refused before it is sent),
+ * ZSESSIONMOVED (the server's answer: the request was refused) and ZSESSIONEXPIRED: the client
+ * fails with it the requests queued after the last connection broke (those in flight then failed
+ * with that connection's code) once the reconnect finds the session expired, and the server
+ * applies no request of an expired session; as the server's answer it is a refusal too. (The
+ * core reports it as ZKL_ESESSION, which is listed: a session the core presumes lost may end
+ * with requests in flight; a transaction's zkl_txn_result.sent tells the two apart.) */
 #define ZKL_OUTCOME_UNKNOWN_MAP(XX)                                                                \
     XX(ZCONNECTIONLOSS)                                                                            \
     XX(ZOPERATIONTIMEOUT)                                                                          \
     XX(ZRUNTIMEINCONSISTENCY)                                                                      \
-    XX(ZSESSIONEXPIRED)                                                                            \
     XX(ZAUTHFAILED)                                                                                \
     XX(ZCLOSING)                                                                                   \
     XX(ZSYSTEMERROR)                                                                               \
@@ -683,6 +687,11 @@ typedef struct zkl_txn_result {
     const char *path; /* CREATE: the created node's path (with its sequence), else NULL */
     int32_t version;  /* SET: the node's new version */
     int64_t mzxid;    /* SET: the node's new mzxid */
+    int sent; /* 1 if the request may have reached the server while the session lived (then
+                 a status in ZKL_OUTCOME_UNKNOWN_MAP leaves its outcome unknown); 0 if not: it
+                 ended before it was handed to the ZooKeeper client (no connection), or the
+                 client failed it with ZSESSIONEXPIRED (reported as ZKL_ESESSION): nothing was
+                 applied */
 } zkl_txn_result;
 
 /* After the transaction's OP_DONE event (and before the next next_event(), process() or wait()):

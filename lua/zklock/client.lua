@@ -574,20 +574,27 @@ function Client:_explain(status)
 end
 
 local function op_result(self, w, what, path, ms)
-  if not w.done then return nil, "ECLOSED: the client was closed", "ECLOSED" end
+  if not w.done then
+    if what ~= "get" and what ~= "children" and what ~= "exists" then
+      return nil, ("ECLOSED: %s %s: the client was closed before its answer came; outcome unknown: the operation"
+        .. " may have been applied"):format(what, check.short(path)), "ECLOSED"
+    end
+    return nil, "ECLOSED: the client was closed", "ECLOSED"
+  end
   local st = w.status
   if st ~= 0 then
     local name = core.errname(st)
     local text = core.strerror(st)
     if st == core.errno.ETIMEDOUT then
       text = ("no answer within %g s (client option op_timeout, or the call's timeout option)"):format(ms / 1000)
-      if what ~= "get" and what ~= "children" and what ~= "exists" then
-        text = text .. "; the server may still apply it"
-      end
     elseif st == core.errno.ESESSION then
       text = "the ZooKeeper session was lost while it waited"
     end
     if what == "create" then text = text .. self:_explain(st) end
+    if what ~= "get" and what ~= "children" and what ~= "exists" and core.outcome_unknown(st) then
+      -- a write without the server's answer (zklock.outcome_unknown): it may have been applied
+      text = text .. "; outcome unknown: the operation may have been applied"
+    end
     return nil, ("%s: %s %s: %s"):format(name, what, check.short(path), text), name
   end
   return w.result

@@ -96,10 +96,15 @@ end
 
 -- the session ended: its ephemeral nodes went with it
 local GONE = { ZNONODE = true, ESESSION = true, ECLOSED = true, ZSESSIONEXPIRED = true }
--- a create that failed this way may have been applied (its answer was lost)
-local UNKNOWN = { ZCONNECTIONLOSS = true, ZOPERATIONTIMEOUT = true, ETIMEDOUT = true }
-local UNKNOWN_ST = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
-                     [core.errno.ETIMEDOUT] = true }
+-- a create or delete failed this way: the server may have applied it (its answer was lost:
+-- zklock.outcome_unknown) and the session that owns the node lives on. UNKNOWN[name],
+-- UNKNOWN_ST[number].
+local UNKNOWN = setmetatable({}, { __index = function(_, code)
+  return core.outcome_unknown(code) and not GONE[code]
+end })
+local UNKNOWN_ST = setmetatable({}, { __index = function(_, st)
+  return core.outcome_unknown(st) and not GONE[core.errname(st)]
+end })
 
 -- Per client: the nodes its zookeeper_lock objects know as theirs (full path -> true), and the
 -- creates in flight per directory. A create whose answer was lost is found again by its

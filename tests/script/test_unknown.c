@@ -23,11 +23,11 @@ static void table(void) {
     CHECK_INT(zkl_outcome_unknown(ZKL_##name), 1);
     ZKL_OUTCOME_UNKNOWN_MAP(XX)
 #undef XX
-    CHECK_INT(n, 11);
-    /* what the ZooKeeper client hands a request in flight without an answer of the server */
+    CHECK_INT(n, 10);
+    /* what the ZooKeeper client hands a request in flight without an answer of the server
+     * (ZSESSIONEXPIRED only to requests that never reached a live session: not listed) */
     const int made_up[] = {ZCONNECTIONLOSS, ZOPERATIONTIMEOUT, ZRUNTIMEINCONSISTENCY,
-                           ZSESSIONEXPIRED, ZAUTHFAILED,       ZCLOSING,
-                           ZSYSTEMERROR};
+                           ZAUTHFAILED,     ZCLOSING,          ZSYSTEMERROR};
     for (size_t i = 0; i < sizeof made_up / sizeof made_up[0]; i++)
         CHECK_INT(zkl_outcome_unknown(made_up[i]), 1);
     /* the core's own, for a request it stopped waiting for */
@@ -38,7 +38,7 @@ static void table(void) {
     const int known[] = {ZOK,         ZNONODE,       ZNODEEXISTS, ZBADVERSION,   ZNOAUTH,
                          ZNOTEMPTY,   ZSESSIONMOVED, ZINVALIDACL, ZBADARGUMENTS, ZINVALIDSTATE,
                          ZKL_EINVAL,  ZKL_ELOST,     ZKL_ENOMEM,  ZKL_ECANCELED, ZTHROTTLEDOP,
-                         ZNOTREADONLY};
+                         ZNOTREADONLY, ZSESSIONEXPIRED};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         CHECK_INT(zkl_outcome_unknown(known[i]), 0);
     CHECK_INT(zkl_outcome_unknown(-999999), 0);
@@ -68,6 +68,7 @@ static void txn_applied_answer_lost(void) {
         CHECK_INT(res[0].rc, CODES[k]); /* no per-op answer: never "rolled back" */
         CHECK_INT(res[1].rc, CODES[k]);
         CHECK(res[0].path == NULL);
+        CHECK_INT(res[0].sent, 1); /* it went out: its outcome is unknown */
         EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
         fz_connect();
         h_pump(c);
@@ -80,28 +81,62 @@ static void txn_applied_answer_lost(void) {
 /* In flight when the session expires or the client closes: ESESSION / ECLOSED, both unknown.
  * The server's refusal of a multi is known: nothing applied. */
 static void txn_session_close_and_refusal(void) {
-    zkl_client *c = h_client();
     zkl_txn_op ops[1] = {{ZKL_OP_CREATE, "/u", "x", 1, 0, -1, 0}};
+    zkl_txn_result res[1];
+    zkl_event ev;
     uint64_t id;
+    int seen;
+    /* sent, then the session expires: the fake fails it with ZSESSIONEXPIRED, as the ZooKeeper
+     * client fails requests queued for a reconnect that finds the session expired: ESESSION,
+     * sent = 0 (no server applies a request of an expired session) */
+    zkl_client *c = h_client();
     CHECK_INT(zkl_txn_start(c, ops, 1, 0, &id), ZKL_OK);
     EXPECT_REQ(FZ_MULTI, "");
     fz_expire();
     h_pump(c);
-    EXPECT_EV(c, ZKL_EV_OP_DONE, id, ZKL_ESESSION);
-    CHECK_INT(zkl_outcome_unknown(ZKL_ESESSION), 1);
-    zkl_event ev;
-    while (zkl_client_next_event(c, &ev) == 1) /* the session's own events */
-        ;
-    fz_connect();
+    seen = 0;
+    while (zkl_client_next_event(c, &ev) == 1) {
+        if (ev.id != id || ev.type != ZKL_EV_OP_DONE) continue;
+        seen = 1;
+        CHECK_INT(ev.status, ZKL_ESESSION);
+        CHECK_INT(zkl_txn_result_get(c, id, res, 1), 1);
+        CHECK_INT(res[0].sent, 0);
+    }
+    CHECK(seen);
+    CHECK_INT(zkl_outcome_unknown(ZKL_ESESSION), 1); /* in general: a presumed loss */
+    h_free(c);
+
+    /* started while disconnected, the session ends before it could be sent: sent = 0, nothing
+     * was applied (the Lua layer says so) */
+    c = h_client();
+    fz_disconnect();
     h_pump(c);
-    while (zkl_client_next_event(c, &ev) == 1)
-        ;
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    CHECK_INT(zkl_txn_start(c, ops, 1, 0, &id), ZKL_OK);
+    EXPECT_NO_REQ();
+    fz_expire();
+    h_pump(c);
+    seen = 0;
+    while (zkl_client_next_event(c, &ev) == 1) {
+        if (ev.id != id || ev.type != ZKL_EV_OP_DONE) continue;
+        seen = 1;
+        CHECK_INT(ev.status, ZKL_ESESSION);
+        CHECK_INT(zkl_txn_result_get(c, id, res, 1), 1);
+        CHECK_INT(res[0].sent, 0);
+    }
+    CHECK(seen);
+    h_free(c);
+
+    /* the server's refusal of a multi is known: nothing applied */
+    c = h_client();
     CHECK_INT(zkl_txn_start(c, ops, 1, 0, &id), ZKL_OK);
     fz_req *r = EXPECT_REQ(FZ_MULTI, "");
-    fz_reply(r, ZNODEEXISTS); /* the server's answer */
+    fz_reply(r, ZNODEEXISTS);
     h_pump(c);
     EXPECT_EV(c, ZKL_EV_OP_DONE, id, ZNODEEXISTS);
     CHECK_INT(zkl_outcome_unknown(ZNODEEXISTS), 0);
+
+    /* in flight when the client closes: ECLOSED, unknown */
     CHECK_INT(zkl_txn_start(c, ops, 1, 0, &id), ZKL_OK);
     EXPECT_REQ(FZ_MULTI, "");
     fz_drop_link();
@@ -172,6 +207,7 @@ static int live_with(const char *prefix) {
 }
 
 static void lock_create(const lock_case *lc, int code) {
+    int failures_before = h_failures;
     zkl_client *c = h_client();
     fz_tree_add("/l", 0);
     fz_tree_add(lc->dir, 0);
@@ -233,7 +269,7 @@ static void lock_create(const lock_case *lc, int code) {
     for (int i = 0; i < fz_nreqs(); i++)
         if (fz_req_at(i)->kind == FZ_CREATE && strcmp(fz_req_at(i)->path, prefix) == 0) creates++;
     CHECK_INT(creates, 1);
-    if (h_failures) fprintf(stderr, "# (%s, %s)\n", lc->name, zkl_err_name(code));
+    if (h_failures > failures_before) fprintf(stderr, "# (%s, %s)\n", lc->name, zkl_err_name(code));
     h_free(c);
 }
 
