@@ -411,41 +411,53 @@ end
 local function family(self, name, typ)
   local fam = self._families[name]
   if not fam then
-    fam = { type = typ, series = {} }
+    fam = { type = typ, series = {}, by_table = setmetatable({}, { __mode = "k" }) }
     self._families[name] = fam
   end
   return fam
 end
 
+-- The series of (name, labels) once checked: fam.by_table[labels] (the reporters reuse their
+-- label tables, so the argument checks run once per series, not once per call).
 function Prom:count(name, labels, n)
-  check_self(self, Prom, "prometheus", "count")
-  check_name("count", name)
-  check_labels("count", labels, false)
-  check_value("count", n, true)
-  check_type("count", self._families[name] and self._families[name].type, name, "counter")
-  local fam = family(self, name, "counter")
-  local k = cached_key(labels)
-  local s = fam.series[k]
+  if getmetatable(self) ~= Prom then check_self(self, Prom, "prometheus", "count") end
+  local fam = self._families[name]
+  local s = fam and fam.type == "counter" and fam.by_table[labels]
   if not s then
-    s = { labels = labels, value = 0 }
-    fam.series[k] = s
+    check_name("count", name)
+    check_labels("count", labels, false)
+    check_type("count", fam and fam.type, name, "counter")
+    fam = family(self, name, "counter")
+    local k = cached_key(labels)
+    s = fam.series[k]
+    if not s then
+      s = { labels = labels, value = 0 }
+      fam.series[k] = s
+    end
+    fam.by_table[labels] = s
   end
+  if type(n) ~= "number" or not (n >= 0 and n < math.huge) then check_value("count", n, true) end
   s.value = s.value + n
 end
 
 function Prom:observe(name, labels, v)
-  check_self(self, Prom, "prometheus", "observe")
-  check_name("observe", name)
-  check_labels("observe", labels, true)
-  check_value("observe", v, false)
-  check_type("observe", self._families[name] and self._families[name].type, name, "histogram")
-  local fam = family(self, name, "histogram")
-  local k = cached_key(labels)
-  local s = fam.series[k]
+  if getmetatable(self) ~= Prom then check_self(self, Prom, "prometheus", "observe") end
+  local fam = self._families[name]
+  local s = fam and fam.type == "histogram" and fam.by_table[labels]
   if not s then
-    s = { labels = labels, buckets = {}, sum = 0, count = 0 }
-    fam.series[k] = s
+    check_name("observe", name)
+    check_labels("observe", labels, true)
+    check_type("observe", fam and fam.type, name, "histogram")
+    fam = family(self, name, "histogram")
+    local k = cached_key(labels)
+    s = fam.series[k]
+    if not s then
+      s = { labels = labels, buckets = {}, sum = 0, count = 0 }
+      fam.series[k] = s
+    end
+    fam.by_table[labels] = s
   end
+  if type(v) ~= "number" or not (v > -math.huge and v < math.huge) then check_value("observe", v, false) end
   local i = bucket_index(v, buckets_of(name))
   s.buckets[i] = (s.buckets[i] or 0) + 1
   s.sum = s.sum + v
