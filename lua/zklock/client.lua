@@ -439,10 +439,12 @@ end
 -- unknown) while the session lives, up to DISCARD_TRIES times (then a warning: the node stays
 -- until the session ends). A session that ends takes the node (ephemeral) with it.
 local DISCARD_TRIES = 10
-local DISCARD_AGAIN = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
-                        [core.errno.ETIMEDOUT] = true }
 local DISCARD_DONE = { [0] = true, [core.errno.ZNONODE] = true, [core.errno.ESESSION] = true,
                        [core.errno.ECLOSED] = true, [core.errno.ZSESSIONEXPIRED] = true }
+-- again: no answer (zklock.outcome_unknown) while the session lives
+local DISCARD_AGAIN = setmetatable({}, { __index = function(_, st)
+  return core.outcome_unknown(st) and not DISCARD_DONE[st]
+end })
 function Client:_discard(path, tries)
   tries = tries or 1
   if self.state == "CLOSED" then return end

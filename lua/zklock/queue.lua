@@ -240,8 +240,10 @@ guarded_pcall = guarded_pcall and guarded_pcall(pcall, setmetatable)
 -- soon as the client is connected and again after a connection loss, up to CLEAN_TRIES times.
 -- (After a create whose answer was lost the node may be another consumer's: never delete that.)
 local CLEAN_TRIES = 10
-local CLEAN_AGAIN = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
-                      [core.errno.ETIMEDOUT] = true }
+-- again: no answer (zklock.outcome_unknown) while the session lives (else the node went with it)
+local CLEAN_AGAIN = setmetatable({}, { __index = function(_, st)
+  return core.outcome_unknown(st) and st ~= core.errno.ESESSION and st ~= core.errno.ECLOSED
+end })
 local function clean_lock(client, lock, sid, tries)
   tries = tries or 1
   if client.state == "CLOSED" or not sid then return end
