@@ -70,7 +70,7 @@ describe("faults: unknown outcomes under dropped replies #faults", function()
         assert.is_table(r[4])
         assert.are.equal(r[3], r[4][1].code) -- no per-op answer: each op carries the status
         -- the server applied it: a caller who retried would write twice
-        assert.is_true(util.wait_until(function() return b:exists(base .. "/t") ~= false end, 5, { a, b }),
+        assert.is_true(util.wait_until(function() return b:exists(base .. "/t") ~= false end, 10, { a, b }),
           "the transaction was not applied")
         assert.are.equal("x", (b:get(base .. "/t")))
         assert.are.equal("1", (b:get(base)))
@@ -92,7 +92,7 @@ describe("faults: unknown outcomes under dropped replies #faults", function()
         assert_unknown(r)
         assert.is_true(v.codes[r[3]], r[3])
         local bsc = b:shared_count(base .. "/count", 5)
-        assert.is_true(util.wait_until(function() return bsc:get() == 6 end, 5, { a, b }), "the set was not applied")
+        assert.is_true(util.wait_until(function() return bsc:get() == 6 end, 10, { a, b }), "the set was not applied")
         -- again once the client is connected: a plain create
         net:heal()
         assert.is_true(util.wait_until(function() return a:exists("/") ~= nil end, 10, { a }), "no reconnect")
@@ -100,7 +100,7 @@ describe("faults: unknown outcomes under dropped replies #faults", function()
         r = pack(a:create(base .. "/p", "x"))
         assert_unknown(r)
         assert.is_true(v.codes[r[3]], r[3])
-        assert.is_true(util.wait_until(function() return b:exists(base .. "/p") ~= false end, 5, { a, b }),
+        assert.is_true(util.wait_until(function() return b:exists(base .. "/p") ~= false end, 10, { a, b }),
           "the create was not applied")
         assert.are.equal("x", (b:get(base .. "/p")))
       end)
@@ -116,7 +116,7 @@ describe("faults: unknown outcomes under dropped replies #faults", function()
         local r = pack(q:take(10))
         assert_unknown(r, "outcome unknown: the item may have been taken")
         -- it was: removed, and handed to nobody
-        assert.is_true(util.wait_until(function() return qb:size() == 0 end, 5, { a, b }), "not removed")
+        assert.is_true(util.wait_until(function() return qb:size() == 0 end, 10, { a, b }), "not removed")
       end)
 
       it("a lock-safe take whose removal was applied says the item may have been taken", function()
@@ -133,7 +133,7 @@ describe("faults: unknown outcomes under dropped replies #faults", function()
         end))
         assert.is_true(ran)
         assert_unknown(r, "outcome unknown: the item may have been taken")
-        assert.is_true(util.wait_until(function() return qb:size() == 0 end, 5, { a, b }), "not removed")
+        assert.is_true(util.wait_until(function() return qb:size() == 0 end, 10, { a, b }), "not removed")
         assert.is_truthy(b:exists(base .. "/done")) -- fn's write went with the removal
       end)
     end)
@@ -154,7 +154,7 @@ describe("faults: unknown outcomes under dropped replies #faults", function()
     assert.are.equal("ETIMEDOUT", r[3], tostring(r[2]))
     -- the container the take made to watch is deleted again (the server never reaps a
     -- container that had no child); its parent, which had one, goes by the server's reaping
-    assert.is_true(util.wait_until(function() return b:exists("/unk/missing/q") == false end, 5, { a, b }),
+    assert.is_true(util.wait_until(function() return b:exists("/unk/missing/q") == false end, 10, { a, b }),
       "the empty queue node was left")
     assert.is_true(util.wait_until(function() return b:exists("/unk/missing") == false end, 10, { a, b }),
       "the parent container was left")
