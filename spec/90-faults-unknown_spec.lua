@@ -136,6 +136,30 @@ describe("faults: unknown outcomes under dropped replies #faults", function()
         assert.is_true(util.wait_until(function() return qb:size() == 0 end, 10, { a, b }), "not removed")
         assert.is_truthy(b:exists(base .. "/done")) -- fn's write went with the removal
       end)
+
+      it("a zookeeper_lock acquire whose create got no answer: not acquired, said so; no node left", function()
+        local a, net, b = proxied("zl", { op_timeout = v.op_timeout })
+        assert(b:create(base .. "/zl", ""))
+        local zl = a:zookeeper_lock(base .. "/zl")
+        local bar = a:double_barrier(base .. "/bar", 2)
+        assert(a:create(base .. "/bar", ""))
+        net:drop_replies(30)
+        local r = pack(zl:acquire(5))
+        assert_unknown(r, "the lock was not acquired")
+        assert.is_false(zl:is_held())
+        net:heal()
+        assert.is_true(util.wait_until(function() return a:exists("/") ~= nil end, 10, { a }), "no reconnect")
+        net:drop_replies(30)
+        r = pack(bar:enter(5))
+        assert.is_nil(r[1])
+        assert.is_true(zklock.outcome_unknown(r[3]), tostring(r[2]))
+        net:heal()
+        -- once the answers pass again, the nodes the server made are deleted
+        assert.is_true(util.wait_until(function()
+          return #util.children(b, base .. "/zl") == 0 and #util.children(b, base .. "/bar") == 0
+        end, 20, { a, b }), ("a node of the given-up acquire or enter was left: %s | %s"):format(
+          table.concat(util.children(b, base .. "/zl"), " "), table.concat(util.children(b, base .. "/bar"), " ")))
+      end)
     end)
   end
 

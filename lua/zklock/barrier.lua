@@ -146,7 +146,10 @@ function enter(self, timeout, deadline)
   local node, msg
   node, msg, code = R.create(c, self.own, "", { ephemeral = true, parents = true }, self._waiting)
   if not node then
-    if UNKNOWN[code] then self._node = self.own end -- it may be there: delete it
+    if UNKNOWN[code] then
+      self._node = self.own -- it may be there: delete it
+      msg = msg .. " (this member did not enter: its node, if the server made it, is deleted)"
+    end
     return give_up(self, msg, code)
   end
   self._node = node
