@@ -153,7 +153,7 @@ extern "C" {
     XX(ZCONNECTIONLOSS, -4, "connection to the server lost")                                       \
     XX(ZMARSHALLINGERROR, -5, "error while marshalling or unmarshalling data")                     \
     XX(ZUNIMPLEMENTED, -6, "operation not implemented by the server")                              \
-    XX(ZOPERATIONTIMEOUT, -7, "operation timed out (no answer from the server)")                    \
+    XX(ZOPERATIONTIMEOUT, -7, "operation timed out (no answer from the server)")                   \
     XX(ZBADARGUMENTS, -8, "invalid arguments")                                                     \
     XX(ZINVALIDSTATE, -9, "invalid ZooKeeper handle state")                                        \
     XX(ZNEWCONFIGNOQUORUM, -13, "no quorum for new config")                                        \
@@ -687,11 +687,11 @@ typedef struct zkl_txn_result {
     const char *path; /* CREATE: the created node's path (with its sequence), else NULL */
     int32_t version;  /* SET: the node's new version */
     int64_t mzxid;    /* SET: the node's new mzxid */
-    int sent; /* 1 if the request may have reached the server while the session lived (then
-                 a status in ZKL_OUTCOME_UNKNOWN_MAP leaves its outcome unknown); 0 if not: it
-                 ended before it was handed to the ZooKeeper client (no connection), or the
-                 client failed it with ZSESSIONEXPIRED (reported as ZKL_ESESSION): nothing was
-                 applied */
+    int sent;         /* 1 if the request may have reached the server while the session lived (then
+                         a status in ZKL_OUTCOME_UNKNOWN_MAP leaves its outcome unknown); 0 if not: it
+                         ended before it was handed to the ZooKeeper client (no connection), or the
+                         client failed it with ZSESSIONEXPIRED (reported as ZKL_ESESSION): nothing was
+                         applied */
 } zkl_txn_result;
 
 /* After the transaction's OP_DONE event (and before the next next_event(), process() or wait()):

@@ -35,9 +35,9 @@ static void table(void) {
     CHECK_INT(zkl_outcome_unknown(ZKL_ESESSION), 1);
     CHECK_INT(zkl_outcome_unknown(ZKL_ECLOSED), 1);
     /* answers of the server (nothing applied), refusals before sending, success */
-    const int known[] = {ZOK,         ZNONODE,       ZNODEEXISTS, ZBADVERSION,   ZNOAUTH,
-                         ZNOTEMPTY,   ZSESSIONMOVED, ZINVALIDACL, ZBADARGUMENTS, ZINVALIDSTATE,
-                         ZKL_EINVAL,  ZKL_ELOST,     ZKL_ENOMEM,  ZKL_ECANCELED, ZTHROTTLEDOP,
+    const int known[] = {ZOK,          ZNONODE,        ZNODEEXISTS, ZBADVERSION,   ZNOAUTH,
+                         ZNOTEMPTY,    ZSESSIONMOVED,  ZINVALIDACL, ZBADARGUMENTS, ZINVALIDSTATE,
+                         ZKL_EINVAL,   ZKL_ELOST,      ZKL_ENOMEM,  ZKL_ECANCELED, ZTHROTTLEDOP,
                          ZNOTREADONLY, ZSESSIONEXPIRED};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         CHECK_INT(zkl_outcome_unknown(known[i]), 0);
