@@ -282,6 +282,7 @@ enum {
  *               ZCONNECTIONLOSS or ZOPERATIONTIMEOUT for a create, set or delete whose outcome is
  *               unknown (reads are retried once connected instead); ZKL_ESESSION (the session
  *               ended while it was in flight); ZKL_ECLOSED; ZKL_ENOMEM (copying the result).
+ *               A write's status in ZKL_OUTCOME_UNKNOWN_MAP: it may have been applied.
  *   WATCH       ZKL_WATCH_CREATED, _DELETED, _CHANGED, _CHILD (the watch fired), ZKL_ESESSION
  *               (the session ended with the watch armed: it is gone) or ZKL_ECLOSED.
  *   WARNING     ZKL_ESEQWRAP with the acquisition's id (the lock dir's sequence counter wrapped:
