@@ -429,7 +429,7 @@ static int l_txn(lua_State *L) {
     return 1;
 }
 
-/* the outcome of a transaction: { rc, results = { { rc, path, version, mzxid }, ... } } */
+/* the outcome of a transaction: { rc, sent, results = { { rc, path, version, mzxid }, ... } } */
 static int push_txn_result(lua_State *L, zkl_client *c, uint64_t id) {
     int n = zkl_txn_result_get(c, id, NULL, 0);
     if (n < 0) return zkl_lua_fail(L, n, NULL);
@@ -458,6 +458,8 @@ static int push_txn_result(lua_State *L, zkl_client *c, uint64_t id) {
     lua_setfield(L, -2, "results");
     lua_pushinteger(L, first_rc);
     lua_setfield(L, -2, "rc");
+    lua_pushboolean(L, n > 0 && res[0].sent);
+    lua_setfield(L, -2, "sent");
     return 1;
 }
 

@@ -1150,3 +1150,49 @@ int fz_serve_all(void) {
         if (F.reqs[i]->status == FZ_PENDING && fz_serve(F.reqs[i]) == 0) n++;
     return n;
 }
+
+/* ------------------------------------------------------------------ applied, answer lost */
+
+int fz_apply_then_fail(fz_req *r, int rc) {
+    if (!r || r->status != FZ_PENDING) return -1;
+    int trc;
+    char *name = NULL;
+    if (r->kind != FZ_MULTI) {
+        fz_tree_apply(r, &trc, &name);
+        free(name);
+        return answer(r, rc);
+    }
+    for (int i = 0; i < r->priv->mcount; i++) {
+        const zoo_op_t *op = &r->priv->mops[i];
+        fz_req one;
+        memset(&one, 0, sizeof one);
+        one.session = r->session;
+        switch (op->type) {
+        case ZOO_CREATE_OP:
+            one.kind = FZ_CREATE;
+            one.path = (char *)op->create_op.path;
+            one.data = (char *)op->create_op.data;
+            one.len = op->create_op.datalen > 0 ? op->create_op.datalen : 0;
+            one.mode = op->create_op.flags;
+            break;
+        case ZOO_DELETE_OP:
+            one.kind = FZ_DELETE;
+            one.path = (char *)op->delete_op.path;
+            one.mode = op->delete_op.version;
+            break;
+        case ZOO_SETDATA_OP:
+            one.kind = FZ_SET;
+            one.path = (char *)op->set_op.path;
+            one.data = (char *)op->set_op.data;
+            one.len = op->set_op.datalen > 0 ? op->set_op.datalen : 0;
+            one.mode = op->set_op.version;
+            break;
+        default: /* a check changes nothing */
+            continue;
+        }
+        fz_tree_apply(&one, &trc, &name);
+        free(name);
+        name = NULL;
+    }
+    return answer(r, rc);
+}

@@ -125,6 +125,12 @@ int fz_tree_del(const char *path);                      /* delete a node, firing
 int fz_tree_has(const char *path);
 int fz_tree_children(const char *path);
 
+/* The server applies r (a create, delete or set; a multi: each of its ops, checks ignored, in
+ * order, without the all-or-none rollback) to the tree, and its answer is lost: the request
+ * fails with rc (ZOPERATIONTIMEOUT, ZCONNECTIONLOSS), as the ZooKeeper client fails requests in
+ * flight. 0, or -1 if r was already answered or completed. */
+int fz_apply_then_fail(fz_req *r, int rc);
+
 /* nodes this client created and nobody deleted yet (this session) */
 int fz_live(void);
 const char *fz_live_at(int i);
