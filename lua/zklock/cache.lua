@@ -339,7 +339,7 @@ local function not_cached(self, fname, path)
     "ZNONODE"
 end
 
-local function check_key(self, fname, path)
+local function check_key(fname, path)
   check.znode_path(fname, 1, path)
 end
 
@@ -348,7 +348,7 @@ end
 function Cache:get(path)
   cache_check(self, "get")
   if path == nil then path = self.path end
-  check_key(self, "get", path)
+  check_key("get", path)
   if self._failed then return failed(self) end
   local n = self._nodes[path]
   if not n then return not_cached(self, "get", path) end
@@ -359,7 +359,7 @@ end
 function Cache:children(path)
   cache_check(self, "children")
   if path == nil then path = self.path end
-  check_key(self, "children", path)
+  check_key("children", path)
   if self._failed then return failed(self) end
   local n = self._nodes[path]
   if not n then return not_cached(self, "children", path) end
@@ -411,7 +411,9 @@ end
 function Cache:await(timeout)
   check.object(self, Cache, "cache", "await")
   local ms = check.timeout("await", 1, timeout)
-  local function done() return self:is_initialized() or self._failed or self._closed or self.client.state == "CLOSED" end
+  local function done()
+    return self:is_initialized() or self._failed or self._closed or self.client.state == "CLOSED"
+  end
   local deadline = ms >= 0 and core.now() + ms or nil
   while not done() do
     local left = -1
