@@ -96,6 +96,25 @@ describe("client:cache", function()
     assert(b:delete("/u/x/k"))
     assert(util.wait_until(function() return not cache:get("/u/x/k") end, 10, { a, b }))
     assert.are.same({ "added /u/x/k", "removed /u/x/k" }, names(evs, n0 + 1))
+    -- requests per change (the cache's own and the client's count of plain ops agree):
+    -- a set: 1 (the get that re-arms the data watch); a new leaf: 3 (the parent's listing, the
+    -- child's get and listing); a deleted leaf: 3 (its get and listing find ZNONODE, the parent's
+    -- listing)
+    local function cost(fn, done)
+      local r0, o0 = cache:stats().reads, a:stats().ops
+      fn()
+      assert(util.wait_until(done, 10, { a, b }))
+      util.drive({ a, b }, 0.2)
+      local r = cache:stats().reads - r0
+      assert.are.equal(r, a:stats().ops - o0)
+      return r
+    end
+    assert.are.equal(1, cost(function() assert(b:set("/u/x", "5")) end,
+      function() return select(1, cache:get("/u/x")) == "5" end))
+    assert.are.equal(3, cost(function() assert(b:create("/u/x/n", "")) end,
+      function() return cache:get("/u/x/n") end))
+    assert.are.equal(3, cost(function() assert(b:delete("/u/x/n")) end,
+      function() return not cache:get("/u/x/n") end))
     -- the same number of watches as before the changes: each fired one is armed again
     util.drive({ a, b }, 0.2)
     assert.are.equal(4, cache:stats().watches)

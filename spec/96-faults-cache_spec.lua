@@ -236,6 +236,9 @@ describe("faults: a cache under the fault catalogue #faults", function()
     assert(ok, msg)
     assert.is_true(sc.writes > 100)
     assert.is_true(st.resyncs >= 3) -- at least the expiry, the long silence and the restart
+    local inits = 0
+    for _, e in ipairs(sc.rc.events) do if e.f.what == "initialized" then inits = inits + 1 end end
+    assert.is_true(inits >= 4, "initialized reported " .. inits .. " times") -- the first sync and the resyncs
     sc.cache:close()
   end)
 
