@@ -178,7 +178,7 @@ local function finish(sc)
   return ok, n
 end
 
-describe("faults: a cache under the fault catalogue #faults", function()
+describe("faults: a cache under the fault catalogue #faults #slow", function()
   local zk
   fixture.server({ tick_ms = 500, min_session_ms = 1000 }, { own = "restarts the server" }, function(s) zk = s end)
   local net
@@ -283,7 +283,7 @@ describe("faults: a cache under the fault catalogue #faults", function()
   end)
 end)
 
-describe("faults: a cache across a leader kill in a three-node ensemble #faults #lua54", function()
+describe("faults: a cache across a leader kill in a three-node ensemble #faults #lua54 #slow", function()
   local ens
   fixture.ensemble({ n = 3, tick_ms = 500, min_session_ms = 1000 }, {}, function(e) ens = e end)
   after_each(function() util.close_all() end)
