@@ -139,6 +139,15 @@ describe("client:cache", function()
     assert.are.equal(3, c1:stats().watches) -- /d data + children, /d/x data
     c0:close()
     c1:close()
+    -- the root of the tree itself, one level
+    local top = a:cache("/", { depth = 1 })
+    assert(top:await(10))
+    local kids = top:children("/")
+    assert.truthy(util.index_of(kids, "d"))
+    assert.truthy(util.index_of(kids, "zookeeper"))
+    assert.truthy(top:get("/d"))
+    assert_code("ZNONODE", pack(top:get("/d/x")))
+    top:close()
   end)
 
   it("a missing root is watched until it is made; a deleted root empties the cache", function()

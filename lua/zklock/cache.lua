@@ -50,6 +50,14 @@ local function parent_of(path)
   return (p == nil or p == "") and "/" or p
 end
 
+-- how far below the root path is (0: the root)
+local function depth_of(self, path)
+  if path == self.path then return 0 end
+  local rest = self.path == "/" and path or path:sub(#self.path + 1)
+  local _, n = rest:gsub("/", "")
+  return n
+end
+
 local function emit(self, event, path, stat, data)
   self._events = self._events + 1
   local fn = self._fn
@@ -174,7 +182,7 @@ local function on_children(self, path, st, res)
   end
   table.sort(gone)
   for _, name in ipairs(gone) do remove(self, join(path, name)) end
-  local depth = self._track[path].depth + 1
+  local depth = depth_of(self, path) + 1
   local names = res.children or {}
   table.sort(names)
   for _, name in ipairs(names) do
@@ -289,7 +297,7 @@ local function resync(self, new_session)
   table.sort(paths)
   sync(self, self.path, 0, true)
   for _, path in ipairs(paths) do
-    if path ~= self.path and self._nodes[path] then sync(self, path, self._track[path].depth, true) end
+    if path ~= self.path and self._nodes[path] then sync(self, path, depth_of(self, path), true) end
   end
   for path in pairs(self._track) do untrack(self, path) end
 end
