@@ -32,7 +32,8 @@ local CP = table.concat({ J .. "/curator-recipes.jar", J .. "/curator-framework.
   J .. "/zookeeper.jar", J .. "/zookeeper-jute.jar", J .. "/guava.jar", J .. "/slf4j-api.jar",
   J .. "/slf4j-nop.jar" }, ":")
 local TMP = (sh("mktemp -d /tmp/zklock-cache-bench.XXXXXXXX"):gsub("%s+$", ""))
-local out = sh(("javac -nowarn -d %s -cp %s bench/drivers/CacheCurator.java 2>&1; echo rc=$?"):format(shq(TMP), shq(CP)))
+local out = sh(("javac -nowarn -d %s -cp %s bench/drivers/CacheCurator.java 2>&1; echo rc=$?")
+  :format(shq(TMP), shq(CP)))
 assert(out:match("rc=0%s*$"), "javac failed: " .. out)
 
 local zk = testing.server{ jvm_opts = { "-Xmx1024m" } }
@@ -198,12 +199,11 @@ for _, n in ipairs(SIZES) do
       if inits0 and not t_init and h.inits > inits0 then t_init = now() - t_up end
       return t_seen and (not inits0 or t_init)
     end, 120), name .. ": not consistent after the restart")
-    row(n, name, held, h.init, load_p, ("%.1f"):format(load_b / 1024), ("%.2f"):format(per_p), ("%.0f"):format(per_b),
+    row(n, name, held, ("%.0f"):format(h.init), load_p, ("%.1f"):format(load_b / 1024), ("%.2f"):format(per_p),
+      ("%.0f"):format(per_b),
       ("%.1f"):format(median(lat)), ("%.0f"):format(t_seen), t_init and ("%.0f"):format(t_init) or "-")
     h.close()
     net:stop()
-    -- the tree goes (the next one is made fresh)
-    sh("true")
   end
 end
 w:close()
