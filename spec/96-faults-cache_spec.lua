@@ -253,7 +253,6 @@ describe("faults: a cache under the fault catalogue #faults #slow", function()
     return ok, msg, sc
   end
   local function expire(s) assert(testing.expire(s.a, zk.hosts)); s.drive(0.5) end
-  local function cut(s) net:cut(5); s.drive(1.0); return function() net:heal() end end
 
   it("fails the checker with a planted bug: version compared instead of czxid", function()
     local ok, msg = planted_run("version", { { "cut", recreate_unheard } })
@@ -276,7 +275,8 @@ describe("faults: a cache under the fault catalogue #faults #slow", function()
   end)
 
   it("fails the checker with a planted bug: duplicates not dropped", function()
-    local ok, msg = planted_run("duplicates", { { "cut", cut } })
+    -- a new session reads every node again: each unchanged one is answered with the same mzxid
+    local ok, msg = planted_run("duplicates", { { "expire", expire } })
     assert.is_nil(ok)
     print("\n  [planted: duplicates] " .. msg:match("^[^\n]*"))
     assert.truthy(msg:find("duplicate event", 1, true), msg)

@@ -11,9 +11,11 @@
 --     duplicate, or an answer older than one already applied);
 --   * ZNONODE, or a parent's listing without it: removed, with everything below it.
 -- One session's answers arrive in the order the server applied them, so the cache never goes
--- back in time. After a connection loss (same session: the watches survive at the server) and
--- after a new session (they are gone), the cache reads every node again, arms what is missing,
--- and reports `initialized` once every answer of that round is in.
+-- back in time. After a connection loss on the same session the watches survive (the client
+-- registers them again and the server fires those whose nodes changed meanwhile): the cache
+-- sends one barrier read and reports `initialized` once it and the reads the notifications
+-- started are answered. After a new session the watches are gone: it reads every node again,
+-- arms everything, and reports `initialized` once that round is in.
 --
 -- The module uses the client's public calls, zklock.watch's callback form (the one recipes use)
 -- and the recipe interface (background reads, the log); no other module's fields.
@@ -187,7 +189,7 @@ local function on_children(self, path, st, res)
   table.sort(names)
   for _, name in ipairs(names) do
     if self._closed or self._failed then return end
-    sync(self, join(path, name), depth, false)
+    sync(self, join(path, name), depth)
   end
 end
 
@@ -208,7 +210,7 @@ local function watched_read(self, path, t, kind, field)
       if t[field] ~= rec then return end
       t[field] = nil
       if watch.TYPE_NAMES[st] and not self._closed and not self._failed then
-        sync(self, path, t.depth, false)
+        sync(self, path, t.depth)
       end
       untrack(self, path)
     end,
@@ -223,30 +225,23 @@ local function watched_read(self, path, t, kind, field)
   self._inflight = self._inflight + 1
 end
 
--- a read without a watch (the path's watch is armed already): verifies after a reconnection
-local function plain_read(self, path, kind)
+-- After a reconnection on the same session: one read without a watch, answered after every
+-- notification the server sent for the watches the client registered again (the client sends
+-- them first on the new connection, and the server answers one session in order); the reads
+-- those notifications started are counted in the round too.
+local function barrier(self)
   local gen = self._gen
-  local handler = kind == "get" and on_get or on_children
-  local id = R.background(self.client, kind == "get" and core.OP_GET or core.OP_CHILDREN, path, nil, 0, -1,
-    function(st, res)
-      handler(self, path, st, res)
-      read_done(self, gen)
-    end)
+  local id = R.background(self.client, core.OP_EXISTS, self.path, nil, 0, -1, function() read_done(self, gen) end)
   if not id then return end
   self._reads = self._reads + 1
   self._inflight = self._inflight + 1
 end
 
--- read path (at `depth` below the root) where no watch is armed or being armed; verify: read
--- the others too (without a second watch)
-function sync(self, path, depth, verify)
+-- read path (at `depth` below the root) where no watch is armed or being armed
+function sync(self, path, depth)
   local t = track(self, path, depth)
-  if not t.dw then watched_read(self, path, t, "get", "dw")
-  elseif verify then plain_read(self, path, "get") end
-  if depth < self._depth then
-    if not t.cw then watched_read(self, path, t, "children", "cw")
-    elseif verify then plain_read(self, path, "children") end
-  end
+  if not t.dw then watched_read(self, path, t, "get", "dw") end
+  if depth < self._depth and not t.cw then watched_read(self, path, t, "children", "cw") end
 end
 
 -- the root is missing: an exists watch tells when it is made
@@ -259,13 +254,13 @@ function arm_root(self)
     on_done = function(st)
       if self._rw == rec and st ~= 0 and st ~= ZNONODE then self._rw = nil end
       -- made meanwhile: read it (the exists watch then fires at its next change, harmlessly)
-      if st == 0 and not self._closed and not self._failed then sync(self, self.path, 0, false) end
+      if st == 0 and not self._closed and not self._failed then sync(self, self.path, 0) end
       read_done(self, gen)
     end,
     on_fire = function(st)
       if self._rw ~= rec then return end
       self._rw = nil
-      if watch.TYPE_NAMES[st] and not self._closed and not self._failed then sync(self, self.path, 0, false) end
+      if watch.TYPE_NAMES[st] and not self._closed and not self._failed then sync(self, self.path, 0) end
     end,
   })
   if not id then return end
@@ -284,7 +279,8 @@ local function drop_watches(self)
   if self._rw then watch.forget(c, self._rw); self._rw = nil end
 end
 
--- read everything again; new_session: the old watches are gone, arm them all again
+-- after a reconnection: new_session: the old watches are gone, read everything and arm them all
+-- again; else arm what is missing (a read that failed meanwhile) and wait for the barrier
 local function resync(self, new_session)
   if self._closed or self._failed then return end
   self._gen = self._gen + 1
@@ -295,10 +291,11 @@ local function resync(self, new_session)
   local paths = {}
   for path in pairs(self._nodes) do paths[#paths + 1] = path end
   table.sort(paths)
-  sync(self, self.path, 0, true)
+  sync(self, self.path, 0)
   for _, path in ipairs(paths) do
-    if path ~= self.path and self._nodes[path] then sync(self, path, depth_of(self, path), true) end
+    if path ~= self.path and self._nodes[path] then sync(self, path, depth_of(self, path)) end
   end
+  if not new_session then barrier(self) end
   for path in pairs(self._track) do untrack(self, path) end
 end
 
@@ -522,7 +519,7 @@ function M.new(client, path, opts)
   end
   set[self] = true
   if client.state == "CONNECTED" then self._sid = client:session() end
-  sync(self, path, 0, false)
+  sync(self, path, 0)
   return self
 end
 

@@ -12,15 +12,15 @@
 ---@field watches integer Watches this cache holds at the server now: a data watch per node, a children watch per node above the depth limit (an exists watch while the root is missing).
 ---@field reads integer Reads sent since the cache was made (every change costs one, a listing's change one more per new child).
 ---@field events integer Events reported.
----@field resyncs integer Times it read everything again (after a reconnection or a new session).
+---@field resyncs integer Resync rounds (after a reconnection: a barrier read; after a new session: every node read again).
 
 ---A node, its children or the tree below it held in memory and kept current by ZooKeeper's
 ---one-shot watches (`client:cache(path, opts)`; `zklock.type(c)` is `"cache"`). Reads come from
 ---memory. Per node, another `czxid` than the cached one is reported as `removed` then `added`
 ---(a delete and re-create: the version alone cannot tell), an `mzxid` not above the cached one is
 ---dropped (a duplicate or an older answer), so the events never go back in time. After a
----connection loss (same session) and after a new session the cache reads every node again, arms
----the watches that are missing and reports `initialized` again.
+---connection loss on the same session (the watches survive; one barrier read) and after a new
+---session (every node read and watched again) the cache reports `initialized` again.
 ---@class zklock.Cache
 ---@field client zklock.Client The client it runs on.
 ---@field path string The root of the cache.
