@@ -121,7 +121,7 @@ end
 
 local arm_root
 
--- a get of path answered (from its watch read or a verifying read)
+-- a get of path answered (the read that arms its data watch)
 local function on_get(self, path, st, res)
   if self._closed or self._failed then return end
   if st == 0 then
