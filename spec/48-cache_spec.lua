@@ -1,9 +1,11 @@
 -- Caches kept current by watches (client:cache) against a real ZooKeeper server: the first sync
 -- and its events, updates, deletes, a delete and re-create seen as removed+added (czxid, not
--- version), depth limits, a missing root, max_nodes, handler replacement, close (no watch, no
--- event, no memory left), the watches held at the server, bad input.
+-- version), depth limits, a missing root, a reconnection on the same session (one barrier
+-- read), max_nodes, handler replacement, close (no watch, no event, no memory left), the
+-- watches held at the server, requests per change, bad input.
 --   busted --lua=lua5.4 spec/48-cache_spec.lua
 local zklock = require("zklock")
+local testing = require("zklock.testing")
 local util = require("support.util")
 local fixture = require("support.fixture")
 
@@ -166,6 +168,34 @@ describe("client:cache", function()
     assert.are.same({ "initialized /r", "added /r", "added /r/k", "removed /r/k", "removed /r" }, names(evs))
     util.drive({ a, b }, 0.2)
     assert.are.equal(1, cache:stats().watches) -- the exists watch on /r again
+  end)
+
+  it("a reconnection on the same session: a change missed meanwhile, one barrier read, initialized again", function()
+    local net = testing.proxy(zk.hosts)
+    finally(function() pcall(net.heal, net); util.close_all(); net:stop() end)
+    local a = util.connect(net.hosts, { session_timeout = 6, identity = "c-a" })
+    local b = connect("c-b")
+    net.pump = function(s) util.drive({ a, b }, s) end
+    assert(b:create("/s/x", "1", { parents = true }))
+    assert(b:create("/s/y", "1"))
+    local cache = a:cache("/s")
+    local evs = recorder(cache)
+    assert(cache:await(10))
+    local sid, reads = a:session(), cache:stats().reads
+    net:cut(10)
+    assert(util.wait_until(function() return a.state ~= "CONNECTED" end, 10, { a, b }))
+    assert(b:set("/s/x", "2"))
+    local n0 = #evs
+    net:heal()
+    assert(util.wait_until(function() return cache:is_initialized() and select(1, cache:get("/s/x")) == "2" end,
+      15, { a, b }))
+    util.drive({ a, b }, 0.3)
+    assert.are.equal(sid, (a:session()))
+    assert.are.same({ "updated /s/x", "initialized /s" }, names(evs, n0 + 1))
+    -- the barrier read and the get that re-armed /s/x's data watch: no node read again
+    assert.are.equal(2, cache:stats().reads - reads)
+    assert.are.equal(6, cache:stats().watches)
+    cache:close()
   end)
 
   it("max_nodes: the cache stops with ERANGE and says so once", function()
