@@ -451,6 +451,7 @@ E.bar = E.client:double_barrier("/apidoc/barrier", 2)
 E.zkl = E.client:zookeeper_lock("/apidoc/zklock")
 E.leader = E.client:leader("/apidoc/leader", function() end, { id = "apidoc" })
 E.latch = E.client:latch("/apidoc/latch", { id = "apidoc" })
+E.cache = E.client:cache("/apidoc/cache")
 
 local function load_adapter(name)
   local stubs = {}
@@ -500,6 +501,7 @@ local TARGETS = {
   { class = "zklock.ZookeeperLock", value = E.zkl },
   { class = "zklock.Leader", value = E.leader },
   { class = "zklock.Latch", value = E.latch },
+  { class = "zklock.Cache", value = E.cache },
   { class = "zklock.testing", value = testing },
   { class = "zklock.testing.Config", value = testing.config },
   { class = "zklock.testing.Server", value = require("zklock.testing.servers").Server, methods = true },
@@ -629,6 +631,7 @@ local PROBES = {
   ["zklock.Client:revoke"] = function(o) return E.client:revoke("/apidoc/p", o) end,
   ["zklock.Client:atomic_long"] = function(o) return E.client:atomic_long("/apidoc/p", o) end,
   ["zklock.Client:queue"] = function(o) return E.client:queue("/apidoc/p", o) end,
+  ["zklock.Client:cache"] = function(o) return E.client:cache("/apidoc/p", o) end,
   ["zklock.Client:zookeeper_lock"] = function(o) return E.client:zookeeper_lock("/apidoc/p", o) end,
   ["zklock.Lock:acquire"] = function(o) return E.mutex:acquire(0, o) end,
   ["zklock.Semaphore:acquire"] = function(o) return E.sem:acquire(0, o) end,

@@ -59,7 +59,7 @@ function zklock.run(clients, timeout) end
 
 ---What kind of zklock object `x` is.
 ---@param x any
----@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|"queue"|nil kind `nil` for anything else.
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|"queue"|"cache"|nil kind `nil` for anything else.
 function zklock.type(x) end
 
 ---The text of an error code.
@@ -479,6 +479,17 @@ function client:create(path, data, opts) end
 ---Errors: raises on a closed client.
 ---@return zklock.Transaction txn
 function client:transaction() end
+
+---A node, its children or the tree below it (`opts.depth`) held in memory and kept current by
+---one-shot watches, armed again after each change (see `zklock.Cache`). Returns at once; the
+---first sync runs while the client is pumped (`cache:await(timeout)` waits for it). Costs one
+---get and one watch per node, one listing and one more watch per node above the depth limit.
+---
+---Errors: raises on a bad path, a bad option or a closed client.
+---@param path string
+---@param opts? zklock.CacheOptions
+---@return zklock.Cache cache
+function client:cache(path, opts) end
 
 ---A shared count on the wire like Curator's `SharedCount`: the node's data is a 4-byte big-endian
 ---signed int. Nothing is sent until a call; the first call that finds the node missing makes it

@@ -776,6 +776,9 @@ function Client:delete(path, version, opts)
   return true
 end
 
+-- client:cache(path, opts) -> a node or tree held in memory, kept current by watches (zklock.cache)
+function Client:cache(path, opts) return require("zklock.cache").new(self, path, opts) end
+
 ---------------------------------------------------------------- session
 
 -- fn(state, client) on every session change: "CONNECTED", "SUSPENDED", "EXPIRED", "CLOSED".

@@ -26,6 +26,7 @@ local shared_mod = require("zklock.shared") -- client:shared_count, client:atomi
 local barrier_mod = require("zklock.barrier") -- client:double_barrier
 local zkl_mod = require("zklock.zklock_recipes_lock") -- client:zookeeper_lock
 local leader_mod = require("zklock.leader")
+local cache_mod = require("zklock.cache") -- the cache object (client:cache)
 
 local M = {
   _NAME = "zklock",
@@ -64,7 +65,7 @@ end
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
 --                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" |
 --                   "shared count" | "atomic long" | "double barrier" |
---                   "zookeeper lock" | "leader" | "leader latch" | "queue" | nil
+--                   "zookeeper lock" | "leader" | "leader latch" | "queue" | "cache" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
@@ -80,6 +81,7 @@ function M.type(x)
   if mt == leader_mod.Leader then return "leader" end
   if mt == leader_mod.Latch then return "leader latch" end
   if mt == queue_mod.Queue then return "queue" end
+  if mt == cache_mod.Cache then return "cache" end
   return nil
 end
 

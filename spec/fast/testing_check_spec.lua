@@ -4,6 +4,7 @@
 --   busted --lua=lua5.4 spec/fast/testing_check_spec.lua
 local check = require("zklock.testing.check")
 local shell = require("zklock.testing.shell")
+local unpack_ = table.unpack or unpack
 
 -- A recorder for process p whose clock is set by the test: rec(t) logs at time t.
 local function proc(p)
@@ -273,5 +274,129 @@ describe("zklock.testing.check.stats and from_holds #fast", function()
     assert.has_error(function() check.from_holds({ { key = "a" } }) end)
     local only_a = check.filter(check.from_holds(holds), function(ev) return ev.key == "a" end)
     assert.are.equal(8, #only_a.events)
+  end)
+  -- cache: a clean history passes; each planted cache bug is caught with its events named
+  describe("cache", function()
+    -- a writer w and a cache c over /t; ev(t, what, path, czxid, mzxid, value)
+    local function base()
+      local w, rw = proc("writer")
+      local c, rc = proc("cache")
+      local s, rs = proc("test")
+      local function ev(t, what, path, cz, mz, value)
+        c(t, "cache", path, { what = what, czxid = cz, mzxid = mz, value = value })
+      end
+      c(0, "session", "-", { sid = "s1" })
+      ev(1, "added", "/t", 1, 1, ""); ev(1, "added", "/t/a", 2, 2, "v0"); ev(2, "initialized", "/t")
+      w(100, "write", "/t/a", { op = "set", value = "v1", sent = 99 })
+      ev(102, "updated", "/t/a", 2, 5, "v1")
+      -- deleted and made again: removed + added (another czxid, the version restarts)
+      w(2000, "write", "/t/a", { op = "delete", sent = 1999 })
+      w(2001, "write", "/t/a", { op = "create", value = "v2", sent = 2000 })
+      ev(2003, "removed", "/t/a", 2, 5, "v1"); ev(2003, "added", "/t/a", 7, 7, "v2")
+      return { w = w, c = c, s = s, ev = ev, recs = { rw, rc, rs } }
+    end
+    local function snap(x, t, a_cz, a_mz, a_v)
+      x.s(t, "server", "/t", { czxid = 1, mzxid = 1, value = "", snap = 1 })
+      if a_cz then x.s(t, "server", "/t/a", { czxid = a_cz, mzxid = a_mz, value = a_v, snap = 1 }) end
+      x.s(t, "snapshot", "/t", { snap = 1 })
+    end
+
+    it("passes a clean history: updates, removed+added on re-create, a snapshot that matches", function()
+      local x = base()
+      snap(x, 5000, 7, 7, "v2")
+      local ok, n = check.cache(history(unpack_(x.recs)))
+      assert.is_true(ok)
+      assert.are.equal(6, n)
+      assert.is_true((check.all(history(unpack_(x.recs)), "cache")))
+    end)
+
+    it("catches a re-create reported as an update (version compared, not czxid)", function()
+      local x = base()
+      -- the planted bug: the re-created node's version 0 is not above the cached one, so the
+      -- cache compares mzxid alone and calls it an update
+      x.ev(2100, "updated", "/t/a", 9, 9, "v3")
+      caught({ check.cache(history(unpack_(x.recs))) }, "cache monotonicity", "another incarnation",
+        "czxid 9 after 7", "cache cache /t/a")
+    end)
+
+    it("catches a re-create never reported (the cache kept the old node)", function()
+      local w, rw = proc("writer")
+      local c, rc = proc("cache")
+      local s, rs = proc("test")
+      c(1, "cache", "/t", { what = "added", czxid = 1, mzxid = 1, value = "" })
+      c(1, "cache", "/t/a", { what = "added", czxid = 2, mzxid = 2, value = "v0" })
+      w(100, "write", "/t/a", { op = "delete", sent = 99 })
+      w(101, "write", "/t/a", { op = "create", value = "v0", sent = 100 })
+      s(5000, "server", "/t", { czxid = 1, mzxid = 1, value = "", snap = 1 })
+      s(5000, "server", "/t/a", { czxid = 7, mzxid = 7, value = "v0", snap = 1 })
+      s(5000, "snapshot", "/t", { snap = 1 })
+      caught({ check.cache(history(rw, rc, rs)) }, "cache convergence", "/t/a", "server czxid=7",
+        "cache czxid=2")
+    end)
+
+    it("catches a duplicate event and an older state reported after a newer one", function()
+      local x = base()
+      x.ev(2100, "updated", "/t/a", 7, 7, "v2")
+      caught({ check.cache(history(unpack_(x.recs))) }, "duplicate event", "mzxid 7 reported twice")
+      local y = base()
+      y.ev(2100, "updated", "/t/a", 7, 9, "v3"); y.ev(2200, "updated", "/t/a", 7, 8, "v2b")
+      caught({ check.cache(history(unpack_(y.recs))) }, "went back in time", "mzxid 8 after 9")
+      local z = base()
+      z.ev(2100, "added", "/t/a", 7, 7, "v2")
+      caught({ check.cache(history(unpack_(z.recs))) }, "added again without a remove")
+    end)
+
+    it("catches no resync after a new session: no initialized, the changes made meanwhile missed", function()
+      local x = base()
+      x.s(3000, "fault", "-"); x.c(3500, "session", "-", { sid = "s2" }); x.s(4000, "heal", "-")
+      x.w(3200, "write", "/t/a", { op = "set", value = "v9", sent = 3199 })
+      snap(x, 20000, 7, 12, "v9")
+      caught({ check.cache(history(unpack_(x.recs))) }, "cache resync", "new session", "no initialized",
+        "sid=s2")
+      -- resynced (initialized) but the change still missing: convergence
+      local y = base()
+      y.c(3500, "session", "-", { sid = "s2" }); y.c(3600, "cache", "/t", { what = "initialized" })
+      snap(y, 20000, 7, 12, "v9")
+      caught({ check.cache(history(unpack_(y.recs))) }, "cache convergence", "differs from the server",
+        "server czxid=7 mzxid=12")
+    end)
+
+    it("catches a change visible longer than the window and never reported; excuses it inside a fault", function()
+      local x = base()
+      x.w(3000, "write", "/t/a", { op = "set", value = "lost", sent = 2999 })
+      x.w(6000, "write", "/t/a", { op = "set", value = "v4", sent = 5999 })
+      x.ev(6002, "updated", "/t/a", 7, 20, "v4")
+      caught({ check.cache(history(unpack_(x.recs))) }, "cache visibility", "a set that stayed on the server",
+        "2999 ms", "never appeared in cache's events", "writer write /t/a")
+      assert.is_true((check.cache(history(unpack_(x.recs)), { window = 4000 })))
+      x.s(2500, "fault", "-"); x.s(2600, "heal", "-")
+      assert.is_true((check.cache(history(unpack_(x.recs)), { settle = 5000 })))
+      caught({ check.cache(history(unpack_(x.recs)), { settle = 100 }) }, "cache visibility")
+    end)
+
+    it("record_cache and snapshot log what check.cache reads; the command line knows the check", function()
+      assert.has_error(function() check.record_cache({}, nil) end)
+      local x = base()
+      snap(x, 5000, 7, 7, "v2")
+      local dir = shell.sh("mktemp -d"):gsub("%s+$", "")
+      local f = assert(io.open(dir .. "/all.log", "w"))
+      for _, r in ipairs(x.recs) do
+        for _, e in ipairs(r.events) do
+          local parts = { ("%.3f"):format(e.t), e.p, e.ev, e.key }
+          local names = {}
+          for k in pairs(e.f) do names[#names + 1] = k end
+          table.sort(names)
+          for _, k in ipairs(names) do parts[#parts + 1] = k .. "=" .. e.f[k] end
+          f:write(table.concat(parts, "\t"), "\n")
+        end
+      end
+      f:close()
+      local out = {}
+      local st = check.main({ "cache", dir, "--window", "1000" }, function(c) return c end,
+        function(...) for _, v in ipairs({ ... }) do out[#out + 1] = v end end)
+      shell.sh("rm -rf " .. shell.shq(dir))
+      assert.are.equal(0, st, table.concat(out))
+      assert.truthy(table.concat(out):find("ok: cache", 1, true))
+    end)
   end)
 end)

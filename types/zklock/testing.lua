@@ -612,10 +612,12 @@ function fenced:read() end
 ---one event a line, tab-separated, one file per process: `<time ms> <process> <event> <key>
 ---[name=value]...`. The checkers read `acquire`/`release` (`token=`, `seq=`, `mode=read|write`,
 ---`limit=`, `id=`, `interrupted=1`), `request`, `lead`/`unlead`, `accept`/`reject` (`token=`,
----`zxid=`), `enqueue`/`dequeue` (`item=`). Each checker returns `true, n` (n: what it checked), or
+---`zxid=`), `enqueue`/`dequeue` (`item=`), and for `cache`: `cache`, `write`, `session`,
+---`fault`/`heal`, `server`, `snapshot` (see `check.cache`). Each checker returns `true, n` (n: what it checked), or
 ---`nil, message, { first = hold|event, second = hold|event }`: the first violation with both
 ---events and where they were logged. Their `opts`: `ignore_interrupted` (skip holds whose
----release says `interrupted=1`), `limit` (semaphore), `complete` (queue; default true).
+---release says `interrupted=1`), `limit` (semaphore), `complete` (queue; default true), `window`
+---and `settle` (cache, ms).
 ---@class zklock.testing.check
 ---@field CHECKS string[] The checker names.
 ---@field Recorder table The recorder class.
@@ -746,6 +748,44 @@ function check.leader(h, opts) end
 ---@return string|integer|nil msg_or_count
 ---@return table? pair
 function check.queue(h, opts) end
+
+---A cache (`client:cache`) followed a tree that writers changed. Events: `cache <path> what=added|
+---updated|removed|initialized czxid= mzxid= value=` (what the cache's handler got, as it got it;
+---`check.record_cache` logs them), `write <path> op=set|create|delete value= sent=<ms>
+---[unknown=1]` (a writer, after the answer; `unknown=1`: no answer, it only ends the value
+---before it), `session - sid=` (the cache's client CONNECTED), `fault -` / `heal -`, `server
+---<path> value= czxid= mzxid= snap=N` and `snapshot <root> snap=N` (`check.snapshot`). Checks,
+---per cache process: never back in time (per path an update's mzxid rises, a duplicate is a
+---violation, add only when absent, update and remove only when present, another czxid only as
+---removed+added, a re-add has a higher czxid); after a new session an `initialized` before the
+---next snapshot; at every snapshot the nodes its events describe are the server's (path,
+---czxid, mzxid, value); a write whose value stayed on the server longer than `opts.window` ms
+---(default 1000) appears in the events, unless that time touched a fault (from `fault` to
+---`opts.settle` ms, default 5000, after its `heal`).
+---@param h any
+---@param opts? {window?: number, settle?: number}
+---@return true? ok
+---@return string|integer|nil msg_or_count
+---@return table? pair
+function check.cache(h, opts) end
+
+---Set the cache's handler to log each event for `check.cache` (then call `fn` with the event,
+---when given). Returns the cache.
+---@param rec zklock.testing.Recorder
+---@param cache zklock.Cache
+---@param fn? fun(cache: zklock.Cache, event: string, path: string, stat?: zklock.Stat, data?: string|false)
+---@return zklock.Cache
+function check.record_cache(rec, cache, fn) end
+
+---Read the server's tree below `root` through `client` (plain reads) and log a `server` event
+---per node, then `snapshot root snap=`. Run it while nothing writes.
+---@param rec zklock.testing.Recorder
+---@param client zklock.Client
+---@param root string
+---@param snap integer|string The snapshot's name.
+---@return integer|nil nodes
+---@return string? msg
+function check.snapshot(rec, client, root, snap) end
 
 ---Run the named checks (a list or `"mutex,tokens"`) and return the first failure and its name.
 ---

@@ -13,6 +13,7 @@
 --     lead     key / unlead key                leadership of key begins / ends
 --     accept   key token=N / reject key token=N  a fenced resource took / refused a write
 --     enqueue  key item=X / dequeue key item=X a queue item put / taken
+--     cache, write, session, fault, heal, server, snapshot   see check.cache
 -- Any other event is kept and ignored. An acquire with no release ends at its process's last
 -- event (the process logged nothing later; marked open). Log acquire after the grant and release
 -- before the actual release: the logged hold then lies inside the real one.
@@ -645,6 +646,228 @@ function M.stats(h, opts)
   return r
 end
 
+---------------------------------------------------------------- caches (client:cache)
+--
+-- cache(h [, opts]): a cache followed a tree that writers changed. Events:
+--   cache     <path> what=added|updated|removed|initialized czxid=N mzxid=N value=V
+--             (the cache's process logs each event its on_change handler got, as it got it)
+--   write     <path> op=set|create|delete value=V sent=<ms> [unknown=1]
+--             (a writer, after the server answered; sent = when the request went out; unknown=1:
+--             no answer, the outcome is unknown: it only ends the value before it)
+--   session   - sid=X  (the cache's process, when its client is CONNECTED; a new sid = a new session)
+--   fault     - / heal -   (a fault began / was healed)
+--   server    <path> value=V czxid=N mzxid=N snap=N   (the server's tree, read after a fault)
+--   snapshot  <root> snap=N   (logged after the server events of snapshot N)
+-- Checks, per cache process:
+--   * never back in time: per path, an update's mzxid is above the last one reported (equal: a
+--     duplicate), a node is added only when absent and updated or removed only when present, an
+--     update keeps the czxid (another czxid must be removed+added), a re-add has a higher czxid;
+--   * a new session is followed by an `initialized` before the next snapshot;
+--   * converged: at each snapshot, the nodes its events describe are the server's (path, czxid,
+--     mzxid, value);
+--   * visible changes reported: a write whose value stayed on the server longer than opts.window
+--     ms (default 1000) appears in the events (a value in an added/updated event, a delete as a
+--     removed event at or after it was sent), unless that time touched a fault, from its start to
+--     opts.settle ms (default 5000) after its heal.
+-- -> true, events checked | nil, message naming the first violation, { first =, second = }
+function M.cache(h, opts)
+  h = history_of(h)
+  local window = opts and opts.window or 1000
+  local settle = opts and opts.settle or 5000
+  local last_t = 0
+  for _, ev in ipairs(h.events) do if ev.t > last_t then last_t = ev.t end end
+  -- faults: { from, to } (to: the heal + settle; a fault never healed lasts to the end)
+  local faults, open_fault = {}, nil
+  for _, ev in ipairs(h.events) do
+    if ev.ev == "fault" then open_fault = open_fault or ev.t
+    elseif ev.ev == "heal" and open_fault then
+      faults[#faults + 1] = { open_fault, ev.t + settle }
+      open_fault = nil
+    end
+  end
+  if open_fault then faults[#faults + 1] = { open_fault, math.huge } end
+  local function in_fault(a, b)
+    for _, f in ipairs(faults) do if a <= f[2] and b >= f[1] then return true end end
+    return false
+  end
+  local procs, order = {}, {}
+  local function proc(p)
+    local st = procs[p]
+    if not st then
+      st = { nodes = {}, gone = {}, last = {}, values = {}, removed_at = {}, sid = nil, need_init = nil }
+      procs[p] = st
+      order[#order + 1] = p
+    end
+    return st
+  end
+  local count = 0
+  local server, writes = {}, {}
+  for _, ev in ipairs(h.events) do
+    local f = ev.f
+    if ev.ev == "cache" then
+      count = count + 1
+      local st = proc(ev.p)
+      local path, what = ev.key, f.what
+      local cz, mz = tonumber(f.czxid), tonumber(f.mzxid)
+      local cur = st.nodes[path]
+      if what == "added" then
+        if cur then
+          return violation("cache monotonicity", path, "added again without a remove in between", cur.ev, ev)
+        end
+        local gone = st.gone[path]
+        if gone and cz and tonumber(gone.f.czxid) and cz < tonumber(gone.f.czxid) then
+          return violation("cache monotonicity", path, "re-added an older incarnation (lower czxid) than one"
+            .. " already removed", gone, ev)
+        end
+        st.nodes[path] = { cz = cz, mz = mz, value = f.value, ev = ev }
+        st.values[path .. "\0" .. tostring(f.value)] = true
+      elseif what == "updated" then
+        if not cur then
+          return violation("cache monotonicity", path, "updated while not present", st.gone[path] or ev, ev)
+        end
+        if cz ~= cur.cz then
+          return violation("cache monotonicity", path, ("another incarnation (czxid %s after %s) reported as an"
+            .. " update, not removed+added"):format(tostring(cz), tostring(cur.cz)), cur.ev, ev)
+        end
+        if mz == cur.mz then
+          return violation("cache monotonicity", path,
+            ("duplicate event (mzxid %s reported twice)"):format(tostring(mz)), cur.ev, ev)
+        end
+        if mz < cur.mz then
+          return violation("cache monotonicity", path, ("went back in time: mzxid %s after %s"):format(tostring(mz),
+            tostring(cur.mz)), cur.ev, ev)
+        end
+        st.nodes[path] = { cz = cz, mz = mz, value = f.value, ev = ev }
+        st.values[path .. "\0" .. tostring(f.value)] = true
+      elseif what == "removed" then
+        if not cur then
+          return violation("cache monotonicity", path, "removed while not present", st.gone[path] or ev, ev)
+        end
+        st.nodes[path] = nil
+        st.gone[path] = ev
+        local r = st.removed_at[path] or {}
+        r[#r + 1] = ev.t
+        st.removed_at[path] = r
+      elseif what == "initialized" then
+        st.need_init = nil
+      end
+    elseif ev.ev == "session" then
+      local st = proc(ev.p)
+      if st.sid and f.sid ~= st.sid then st.need_init = ev end
+      st.sid = f.sid
+    elseif ev.ev == "server" then
+      local snap = f.snap or "-"
+      server[snap] = server[snap] or {}
+      server[snap][ev.key] = ev
+    elseif ev.ev == "snapshot" then
+      local snap = f.snap or "-"
+      local want = server[snap] or {}
+      for _, p in ipairs(order) do
+        local st = procs[p]
+        if st.need_init then
+          return violation("cache resync", ev.key, "a new session, and no initialized before the snapshot",
+            st.need_init, ev)
+        end
+        local paths = {}
+        for path in pairs(want) do paths[#paths + 1] = path end
+        for path in pairs(st.nodes) do if not want[path] then paths[#paths + 1] = path end end
+        table.sort(paths)
+        for _, path in ipairs(paths) do
+          local s, c = want[path], st.nodes[path]
+          if not c then
+            return violation("cache convergence", path, ("on the server (snapshot %s) but not in the cache's events")
+              :format(snap), s, ev)
+          elseif not s then
+            return violation("cache convergence", path, ("in the cache's events but not on the server (snapshot %s)")
+              :format(snap), c.ev, ev)
+          elseif tonumber(s.f.czxid) ~= c.cz or tonumber(s.f.mzxid) ~= c.mz or s.f.value ~= c.value then
+            return violation("cache convergence", path, ("differs from the server (snapshot %s): server czxid=%s"
+              .. " mzxid=%s, cache czxid=%s mzxid=%s"):format(snap, s.f.czxid, s.f.mzxid, tostring(c.cz),
+              tostring(c.mz)), c.ev, s)
+          end
+        end
+      end
+    elseif ev.ev == "write" then
+      writes[#writes + 1] = ev
+    end
+  end
+  -- visibility: each write's value lasted from its answer to the next write's sending on that path
+  local by_path = {}
+  for _, w in ipairs(writes) do
+    local l = by_path[w.key] or {}
+    l[#l + 1] = w
+    by_path[w.key] = l
+  end
+  local paths = {}
+  for path in pairs(by_path) do paths[#paths + 1] = path end
+  table.sort(paths)
+  for _, path in ipairs(paths) do
+    local l = by_path[path]
+    for i, w in ipairs(l) do
+      local nxt = l[i + 1]
+      local ends = nxt and (tonumber(nxt.f.sent) or nxt.t) or last_t
+      if w.f.unknown ~= "1" and ends - w.t > window and not in_fault(tonumber(w.f.sent) or w.t, ends) then
+        for _, p in ipairs(order) do
+          local st = procs[p]
+          local seen
+          if w.f.op == "delete" then
+            for _, t in ipairs(st.removed_at[path] or {}) do
+              if t >= (tonumber(w.f.sent) or w.t) then seen = true break end
+            end
+          else
+            seen = st.values[path .. "\0" .. tostring(w.f.value)]
+          end
+          if not seen then
+            return violation("cache visibility", path, ("a %s that stayed on the server for %.0f ms (> %g ms, no fault)"
+              .. " never appeared in %s's events"):format(w.f.op or "write", ends - w.t, window, p), w, nxt or w)
+          end
+        end
+      end
+    end
+  end
+  return true, count
+end
+
+-- record_cache(rec, cache [, fn]) -> cache: the cache's handler logs every event for check.cache
+-- (then calls fn(cache, event, path, stat, data) when given). Replaces the cache's handler.
+function M.record_cache(rec, cache, fn)
+  if getmetatable(rec) ~= Recorder then
+    error("zklock.testing.check.record_cache: bad argument #1: expected a recorder", 2)
+  end
+  return cache:on_change(function(c, event, path, stat, data)
+    rec:log("cache", path, { what = event, czxid = stat and stat.czxid, mzxid = stat and stat.mzxid,
+                             value = type(data) == "string" and data or nil })
+    if fn then fn(c, event, path, stat, data) end
+  end)
+end
+
+-- snapshot(rec, client, root, snap) -> nodes logged | nil, msg: reads the server's tree below
+-- root through client (plain reads, one after another) and logs a `server` event per node, then
+-- `snapshot root snap=`. Run it while nothing writes, so the reads see one state.
+function M.snapshot(rec, client, root, snap)
+  if getmetatable(rec) ~= Recorder then
+    error("zklock.testing.check.snapshot: bad argument #1: expected a recorder", 2)
+  end
+  local list, stack = {}, { root }
+  while #stack > 0 do
+    local path = table.remove(stack)
+    local data, stat, code = client:get(path)
+    if data then
+      list[#list + 1] = { path, data, stat }
+      local kids, msg, kcode = client:children(path)
+      if not kids and kcode ~= "ZNONODE" then return nil, msg end
+      for _, k in ipairs(kids or {}) do stack[#stack + 1] = (path == "/" and "" or path) .. "/" .. k end
+    elseif code ~= "ZNONODE" then
+      return nil, stat
+    end
+  end
+  for _, e in ipairs(list) do
+    rec:log("server", e[1], { value = e[2], czxid = e[3].czxid, mzxid = e[3].mzxid, snap = snap })
+  end
+  rec:log("snapshot", root, { snap = snap })
+  return #list
+end
+
 -- filter(h, pred) -> a history of the events for which pred(event) is true (say, one key).
 function M.filter(h, pred)
   h = history_of(h)
@@ -656,7 +879,7 @@ function M.filter(h, pred)
   return { events = out }
 end
 
-M.CHECKS = { "mutex", "semaphore", "rwlock", "tokens", "fenced", "fifo", "leader", "queue" }
+M.CHECKS = { "mutex", "semaphore", "rwlock", "tokens", "fenced", "fifo", "leader", "queue", "cache" }
 
 -- all(h, names [, opts]) -> true | nil, message of the first failing check
 function M.all(h, names, opts)
@@ -687,11 +910,13 @@ end
 
 local USAGE = [[
 usage: lua -e 'require("zklock.testing.check").main(arg)' /dev/null CHECKS PATH... [options]
-  CHECKS   comma-separated: mutex, semaphore, rwlock, tokens, fenced, fifo, leader, queue
+  CHECKS   comma-separated: mutex, semaphore, rwlock, tokens, fenced, fifo, leader, queue, cache
   PATH     a log file or a directory of *.log files (one per process)
   --limit N             the semaphore limit (unless acquire events carry limit=)
   --ignore-interrupted  skip holds whose release says interrupted=1
   --partial             queue: do not require every enqueued item to be delivered
+  --window MS           cache: a write visible longer than this must be reported (default 1000)
+  --settle MS           cache: misses excused this long after a fault's heal (default 5000)
 exit status: 0 every check passed, 1 a violation (printed), 2 usage error]]
 
 -- main(argv [, exit [, write]]) : runs the checks, prints "ok: ..." lines or the first violation
@@ -711,6 +936,9 @@ function M.main(argv, exit, write)
       if not opts.limit then stderr(USAGE, "\n") return exit(2) end
     elseif a == "--ignore-interrupted" then opts.ignore_interrupted = true
     elseif a == "--partial" then opts.complete = false
+    elseif a == "--window" or a == "--settle" then
+      opts[a:sub(3)] = tonumber(argv[i + 1]) i = i + 1
+      if not opts[a:sub(3)] then stderr(USAGE, "\n") return exit(2) end
     elseif a == "-h" or a == "--help" then write(USAGE, "\n") return exit(0)
     else args[#args + 1] = a end
     i = i + 1

@@ -1,0 +1,267 @@
+-- Caches kept current by watches (client:cache) against a real ZooKeeper server: the first sync
+-- and its events, updates, deletes, a delete and re-create seen as removed+added (czxid, not
+-- version), depth limits, a missing root, a reconnection on the same session (one barrier
+-- read), max_nodes, handler replacement, close (no watch, no event, no memory left), the
+-- watches held at the server, requests per change, bad input.
+--   busted --lua=lua5.4 spec/48-cache_spec.lua
+local zklock = require("zklock")
+local testing = require("zklock.testing")
+local util = require("support.util")
+local fixture = require("support.fixture")
+
+local pack, assert_code = util.pack, util.assert_code
+
+-- a recorder for a cache's events: list of { event, path, version, czxid, data }
+local function recorder(cache)
+  local evs = {}
+  cache:on_change(function(_, event, path, stat, data)
+    evs[#evs + 1] = { event = event, path = path, version = stat and stat.version, czxid = stat and stat.czxid,
+                      mzxid = stat and stat.mzxid, data = data }
+  end)
+  return evs
+end
+
+local function names(evs, from)
+  local out = {}
+  for i = from or 1, #evs do out[#out + 1] = evs[i].event .. " " .. evs[i].path end
+  return out
+end
+
+local function tree_of(cache)
+  local out = {}
+  for path, _, data in cache:walk() do out[#out + 1] = path .. "=" .. tostring(data) end
+  return out
+end
+
+describe("client:cache", function()
+  local zk
+  local fx = fixture.server({}, { each = true }, function(s) zk = s end)
+  local connect = fx.connect
+
+  it("loads a tree, reports added then initialized, and serves get/children/walk from memory", function()
+    local a, b = connect("c-a"), connect("c-b")
+    assert(b:create("/t/x", "1", { parents = true }))
+    assert(b:create("/t/x/y", "2"))
+    assert(b:create("/t/z", "3"))
+    local cache = a:cache("/t")
+    assert.are.equal("cache", zklock.type(cache))
+    local evs = recorder(cache)
+    assert(cache:await(10))
+    assert.are.same({ "added /t", "added /t/x", "added /t/z", "added /t/x/y", "initialized /t" }, names(evs))
+    assert.are.same({ "/t=", "/t/x=1", "/t/x/y=2", "/t/z=3" }, tree_of(cache))
+    assert.are.same({ "x", "z" }, cache:children("/t"))
+    assert.are.same({ "x", "z" }, cache:children())
+    local data, stat = cache:get("/t/x/y")
+    assert.are.equal("2", data)
+    assert.are.equal(0, stat.version)
+    assert.are.equal(4, cache:size())
+    assert_code("ZNONODE", pack(cache:get("/t/none")))
+    assert_code("ZNONODE", pack(cache:children("/elsewhere")))
+    -- requests: one get per node, one listing per node; watches: the same, held at the server
+    local st = cache:stats()
+    assert.are.equal(8, st.reads)
+    assert.are.equal(8, st.watches)
+    assert.are.equal(8, util.mntr(zk, "zk_watch_count"))
+    -- from memory: with the server paused, reads still answer
+    assert.are.same({ "/t=", "/t/x=1", "/t/x/y=2", "/t/z=3" }, tree_of(cache))
+  end)
+
+  it("follows updates, deletes and new nodes; a delete and re-create is removed+added", function()
+    local a, b = connect("c-a"), connect("c-b")
+    assert(b:create("/u/x", "1", { parents = true }))
+    local cache = a:cache("/u")
+    local evs = recorder(cache)
+    assert(cache:await(10))
+    local n0 = #evs
+    assert(b:set("/u/x", "2"))
+    assert(util.wait_until(function() return #evs > n0 end, 10, { a, b }))
+    assert.are.same({ "updated /u/x" }, names(evs, n0 + 1))
+    assert.are.equal("2", evs[#evs].data)
+    assert.are.equal(1, evs[#evs].version)
+    -- delete and make again with the same data: the version is 0 again on both, the czxid differs
+    local _, st1 = cache:get("/u/x")
+    n0 = #evs
+    assert(b:delete("/u/x"))
+    assert(b:create("/u/x", "2"))
+    assert(util.wait_until(function()
+      local _, s = cache:get("/u/x")
+      return s and s.czxid ~= st1.czxid
+    end, 10, { a, b }))
+    util.drive({ a, b }, 0.2)
+    local seen = names(evs, n0 + 1)
+    assert.are.same({ "removed /u/x", "added /u/x" }, seen)
+    assert.are.equal(0, evs[#evs].version)
+    -- a new child, a deleted child
+    n0 = #evs
+    assert(b:create("/u/x/k", "v"))
+    assert(util.wait_until(function() return cache:get("/u/x/k") end, 10, { a, b }))
+    assert(b:delete("/u/x/k"))
+    assert(util.wait_until(function() return not cache:get("/u/x/k") end, 10, { a, b }))
+    assert.are.same({ "added /u/x/k", "removed /u/x/k" }, names(evs, n0 + 1))
+    -- requests per change (the cache's own and the client's count of plain ops agree):
+    -- a set: 1 (the get that re-arms the data watch); a new leaf: 3 (the parent's listing, the
+    -- child's get and listing); a deleted leaf: 3 (its get and listing find ZNONODE, the parent's
+    -- listing)
+    local function cost(fn, done)
+      local r0, o0 = cache:stats().reads, a:stats().ops
+      fn()
+      assert(util.wait_until(done, 10, { a, b }))
+      util.drive({ a, b }, 0.2)
+      local r = cache:stats().reads - r0
+      assert.are.equal(r, a:stats().ops - o0)
+      return r
+    end
+    assert.are.equal(1, cost(function() assert(b:set("/u/x", "5")) end,
+      function() return select(1, cache:get("/u/x")) == "5" end))
+    assert.are.equal(3, cost(function() assert(b:create("/u/x/n", "")) end,
+      function() return cache:get("/u/x/n") end))
+    assert.are.equal(3, cost(function() assert(b:delete("/u/x/n")) end,
+      function() return not cache:get("/u/x/n") end))
+    -- the same number of watches as before the changes: each fired one is armed again
+    util.drive({ a, b }, 0.2)
+    assert.are.equal(4, cache:stats().watches)
+    assert.are.equal(4, util.mntr(zk, "zk_watch_count"))
+  end)
+
+  it("depth 0 is the node alone, depth 1 its children; data = false keeps stats only", function()
+    local a, b = connect("c-a"), connect("c-b")
+    assert(b:create("/d/x/y", "deep", { parents = true }))
+    assert(b:set("/d", "top"))
+    local c0 = a:cache("/d", { depth = 0 })
+    local c1 = a:cache("/d", { depth = 1, data = false })
+    assert(c0:await(10))
+    assert(c1:await(10))
+    assert.are.same({ "/d=top" }, tree_of(c0))
+    assert.are.same({ "/d=false", "/d/x=false" }, tree_of(c1))
+    assert.are.same({}, c0:children("/d"))
+    local data, stat = c1:get("/d/x")
+    assert.is_false(data)
+    assert.are.equal(1, stat.num_children)
+    assert.are.equal(1, c0:stats().watches)
+    assert.are.equal(3, c1:stats().watches) -- /d data + children, /d/x data
+    c0:close()
+    c1:close()
+    -- the root of the tree itself, one level
+    local top = a:cache("/", { depth = 1 })
+    assert(top:await(10))
+    local kids = top:children("/")
+    assert.truthy(util.index_of(kids, "d"))
+    assert.truthy(util.index_of(kids, "zookeeper"))
+    assert.truthy(top:get("/d"))
+    assert_code("ZNONODE", pack(top:get("/d/x")))
+    top:close()
+  end)
+
+  it("a missing root is watched until it is made; a deleted root empties the cache", function()
+    local a, b = connect("c-a"), connect("c-b")
+    local cache = a:cache("/r")
+    local evs = recorder(cache)
+    assert(cache:await(10))
+    assert.are.same({ "initialized /r" }, names(evs))
+    assert.are.equal(0, cache:size())
+    assert(b:create("/r", "here"))
+    assert(b:create("/r/k", ""))
+    assert(util.wait_until(function() return cache:size() == 2 end, 10, { a, b }))
+    assert(b:delete("/r/k"))
+    assert(b:delete("/r"))
+    assert(util.wait_until(function() return cache:size() == 0 end, 10, { a, b }))
+    assert.are.same({ "initialized /r", "added /r", "added /r/k", "removed /r/k", "removed /r" }, names(evs))
+    util.drive({ a, b }, 0.2)
+    assert.are.equal(1, cache:stats().watches) -- the exists watch on /r again
+  end)
+
+  it("a reconnection on the same session: a change missed meanwhile, one barrier read, initialized again", function()
+    local net = testing.proxy(zk.hosts)
+    finally(function() pcall(net.heal, net); util.close_all(); net:stop() end)
+    local a = util.connect(net.hosts, { session_timeout = 6, identity = "c-a" })
+    local b = connect("c-b")
+    net.pump = function(s) util.drive({ a, b }, s) end
+    assert(b:create("/s/x", "1", { parents = true }))
+    assert(b:create("/s/y", "1"))
+    local cache = a:cache("/s")
+    local evs = recorder(cache)
+    assert(cache:await(10))
+    local sid, reads = a:session(), cache:stats().reads
+    net:cut(10)
+    assert(util.wait_until(function() return a.state ~= "CONNECTED" end, 10, { a, b }))
+    assert(b:set("/s/x", "2"))
+    local n0 = #evs
+    net:heal()
+    assert(util.wait_until(function() return cache:is_initialized() and select(1, cache:get("/s/x")) == "2" end,
+      15, { a, b }))
+    util.drive({ a, b }, 0.3)
+    assert.are.equal(sid, (a:session()))
+    assert.are.same({ "updated /s/x", "initialized /s" }, names(evs, n0 + 1))
+    -- the barrier read and the get that re-armed /s/x's data watch: no node read again
+    assert.are.equal(2, cache:stats().reads - reads)
+    assert.are.equal(6, cache:stats().watches)
+    cache:close()
+  end)
+
+  it("max_nodes: the cache stops with ERANGE and says so once", function()
+    local a, b = connect("c-a"), connect("c-b")
+    for i = 1, 5 do assert(b:create("/m/n" .. i, "", { parents = true })) end
+    local cache = a:cache("/m", { max_nodes = 4 })
+    local evs = recorder(cache)
+    local ok, msg, code = cache:await(10)
+    assert.is_nil(ok)
+    assert.are.equal("ERANGE", code)
+    assert.matches("max_nodes = 4", msg)
+    local failed = 0
+    for _, e in ipairs(evs) do if e.event == "failed" then failed = failed + 1 end end
+    assert.are.equal(1, failed)
+    assert_code("ERANGE", pack(cache:get("/m")))
+    assert.are.equal(0, cache:stats().watches)
+    assert.is_false(cache:is_initialized())
+  end)
+
+  it("on_change replaces, nil removes, returns the cache; close drops everything", function()
+    local a, b = connect("c-a"), connect("c-b")
+    assert(b:create("/h/x", "1", { parents = true }))
+    local cache = a:cache("/h")
+    assert(cache:await(10))
+    local first, second = 0, 0
+    assert.are.equal(cache, cache:on_change(function() first = first + 1 end))
+    assert.are.equal(cache, cache:on_change(function() second = second + 1 end))
+    assert(b:set("/h/x", "2"))
+    assert(util.wait_until(function() return second == 1 end, 10, { a, b }))
+    assert.are.equal(0, first)
+    assert.are.equal(cache, cache:on_change(nil))
+    assert(b:set("/h/x", "3"))
+    assert(util.wait_until(function() return select(1, cache:get("/h/x")) == "3" end, 10, { a, b }))
+    assert.are.equal(1, second)
+    -- close: no event after it, client-side watch state empty, nothing pending, collectable
+    cache:on_change(function() second = second + 1 end)
+    assert.is_true(cache:close())
+    assert.is_true(cache:close())
+    assert(b:set("/h/x", "4"))
+    util.drive({ a, b }, 0.3)
+    assert.are.equal(1, second)
+    assert.are.equal(0, a:pending())
+    assert.has_error(function() cache:get("/h") end, "get: the cache of /h is closed")
+    local weak = setmetatable({ cache }, { __mode = "v" })
+    cache = nil -- luacheck: ignore
+    for _ = 1, 3 do collectgarbage() end
+    assert.is_nil(weak[1])
+    -- the server's watch on /h (unfired) goes with the session
+    a:close()
+    assert(util.wait_until(function() return util.mntr(zk, "zk_watch_count") == 0 end, 10, { b }))
+  end)
+
+  it("bad input raises a clear error naming the argument", function()
+    local a = connect("c-a")
+    assert.has_error(function() a:cache("nope") end)
+    assert.has_error(function() a:cache("/p", { depth = -1 }) end,
+      "bad argument #2 to 'cache' (option 'depth': expected an integer >= 0 or math.huge, got -1 (number))")
+    assert.has_error(function() a:cache("/p", { max_nodes = 0 }) end,
+      "bad argument #2 to 'cache' (option 'max_nodes': expected an integer >= 1, got 0 (number))")
+    assert.has_error(function() a:cache("/p", { dept = 1 }) end,
+      "bad argument #2 to 'cache' (unknown option 'dept' (known: data, depth, max_nodes))")
+    local cache = a:cache("/p")
+    assert.has_error(function() cache:on_change(42) end,
+      "bad argument #1 to 'on_change' (expected a function(cache, event, path, stat, data) or nil, got 42 (number))")
+    assert.has_error(function() cache:await(-1) end)
+    assert.has_error(function() cache.get("/p") end)
+    cache:close()
+  end)
+end)
