@@ -70,7 +70,7 @@ describe("faults: give-up paths of the plain-call recipes leave no node #faults"
     function()
     local dir = "/faults/giveup/zl"
     local holder = obs:zookeeper_lock(dir)
-    assert.is_true(holder:acquire(5))
+    assert.are.equal(holder, holder:acquire(5))
     local c = util.connect(proxy.hosts, { session_timeout = 10, identity = "gz-1" })
     local other = c:zookeeper_lock("/faults/giveup/zl")
     local l = c:zookeeper_lock(dir)
@@ -97,7 +97,7 @@ describe("faults: give-up paths of the plain-call recipes leave no node #faults"
     assert.is_truthy(obs:exists(other:node()))
     assert(holder:release())
     assert.is_truthy(util.wait_until(function() return ores end, 10, { c }))
-    assert.is_true(ores[1], tostring(ores[2]))
+    assert.are.equal(other, ores[1], tostring(ores[2]))
     assert(other:release())
     assert.are.same({}, util.children(obs, dir))
   end)
@@ -106,7 +106,7 @@ describe("faults: give-up paths of the plain-call recipes leave no node #faults"
     function()
     local dir = "/faults/giveup/zl-closed"
     local holder = obs:zookeeper_lock(dir)
-    assert.is_true(holder:acquire(5))
+    assert.are.equal(holder, holder:acquire(5))
     local c = util.connect(proxy.hosts, { session_timeout = 10, identity = "gc-1" })
     local l = c:zookeeper_lock(dir)
     proxy:send("delay 600", 5, pump_of({ c }))
