@@ -191,7 +191,7 @@ function MultiLock:_acquire_once(timeout)
 end
 
 -- release() -> true | nil, msg, code, errors. Releases every component in reverse order, going on
--- past failures; msg lists every failure, code is the first one's, errors = { {lock, msg, code} }.
+-- past failures; msg ("CODE: ...") lists every failure, code is the first one's, errors = { {lock, msg, code} }.
 -- Raises, like a mutex, when the caller holds none of the components (never acquired, or
 -- released already). A component released on its own behind the multi-lock's back is reported
 -- among the failures (code ENOTHELD) while the others are released. No pcall around the
@@ -228,7 +228,9 @@ function MultiLock:release()
   if #errors == 0 then return true end
   local parts = {}
   for _, e in ipairs(errors) do parts[#parts + 1] = e.msg end
-  return nil, ("releasing multi-lock: %d of %d failed: %s"):format(#errors, #self.locks, table.concat(parts, "; ")),
+  -- "CODE: ..." like every release's message (the first failure's code), each failure's own after
+  return nil, ("%s: releasing multi-lock: %d of %d failed: %s"):format(errors[1].code, #errors, #self.locks,
+    table.concat(parts, "; ")),
          errors[1].code, errors
 end
 
