@@ -238,6 +238,48 @@ describe("hold protocol conformance", function()
       assert_empty(path, { c, o })
     end)
 
+    if f.lists then
+      it(f.name .. ": its node deleted by another client: a listing of its queue without it reports LOST once",
+        function()
+        local c, o = connect("victim"), connect("deleter")
+        local path = fresh()
+        local obj = f.new(c, path)
+        local g = assert(obj:acquire(5))
+        local rec = recorder(g)
+        assert(o:delete(f.nodes(g)[1]))
+        assert.is_nil(rec.LOST) -- nothing watches a held node without on_revoke: not known yet
+        local list = assert(obj:participants())
+        assert.are.same({}, list)
+        assert.are.equal(1, rec.LOST, "participants() lacked the node: " .. table.concat(rec.order, " "))
+        assert.is_false(g:is_held())
+        assert_code("ELOST", pack(g:release()))
+        assert.are.equal(1, rec.LOST)
+        assert_empty(path, { c, o })
+      end)
+    end
+
+    if f.revocable then
+      it(f.name .. ": its node deleted by another client while on_revoke listens: LOST at once, once", function()
+        local c, o = connect("victim"), connect("deleter")
+        local path = fresh()
+        local obj = f.new(c, path)
+        local asked = 0
+        obj:on_revoke(function() asked = asked + 1 end)
+        local g = assert(obj:acquire(5))
+        local rec = recorder(g)
+        util.drive({ c }, 0.2) -- the watch on its own node is armed by a read at the grant
+        assert(o:delete(f.nodes(g)[1]))
+        assert.truthy(util.wait_until(function() return rec.LOST end, 10, { c, o }),
+          "the revocation watch saw NodeDeleted but nothing was reported")
+        util.drive({ c }, 0.2)
+        assert.are.equal(1, rec.LOST)
+        assert.are.equal(0, asked)
+        assert.is_false(g:is_held())
+        assert_code("ELOST", pack(g:release()))
+        assert_empty(path, { c, o })
+      end)
+    end
+
     it(f.name .. ": tokens of successive grants rise, across clients", function()
       local a, b = connect("tok-a"), connect("tok-b")
       local path = fresh()

@@ -185,6 +185,11 @@ Hold.__index = Hold
 
 local WEAK_V = { __mode = "v" }
 
+-- Grants are numbered in the order they are adopted: a listing judges only the holds adopted
+-- before it was asked for (a grant adopted while the listing was in flight may be missing from it).
+local adopted = 0
+function M.adopted() return adopted end
+
 -- Record core acquisition `id` (just granted) of obj. owner: the owning coroutine (or MAIN) for
 -- locks that belong to one, nil for leases. target: what on_lost handlers receive with the state.
 -- kind, path: describe it in messages ("mutex", "/a"; "lease of semaphore", "/s").
@@ -192,8 +197,10 @@ function M.adopt(obj, id, owner, target, kind, path)
   local st = obj[STATE]
   local c = R.core(st.client)
   local node, token = c:info(id)
+  adopted = adopted + 1
   local hold = setmetatable({ id = id, client = st.client, obj = obj, owned = owner ~= nil, target = target,
-                              kind = kind, path = path, count = 1, token = token, node = node or nil }, Hold)
+                              kind = kind, path = path, count = 1, token = token, node = node or nil,
+                              seq = adopted }, Hold)
   if owner then
     hold.owner_ref = setmetatable({ owner }, WEAK_V) -- weak: see STATE.holds
     st.holds[owner] = hold
@@ -286,11 +293,11 @@ function Hold:guard()
            gone = function() h:gone() end }
 end
 
--- Whether listing `names` of the directory `dir` shows that the hold's node is gone (and then
--- report it): a listing of the hold's own directory that lacks its node.
-function Hold:check_listing(dir, names)
+-- Whether listing `names` of the directory `dir`, asked for when M.adopted() was `asked`, shows
+-- that the hold's node is gone (and then report it): a listing of its own directory without it.
+function Hold:check_listing(dir, names, asked)
   local node = self.node
-  if not node or self.lost or self.released or self.closed then return end
+  if not node or self.lost or self.released or self.closed or self.seq > asked then return end
   if node:sub(1, #dir + 1) ~= dir .. "/" then return end
   local base = node:sub(#dir + 2)
   for _, n in ipairs(names) do if n == base then return end end
@@ -298,8 +305,8 @@ function Hold:check_listing(dir, names)
 end
 
 -- Tell every live hold of obj what a listing of `dir` showed (see Hold:check_listing).
-function M.check_listing(obj, dir, names)
-  for h in pairs(obj[STATE].live) do h:check_listing(dir, names) end
+function M.check_listing(obj, dir, names, asked)
+  for h in pairs(obj[STATE].live) do h:check_listing(dir, names, asked) end
 end
 
 ---------------------------------------------------------------- revocation

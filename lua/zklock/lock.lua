@@ -178,12 +178,13 @@ Lock.on_revoke = hold.on_revoke
 function Lock:participants()
   local client = self.client
   hold.check_open(client, "participants")
+  local asked = hold.adopted()
   local names, msg, code = client:children(self.path)
   if not names then
     if code == "ZNONODE" then return {} end
     return nil, msg, code
   end
-  hold.check_listing(self, self.path, names) -- a holder whose node is not listed lost it
+  hold.check_listing(self, self.path, names, asked) -- a holder whose node is not listed lost it
   local sorted = core.sort(names, self.recipe)
   local out = {}
   for _, name in ipairs(sorted) do

@@ -175,12 +175,13 @@ function Semaphore:participants()
   local client = self.client
   hold.check_open(client, "participants")
   local dir = self.path .. "/leases"
+  local asked = hold.adopted()
   local names, msg, code = client:children(dir)
   if not names then
     if code == "ZNONODE" then return {} end
     return nil, msg, code
   end
-  hold.check_listing(self, dir, names) -- a lease whose node is not listed is lost
+  hold.check_listing(self, dir, names, asked) -- a lease whose node is not listed is lost
   local out = {}
   for _, name in ipairs(names) do
     local data = client:get(dir .. "/" .. name)

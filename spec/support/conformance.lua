@@ -9,39 +9,41 @@
 --   same            acquire returns the acquirer itself (false: a grant of its own, the lease)
 --   dirs(path)      the directories its nodes live in (empty after every test)
 --   nodes(g)        the nodes of grant g while held (one, or one per component)
---   exclusive       a second acquire on another client waits while g is held
+--   lists           the acquirer's participants() lists the grant's directory (a listing
+--                   without the grant's node is evidence that it is gone)
+--   revocable       the acquirer takes on_revoke (its grants watch their own node)
 local M = {}
 
 local function single(g) return { g:node() } end
 
 M.families = {
   {
-    name = "mutex", same = true,
+    name = "mutex", lists = true, revocable = true, same = true,
     new = function(c, path) return c:mutex(path) end,
     dirs = function(path) return { path } end,
     nodes = single,
   },
   {
-    name = "read lock", same = true,
+    name = "read lock", lists = true, revocable = true, same = true,
     new = function(c, path) return c:rwlock(path).read end,
     blocker = function(c, path) return c:rwlock(path).write end,
     dirs = function(path) return { path } end,
     nodes = single,
   },
   {
-    name = "write lock", same = true,
+    name = "write lock", lists = true, revocable = true, same = true,
     new = function(c, path) return c:rwlock(path).write end,
     dirs = function(path) return { path } end,
     nodes = single,
   },
   {
-    name = "semaphore mutex", same = true,
+    name = "semaphore mutex", lists = true, revocable = true, same = true,
     new = function(c, path) return c:semaphore_mutex(path) end,
     dirs = function(path) return { path .. "/leases", path .. "/locks" } end,
     nodes = single,
   },
   {
-    name = "lease", same = false,
+    name = "lease", lists = true, revocable = true, same = false,
     new = function(c, path) return c:semaphore(path, 1) end,
     dirs = function(path) return { path .. "/leases", path .. "/locks" } end,
     nodes = single,
