@@ -167,7 +167,7 @@ end
 
 -- fn(state, lease) with state "SUSPENDED" | "RECONNECTED" | "LOST" for every lease.
 Semaphore.on_lost = hold.on_lost
--- fn(lease, node) for a revocation request on any lease of this semaphore (current and future).
+-- fn(node, lease) for a revocation request on any lease of this semaphore (current and future).
 Semaphore.on_revoke = hold.on_revoke
 
 -- Lease holders (and leases being counted): { { path, node, sequence, data }, ... } by sequence.
