@@ -7,6 +7,17 @@
 -- routes the acquisition's state events to it (hold:on_state) and may drop it (hold:drop) when
 -- its owner coroutine is dead. Waiting goes through the client's recipe interface
 -- (zklock.client's `recipe`), so it suspends or blocks as the client's adapters decide.
+--
+-- The hold protocol (docs/design.md, "One hold protocol") rests on these records, so a recipe
+-- that grants something (a leader's term, latch leadership, a lock-safe queue message) adopts it
+-- by making its grant a hold record (M.adopt) and answering from it:
+--   is_held  -> hold:live()              token/node -> hold.token / hold.node while live
+--   release  -> M.release(hold)          (true | nil, "ELOST: ...", "ELOST" | nil, msg, code)
+--   transaction -> txn.fenced(client, hold:guard())   (the guard reports ZNONODE: hold:gone())
+--   on_lost  -> M.on_lost(obj, fn) for every hold of obj, or hold.on_lost = M.check_handler(...)
+--               for one grant; hold.listener for a composite grant (the multi-lock)
+--   <close>, __gc -> M.release / M.collected_hold
+-- and by calling hold:gone() on any evidence of its own that the node no longer exists.
 local core = require("zklock.core")
 local check = require("zklock.check")
 local R = require("zklock.client").recipe

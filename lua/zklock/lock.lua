@@ -68,8 +68,8 @@ function Lock:_attempt(timeout, ms)
   local h = hold.of(self, co)
   if h then
     if h.lost then
-      return fail(core.errno.ELOST, ("%s %s was lost with the session; release it before acquiring again")
-        :format(self.kind, self.path))
+      return fail(core.errno.ELOST, ("%s %s was lost %s; release it before acquiring again")
+        :format(self.kind, self.path, h:lost_how()))
     end
     h.count = h.count + 1
     return self
