@@ -67,6 +67,26 @@ function zklock.type(x) end
 ---@return string text `"unknown error"` for an unknown code.
 function zklock.strerror(code) end
 
+---Whether a write that failed with `code` may have been applied: true when the request may have
+---reached the server and no answer of the server came back (`ZCONNECTIONLOSS`,
+---`ZOPERATIONTIMEOUT`, `ZRUNTIMEINCONSISTENCY`, `ZAUTHFAILED`, `ZCLOSING`, `ZSYSTEMERROR`,
+---`ZSSLCONNECTIONERROR`, and zklock's `ETIMEDOUT`, `ESESSION`, `ECLOSED`: the list is
+---`ZKL_OUTCOME_UNKNOWN_MAP` in zklock.h). Then the write (a create, set, delete, transaction, a
+---queue take) was applied or not: read before you retry it, or it may be applied twice. Any other
+---failure of a write is the server's answer: nothing was applied. Messages say the same: "outcome
+---unknown: the operation may have been applied" (a queue take: "the item may have been taken").
+---
+---```lua
+---local ok, err, code = t:commit()
+---if not ok and zklock.outcome_unknown(code) then --[[ read back before retrying ]] end
+---```
+---
+---Errors: raises on a string that is not a code name (see `zklock.errno`) or a value that is no
+---code.
+---@param code string|integer|nil A code's name (`"ZCONNECTIONLOSS"`) or number; `nil` gives false.
+---@return boolean unknown
+function zklock.outcome_unknown(code) end
+
 ---Options of `zklock.connect`.
 ---@class zklock.ConnectOptions
 ---@field session_timeout? number Session timeout requested from the server, in seconds (default 10; the server may bound it).
@@ -92,7 +112,7 @@ function zklock.strerror(code) end
 ---@field ZCONNECTIONLOSS integer -4: connection to the server lost
 ---@field ZMARSHALLINGERROR integer -5: error while marshalling or unmarshalling data
 ---@field ZUNIMPLEMENTED integer -6: operation not implemented by the server
----@field ZOPERATIONTIMEOUT integer -7: operation timed out (outcome unknown)
+---@field ZOPERATIONTIMEOUT integer -7: operation timed out (no answer from the server)
 ---@field ZBADARGUMENTS integer -8: invalid arguments
 ---@field ZINVALIDSTATE integer -9: invalid ZooKeeper handle state
 ---@field ZNEWCONFIGNOQUORUM integer -13: no quorum for new config

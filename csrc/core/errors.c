@@ -24,3 +24,15 @@ const char *zkl_err_name(int err) {
         return "EUNKNOWN";
     }
 }
+
+int zkl_outcome_unknown(int err) {
+    switch (err) {
+#define XX(name)                                                                                   \
+    case ZKL_##name:                                                                               \
+        return 1;
+        ZKL_OUTCOME_UNKNOWN_MAP(XX)
+#undef XX
+    default:
+        return 0;
+    }
+}

@@ -1,7 +1,10 @@
 /* txn.c - transactions: ZooKeeper's multi (create, set, delete, check), applied all or none in
  * one request. A write: never retried on its own (a connection lost with it in flight leaves
- * its outcome unknown, and the caller is told ZCONNECTIONLOSS); sent once connected when started
- * while disconnected; ended by a session loss (ESESSION), its timeout (ETIMEDOUT) or close.
+ * its outcome unknown, and the caller is told the ZooKeeper client's code, ZCONNECTIONLOSS or
+ * ZOPERATIONTIMEOUT: see ZKL_OUTCOME_UNKNOWN_MAP); sent once connected when started while
+ * disconnected; ended by a session loss (ESESSION), its timeout (ETIMEDOUT) or close (ECLOSED),
+ * whose outcome is unknown too when it was in flight. Only the server's answer (per_op) says
+ * that nothing was applied.
  * Results stay readable with zkl_txn_result_get() until the next event is taken. */
 #include <string.h>
 
@@ -17,6 +20,7 @@ typedef struct zkl_top {
     char **bufs;        /* one per op: a created node's path */
     int rc;
     int per_op; /* the server answered: zres[] holds each op's outcome */
+    int sent;   /* handed to the ZooKeeper client: without an answer, the outcome is unknown */
 } zkl_top;
 
 #define T(o) ((zkl_top *)(o))
@@ -57,6 +61,9 @@ static void txn_free_fields(zkl_client *c, zkl_op *op) {
 
 static void txn_done(zkl_client *c, zkl_op *op, int rc) {
     if (op->phase == P_DONE) return;
+    /* the ZooKeeper client fails with ZSESSIONEXPIRED only requests queued after the last
+     * connection broke, once the reconnect finds the session expired: no server applies them */
+    if (rc == ZSESSIONEXPIRED) T(op)->sent = 0;
     if (rc == ZCLOSING || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE)
         rc = c->closed ? ZKL_ECLOSED : c->auth_failed ? ZAUTHFAILED : ZKL_ESESSION;
     T(op)->rc = rc;
@@ -105,6 +112,7 @@ static void txn_kick(zkl_client *c, zkl_op *op) {
     if (rc == ZOK) {
         c->stats.ops++;
         op->refs++;
+        t->sent = 1;
     } else if (!zkl__conn_lost(rc) && !zkl__handle_gone(rc)) {
         txn_done(c, op, rc); /* refused before sending (bad arguments, marshalling) */
     }
@@ -189,6 +197,7 @@ int zkl__txn_result_get(zkl_client *c, uint64_t id, zkl_txn_result *out, int n) 
         /* without the server's answer (timeout, connection or session loss, close) each op
          * carries the transaction's status */
         out[k].rc = t->per_op ? t->zres[k].err : t->rc;
+        out[k].sent = t->sent;
         if (t->args[k].type == ZKL_OP_CREATE && t->zres[k].err == ZOK && t->bufs[k][0])
             out[k].path = t->bufs[k];
         if (t->args[k].type == ZKL_OP_SET && t->zres[k].err == ZOK) {

@@ -153,7 +153,7 @@ extern "C" {
     XX(ZCONNECTIONLOSS, -4, "connection to the server lost")                                       \
     XX(ZMARSHALLINGERROR, -5, "error while marshalling or unmarshalling data")                     \
     XX(ZUNIMPLEMENTED, -6, "operation not implemented by the server")                              \
-    XX(ZOPERATIONTIMEOUT, -7, "operation timed out (outcome unknown)")                             \
+    XX(ZOPERATIONTIMEOUT, -7, "operation timed out (no answer from the server)")                   \
     XX(ZBADARGUMENTS, -8, "invalid arguments")                                                     \
     XX(ZINVALIDSTATE, -9, "invalid ZooKeeper handle state")                                        \
     XX(ZNEWCONFIGNOQUORUM, -13, "no quorum for new config")                                        \
@@ -185,6 +185,50 @@ enum {
     ZKL_ERRNO_MAP(ZKL__ERR_ENUM)
 #undef ZKL__ERR_ENUM
 };
+
+/* Outcome unknown. A write (create, set, delete, a transaction, the delete of a queue take)
+ * that ends with one of these codes may or may not have been applied: the request may have
+ * reached the server, and no answer of the server says what became of it. Retrying it blindly
+ * may apply it twice; read back (or make the write idempotent) first. Any other code that ends
+ * a write is the server's own answer (for a transaction: none of its ops was applied) or a
+ * refusal before anything was sent. The ZooKeeper C client (3.8) fails the requests in flight
+ * without an answer of the server with:
+ *   ZCONNECTIONLOSS        the connection broke, or a connect failed, with requests out
+ *   ZOPERATIONTIMEOUT      nothing came from the server for two thirds of the session timeout
+ *                          (replies dropped, a stalled server or network)
+ *   ZRUNTIMEINCONSISTENCY  a reply out of order: the client drops the connection (in the op
+ *                          list of a multi the server answered, the same code marks an op rolled
+ *                          back because another failed: that one was not applied)
+ *   ZAUTHFAILED            the server rejected a credential and closed the connection (requests
+ *                          written before the credential may have been applied)
+ *   ZCLOSING               zookeeper_close() with requests out
+ *   ZSYSTEMERROR           no socket could be made (requests queued for the next connection)
+ *   ZSSLCONNECTIONERROR    TLS builds: the TLS handshake failed (likewise)
+ * and zklock adds its own for a request it stopped waiting for while it was out:
+ *   ETIMEDOUT              the call's timeout passed
+ *   ESESSION               the session ended (expired, or presumed lost)
+ *   ECLOSED                zkl_client_close()
+ * Not in the list: ZINVALIDSTATE (returned only when a request is refused before it is sent),
+ * ZSESSIONMOVED (the server's answer: the request was refused) and ZSESSIONEXPIRED: the client
+ * fails with it the requests queued after the last connection broke (those in flight then failed
+ * with that connection's code) once the reconnect finds the session expired, and the server
+ * applies no request of an expired session; as the server's answer it is a refusal too. (The
+ * core reports it as ZKL_ESESSION, which is listed: a session the core presumes lost may end
+ * with requests in flight; a transaction's zkl_txn_result.sent tells the two apart.) */
+#define ZKL_OUTCOME_UNKNOWN_MAP(XX)                                                                \
+    XX(ZCONNECTIONLOSS)                                                                            \
+    XX(ZOPERATIONTIMEOUT)                                                                          \
+    XX(ZRUNTIMEINCONSISTENCY)                                                                      \
+    XX(ZAUTHFAILED)                                                                                \
+    XX(ZCLOSING)                                                                                   \
+    XX(ZSYSTEMERROR)                                                                               \
+    XX(ZSSLCONNECTIONERROR)                                                                        \
+    XX(ETIMEDOUT)                                                                                  \
+    XX(ESESSION)                                                                                   \
+    XX(ECLOSED)
+
+/* 1 if a write that ended with code err may have been applied (ZKL_OUTCOME_UNKNOWN_MAP), else 0. */
+ZKL_EXTERN int zkl_outcome_unknown(int err);
 
 /* Human-readable message for an error code; never NULL ("unknown error" for unknown codes). */
 ZKL_EXTERN const char *zkl_strerror(int err);
@@ -238,6 +282,7 @@ enum {
  *               ZCONNECTIONLOSS or ZOPERATIONTIMEOUT for a create, set or delete whose outcome is
  *               unknown (reads are retried once connected instead); ZKL_ESESSION (the session
  *               ended while it was in flight); ZKL_ECLOSED; ZKL_ENOMEM (copying the result).
+ *               A write's status in ZKL_OUTCOME_UNKNOWN_MAP: it may have been applied.
  *   WATCH       ZKL_WATCH_CREATED, _DELETED, _CHANGED, _CHILD (the watch fired), ZKL_ESESSION
  *               (the session ended with the watch armed: it is gone) or ZKL_ECLOSED.
  *   WARNING     ZKL_ESEQWRAP with the acquisition's id (the lock dir's sequence counter wrapped:
@@ -643,6 +688,11 @@ typedef struct zkl_txn_result {
     const char *path; /* CREATE: the created node's path (with its sequence), else NULL */
     int32_t version;  /* SET: the node's new version */
     int64_t mzxid;    /* SET: the node's new mzxid */
+    int sent;         /* 1 if the request may have reached the server while the session lived (then
+                         a status in ZKL_OUTCOME_UNKNOWN_MAP leaves its outcome unknown); 0 if not: it
+                         ended before it was handed to the ZooKeeper client (no connection), or the
+                         client failed it with ZSESSIONEXPIRED (reported as ZKL_ESESSION): nothing was
+                         applied */
 } zkl_txn_result;
 
 /* After the transaction's OP_DONE event (and before the next next_event(), process() or wait()):

@@ -8,6 +8,16 @@
 
 #define LOG_KEEP 256
 
+/* How core.new makes a client and how c:wait waits: the real ones here; the scripted test module
+ * (tests/script/l_scripted.c, never installed) compiles this file again with the fake
+ * ZooKeeper's (a client on tests/script/fakezk.c, a wait that never sleeps). */
+#ifndef ZKL_LUA_CLIENT_NEW
+#define ZKL_LUA_CLIENT_NEW(cfg, out) zkl_client_new((cfg), (out))
+#endif
+#ifndef ZKL_LUA_CLIENT_WAIT
+#define ZKL_LUA_CLIENT_WAIT(L, c, ms) zkl_client_wait((c), (ms))
+#endif
+
 typedef struct log_line {
     struct log_line *next;
     size_t len;
@@ -88,7 +98,7 @@ static int l_new(lua_State *L) {
     lua_setmetatable(L, -2);
     cfg.log_fn = on_log;
     cfg.log_ud = u;
-    int rc = zkl_client_new(&cfg, &u->c);
+    int rc = ZKL_LUA_CLIENT_NEW(&cfg, &u->c);
     if (rc != ZKL_OK) return zkl_lua_fail(L, rc, "cannot create client");
     return 1;
 }
@@ -148,7 +158,7 @@ static int l_flush(lua_State *L) {
 
 static int l_wait(lua_State *L) {
     lclient *u = check(L);
-    int rc = zkl_client_wait(u->c, (int)luaL_optinteger(L, 2, -1));
+    int rc = ZKL_LUA_CLIENT_WAIT(L, u->c, (int)luaL_optinteger(L, 2, -1));
     if (rc < 0) return zkl_lua_fail(L, rc, NULL);
     lua_pushinteger(L, rc);
     return 1;
@@ -419,7 +429,7 @@ static int l_txn(lua_State *L) {
     return 1;
 }
 
-/* the outcome of a transaction: { rc, results = { { rc, path, version, mzxid }, ... } } */
+/* the outcome of a transaction: { rc, sent, results = { { rc, path, version, mzxid }, ... } } */
 static int push_txn_result(lua_State *L, zkl_client *c, uint64_t id) {
     int n = zkl_txn_result_get(c, id, NULL, 0);
     if (n < 0) return zkl_lua_fail(L, n, NULL);
@@ -448,6 +458,8 @@ static int push_txn_result(lua_State *L, zkl_client *c, uint64_t id) {
     lua_setfield(L, -2, "results");
     lua_pushinteger(L, first_rc);
     lua_setfield(L, -2, "rc");
+    lua_pushboolean(L, n > 0 && res[0].sent);
+    lua_setfield(L, -2, "sent");
     return 1;
 }
 

@@ -27,6 +27,31 @@ static int l_errname(lua_State *L) {
     return 1;
 }
 
+/* core.outcome_unknown(code) -> boolean: code (a number, or a name from core.errno) ended a
+ * write that may have been applied (ZKL_OUTCOME_UNKNOWN_MAP). nil -> false; a name that is no
+ * error code -> nil (the Lua layer raises). */
+static int l_outcome_unknown(lua_State *L) {
+    int code;
+    if (lua_isnoneornil(L, 1)) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    if (lua_type(L, 1) == LUA_TSTRING) {
+        const char *name = lua_tostring(L, 1);
+#define XX(n, c, msg)                                                                              \
+    if (strcmp(name, #n) == 0) {                                                                   \
+        lua_pushboolean(L, zkl_outcome_unknown(c));                                                \
+        return 1;                                                                                  \
+    }
+        ZKL_ERRNO_MAP(XX)
+#undef XX
+        return 0;
+    }
+    code = (int)luaL_checkinteger(L, 1);
+    lua_pushboolean(L, zkl_outcome_unknown(code));
+    return 1;
+}
+
 /* core.path_error(path) -> message | nil */
 static int l_path_error(lua_State *L) {
     size_t len;
@@ -127,6 +152,7 @@ static const luaL_Reg funcs[] = {{"strerror", l_strerror},
                                  {"sort_key", l_sort_key},
                                  {"errname", l_errname},
                                  {"path_error", l_path_error},
+                                 {"outcome_unknown", l_outcome_unknown},
                                  {"expire_session", l_expire_session},
                                  {NULL, NULL}};
 
@@ -148,6 +174,17 @@ int luaopen_zklock_core(lua_State *L) {
     ZKL_ERRNO_MAP(XX)
 #undef XX
     lua_setfield(L, -2, "errno");
+
+    lua_newtable(L); /* OUTCOME_UNKNOWN: the names of ZKL_OUTCOME_UNKNOWN_MAP, in its order */
+    {
+        int i = 0;
+#define XX(name)                                                                                   \
+    lua_pushliteral(L, #name);                                                                     \
+    lua_rawseti(L, -2, ++i);
+        ZKL_OUTCOME_UNKNOWN_MAP(XX)
+#undef XX
+    }
+    lua_setfield(L, -2, "OUTCOME_UNKNOWN");
 
     SETINT("MUTEX", ZKL_MUTEX);
     SETINT("READ", ZKL_READ);

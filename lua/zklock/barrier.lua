@@ -65,12 +65,17 @@ local function deadline_of(fname, timeout)
   return core.now() + ms
 end
 
--- a create or delete failed this way: the server may have applied it (its answer was lost)
-local UNKNOWN = { ZCONNECTIONLOSS = true, ZOPERATIONTIMEOUT = true, ETIMEDOUT = true }
-local UNKNOWN_ST = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
-                     [core.errno.ETIMEDOUT] = true }
 -- the session ended: its ephemeral nodes went with it
 local GONE = { ZNONODE = true, ESESSION = true, ECLOSED = true, ZSESSIONEXPIRED = true }
+-- a create or delete failed this way: the server may have applied it (its answer was lost:
+-- zklock.outcome_unknown) and the session that owns the node lives on. UNKNOWN[name],
+-- UNKNOWN_ST[number].
+local UNKNOWN = setmetatable({}, { __index = function(_, code)
+  return core.outcome_unknown(code) and not GONE[code]
+end })
+local UNKNOWN_ST = setmetatable({}, { __index = function(_, st)
+  return core.outcome_unknown(st) and not GONE[core.errname(st)]
+end })
 
 -- delete our own node, whatever happened (give-up paths). A delete that fails (a connection
 -- loss) is handed to the client, which sends it again in the background while the session lives.
@@ -141,7 +146,10 @@ function enter(self, timeout, deadline)
   local node, msg
   node, msg, code = R.create(c, self.own, "", { ephemeral = true, parents = true }, self._waiting)
   if not node then
-    if UNKNOWN[code] then self._node = self.own end -- it may be there: delete it
+    if UNKNOWN[code] then
+      self._node = self.own -- it may be there: delete it
+      msg = msg .. " (this member did not enter: its node, if the server made it, is deleted)"
+    end
     return give_up(self, msg, code)
   end
   self._node = node

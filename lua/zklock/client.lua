@@ -439,10 +439,12 @@ end
 -- unknown) while the session lives, up to DISCARD_TRIES times (then a warning: the node stays
 -- until the session ends). A session that ends takes the node (ephemeral) with it.
 local DISCARD_TRIES = 10
-local DISCARD_AGAIN = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
-                        [core.errno.ETIMEDOUT] = true }
 local DISCARD_DONE = { [0] = true, [core.errno.ZNONODE] = true, [core.errno.ESESSION] = true,
                        [core.errno.ECLOSED] = true, [core.errno.ZSESSIONEXPIRED] = true }
+-- again: no answer (zklock.outcome_unknown) while the session lives
+local DISCARD_AGAIN = setmetatable({}, { __index = function(_, st)
+  return core.outcome_unknown(st) and not DISCARD_DONE[st]
+end })
 function Client:_discard(path, tries)
   tries = tries or 1
   if self.state == "CLOSED" then return end
@@ -574,20 +576,27 @@ function Client:_explain(status)
 end
 
 local function op_result(self, w, what, path, ms)
-  if not w.done then return nil, "ECLOSED: the client was closed", "ECLOSED" end
+  if not w.done then
+    if what ~= "get" and what ~= "children" and what ~= "exists" then
+      return nil, ("ECLOSED: %s %s: the client was closed before its answer came; outcome unknown: the operation"
+        .. " may have been applied"):format(what, check.short(path)), "ECLOSED"
+    end
+    return nil, "ECLOSED: the client was closed", "ECLOSED"
+  end
   local st = w.status
   if st ~= 0 then
     local name = core.errname(st)
     local text = core.strerror(st)
     if st == core.errno.ETIMEDOUT then
       text = ("no answer within %g s (client option op_timeout, or the call's timeout option)"):format(ms / 1000)
-      if what ~= "get" and what ~= "children" and what ~= "exists" then
-        text = text .. "; the server may still apply it"
-      end
     elseif st == core.errno.ESESSION then
       text = "the ZooKeeper session was lost while it waited"
     end
     if what == "create" then text = text .. self:_explain(st) end
+    if what ~= "get" and what ~= "children" and what ~= "exists" and core.outcome_unknown(st) then
+      -- a write without the server's answer (zklock.outcome_unknown): it may have been applied
+      text = text .. "; outcome unknown: the operation may have been applied"
+    end
     return nil, ("%s: %s %s: %s"):format(name, what, check.short(path), text), name
   end
   return w.result

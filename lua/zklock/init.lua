@@ -83,6 +83,25 @@ function M.type(x)
   return nil
 end
 
+-- zklock.outcome_unknown(code) -> boolean: true when `code` (a name such as "ZOPERATIONTIMEOUT"
+-- or a number from zklock.errno; nil -> false) ended a write that may have been applied: the
+-- request may have reached the server and its answer never came (ZCONNECTIONLOSS,
+-- ZOPERATIONTIMEOUT, ETIMEDOUT, ESESSION, ECLOSED, ...; the list is ZKL_OUTCOME_UNKNOWN_MAP in
+-- zklock.h). Any other failure of a write is the server's answer: nothing was applied.
+function M.outcome_unknown(code)
+  local t = type(code)
+  if t ~= "nil" and t ~= "string" and not (t == "number" and code % 1 == 0 and math.abs(code) < 2 ^ 31) then
+    check.argerror("outcome_unknown", 1, "code: expected an error code name (\"ZCONNECTIONLOSS\") or number, got "
+      .. check.describe(code))
+  end
+  local r = core.outcome_unknown(code)
+  if r == nil then
+    check.argerror("outcome_unknown", 1, ("code: %s is not an error code name (see zklock.errno)")
+      :format(check.describe(code)))
+  end
+  return r
+end
+
 function M.strerror(code)
   if type(code) == "string" then code = core.errno[code] end
   return code and core.strerror(code) or "unknown error"

@@ -321,6 +321,72 @@ local function bucket_index(v, b)
   return lo
 end
 
+-- Argument checks of the sinks below (a sink method is also called by applications: their own
+-- counters next to zklock's). Names and label tables are checked once each and remembered.
+local METRIC_NAME = "^[a-zA-Z_:][a-zA-Z0-9_:]*$"
+local LABEL_NAME = "^[a-zA-Z_][a-zA-Z0-9_]*$"
+local good_names = {}
+local good_labels = setmetatable({}, { __mode = "k" })
+
+-- a method called with a dot (sink.count(...)): self is not the sink
+local function check_self(self, mt, what, method)
+  if getmetatable(self) ~= mt then
+    check.raise(("zklock: %s sink:%s called with a dot or on something else (self is %s); call it as"
+      .. " sink:%s(...)"):format(what, method, check.describe(self), method))
+  end
+end
+
+local function check_name(fname, name)
+  if good_names[name] then return end
+  if type(name) ~= "string" or not name:match(METRIC_NAME) then
+    check.argerror(fname, 1, ("name: expected a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), got %s")
+      :format(check.describe(name)))
+  end
+  good_names[name] = true
+end
+
+local function check_labels(fname, labels, histogram)
+  if type(labels) ~= "table" then
+    check.argerror(fname, 2, "labels: expected a table of label name -> value, got " .. check.describe(labels))
+  end
+  local seen = good_labels[labels]
+  if seen == true or (seen == "counter" and not histogram) then return end
+  for k, v in pairs(labels) do
+    if type(k) ~= "string" or not k:match(LABEL_NAME) or k:sub(1, 2) == "__" then
+      check.argerror(fname, 2, ("labels: label name %s is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*,"
+        .. " not starting with __)"):format(check.describe(k)))
+    end
+    if histogram and k == "le" then
+      check.argerror(fname, 2, "labels: label name \"le\" is reserved for a histogram's buckets")
+    end
+    if type(v) ~= "string" and type(v) ~= "number" then
+      check.argerror(fname, 2, ("labels: the value of label %s: expected a string or a number, got %s")
+        :format(k, check.describe(v)))
+    end
+    if type(v) == "string" and v:find("[\1\2]") then
+      check.argerror(fname, 2, ("labels: the value of label %s contains a byte \\1 or \\2 (reserved)"):format(k))
+    end
+  end
+  good_labels[labels] = histogram and true or "counter"
+end
+
+local function check_value(fname, v, counter)
+  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
+    check.argerror(fname, 3, ("%s: expected a finite number, got %s"):format(counter and "n" or "value",
+      check.describe(v)))
+  end
+  if counter and v < 0 then
+    check.argerror(fname, 3, ("n: a counter only goes up: expected a number >= 0, got %s"):format(check.describe(v)))
+  end
+end
+
+-- a name is one family of one type: a counter cannot become a histogram
+local function check_type(fname, families_type, name, typ)
+  if families_type and families_type ~= typ then
+    check.argerror(fname, 1, ("name: %s is a %s already, not a %s"):format(name, families_type, typ))
+  end
+end
+
 -- metrics.prometheus() -> a sink kept in this Lua state, with sink:render() -> the Prometheus
 -- text exposition format (version 0.0.4), and sink:get(name, labels) -> a counter's value or a
 -- histogram's { count =, sum = } (nil if never reported).
@@ -345,31 +411,53 @@ end
 local function family(self, name, typ)
   local fam = self._families[name]
   if not fam then
-    fam = { type = typ, series = {} }
+    fam = { type = typ, series = {}, by_table = setmetatable({}, { __mode = "k" }) }
     self._families[name] = fam
   end
   return fam
 end
 
+-- The series of (name, labels) once checked: fam.by_table[labels] (the reporters reuse their
+-- label tables, so the argument checks run once per series, not once per call).
 function Prom:count(name, labels, n)
-  local fam = family(self, name, "counter")
-  local k = cached_key(labels)
-  local s = fam.series[k]
+  if getmetatable(self) ~= Prom then check_self(self, Prom, "prometheus", "count") end
+  local fam = self._families[name]
+  local s = fam and fam.type == "counter" and fam.by_table[labels]
   if not s then
-    s = { labels = labels, value = 0 }
-    fam.series[k] = s
+    check_name("count", name)
+    check_labels("count", labels, false)
+    check_type("count", fam and fam.type, name, "counter")
+    fam = family(self, name, "counter")
+    local k = cached_key(labels)
+    s = fam.series[k]
+    if not s then
+      s = { labels = labels, value = 0 }
+      fam.series[k] = s
+    end
+    fam.by_table[labels] = s
   end
+  if type(n) ~= "number" or not (n >= 0 and n < math.huge) then check_value("count", n, true) end
   s.value = s.value + n
 end
 
 function Prom:observe(name, labels, v)
-  local fam = family(self, name, "histogram")
-  local k = cached_key(labels)
-  local s = fam.series[k]
+  if getmetatable(self) ~= Prom then check_self(self, Prom, "prometheus", "observe") end
+  local fam = self._families[name]
+  local s = fam and fam.type == "histogram" and fam.by_table[labels]
   if not s then
-    s = { labels = labels, buckets = {}, sum = 0, count = 0 }
-    fam.series[k] = s
+    check_name("observe", name)
+    check_labels("observe", labels, true)
+    check_type("observe", fam and fam.type, name, "histogram")
+    fam = family(self, name, "histogram")
+    local k = cached_key(labels)
+    s = fam.series[k]
+    if not s then
+      s = { labels = labels, buckets = {}, sum = 0, count = 0 }
+      fam.series[k] = s
+    end
+    fam.by_table[labels] = s
   end
+  if type(v) ~= "number" or not (v > -math.huge and v < math.huge) then check_value("observe", v, false) end
   local i = bucket_index(v, buckets_of(name))
   s.buckets[i] = (s.buckets[i] or 0) + 1
   s.sum = s.sum + v
@@ -377,6 +465,7 @@ function Prom:observe(name, labels, v)
 end
 
 function Prom:get(name, labels)
+  check_self(self, Prom, "prometheus", "get")
   local fam = self._families[name]
   local s = fam and fam.series[series_key(labels or {})]
   if not s then return nil end
@@ -385,6 +474,7 @@ function Prom:get(name, labels)
 end
 
 function Prom:render()
+  check_self(self, Prom, "prometheus", "render")
   return render(self._families, HELP)
 end
 
@@ -398,7 +488,7 @@ function M.shared_dict(dict)
   if type(dict) ~= "table" and type(dict) ~= "userdata" then
     check.argerror("shared_dict", 1, "dict: expected an ngx.shared dictionary, got " .. check.describe(dict))
   end
-  return setmetatable({ dict = dict }, Shared)
+  return setmetatable({ dict = dict, _types = {} }, Shared)
 end
 
 local SEP = "\2"
@@ -417,10 +507,22 @@ local function label_unpack(s)
 end
 
 function Shared:count(name, labels, n)
+  check_self(self, Shared, "shared_dict", "count")
+  check_name("count", name)
+  check_labels("count", labels, false)
+  check_value("count", n, true)
+  check_type("count", self._types[name], name, "counter") -- (what this worker saw)
+  self._types[name] = "counter"
   self.dict:incr(table.concat({ "c", name, label_pack(labels), "v" }, SEP), n, 0)
 end
 
 function Shared:observe(name, labels, v)
+  check_self(self, Shared, "shared_dict", "observe")
+  check_name("observe", name)
+  check_labels("observe", labels, true)
+  check_value("observe", v, false)
+  check_type("observe", self._types[name], name, "histogram")
+  self._types[name] = "histogram"
   local base = table.concat({ "h", name, label_pack(labels) }, SEP) .. SEP
   local d = self.dict
   d:incr(base .. bucket_index(v, buckets_of(name)), 1, 0)
@@ -429,6 +531,7 @@ function Shared:observe(name, labels, v)
 end
 
 function Shared:render()
+  check_self(self, Shared, "shared_dict", "render")
   local families = {}
   for _, key in ipairs(self.dict:get_keys(0)) do
     local typ, name, series, field = key:match("^([ch])\2([^\2]*)\2([^\2]*)\2([^\2]*)$")

@@ -89,7 +89,12 @@ local function decode(s)
   end
 end
 
-local function fail(st, what, path, ms)
+-- The words a take ends with when the delete that takes an item got no answer (its code is in
+-- zklock.outcome_unknown): the server may have removed it, and then nobody received it.
+local TAKEN = "outcome unknown: the item may have been taken and lost (removed, but not handed out)"
+
+-- nil, msg, code for a failed request; `tail` is appended when its outcome is unknown
+local function fail(st, what, path, ms, tail)
   local name = core.errname(st)
   local text = core.strerror(st)
   if st == core.errno.ETIMEDOUT then
@@ -97,6 +102,7 @@ local function fail(st, what, path, ms)
   elseif st == core.errno.ESESSION then
     text = "the ZooKeeper session was lost while it waited"
   end
+  if tail and core.outcome_unknown(st) then text = text .. "; " .. tail end
   return nil, ("%s: queue %s %s: %s"):format(name, what, check.short(path), text), name
 end
 
@@ -174,7 +180,11 @@ function Queue:_try_plain(name, ms)
   self:_keep_if_orphaned(wg, wd)
   await(client, wg)
   await(client, wd)
-  if closed(wg) or closed(wd) then return nil, "ECLOSED: the client was closed", "ECLOSED" end
+  if closed(wd) then
+    return nil, ("ECLOSED: queue take %s: the client was closed before the answer came; %s"):format(check.short(node),
+      TAKEN), "ECLOSED"
+  end
+  if closed(wg) then return nil, "ECLOSED: the client was closed", "ECLOSED" end
   if wd.status == 0 then
     -- ours: the get was answered before the delete, so it read this very node
     if wg.status ~= 0 then
@@ -187,11 +197,7 @@ function Queue:_try_plain(name, ms)
     return nil, ("EFORMAT: queue item %s is not a Curator DistributedQueue message (%s); it was removed"
       .. " (its bytes are the 4th result)"):format(check.short(node), why), "EFORMAT", data
   elseif wd.status ~= core.errno.ZNONODE then
-    local r, m, c = fail(wd.status, "take", node, ms)
-    if c == "ETIMEDOUT" or c == "ZCONNECTIONLOSS" or c == "ESESSION" then
-      m = m .. " (the item may have been taken and lost)"
-    end
-    return r, m, c
+    return fail(wd.status, "take", node, ms, TAKEN)
   end
   return false -- ZNONODE: another consumer took it
 end
@@ -234,8 +240,10 @@ guarded_pcall = guarded_pcall and guarded_pcall(pcall, setmetatable)
 -- soon as the client is connected and again after a connection loss, up to CLEAN_TRIES times.
 -- (After a create whose answer was lost the node may be another consumer's: never delete that.)
 local CLEAN_TRIES = 10
-local CLEAN_AGAIN = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
-                      [core.errno.ETIMEDOUT] = true }
+-- again: no answer (zklock.outcome_unknown) while the session lives (else the node went with it)
+local CLEAN_AGAIN = setmetatable({}, { __index = function(_, st)
+  return core.outcome_unknown(st) and st ~= core.errno.ESESSION and st ~= core.errno.ECLOSED
+end })
 local function clean_lock(client, lock, sid, tries)
   tries = tries or 1
   if client.state == "CLOSED" or not sid then return end
@@ -302,8 +310,10 @@ function Queue:_try_locked(name, ms, fn)
     return "again"
   end
   if wc.status ~= 0 then
-    -- unknown outcome (no answer): the node may be ours; remove it if so, and give up
-    local r, m, c = fail(wc.status, "take (locking " .. lock .. ")", node, ms)
+    -- unknown outcome (no answer): the node may be ours; remove it if so, and give up. The item
+    -- itself was not touched: it stays for the next take.
+    local r, m, c = fail(wc.status, "take (locking " .. lock .. ")", node, ms,
+      "the item was not taken (this lock node, if the server made it, is removed in the background)")
     if c ~= "ESESSION" then clean_lock(client, lock, sid) end -- in the background: no answer now
     return r, m, c
   end
@@ -336,19 +346,30 @@ function Queue:_try_locked(name, ms, fn)
       pcall(self._unlock, self, lock)
       error(err, 0)
     end
+    if client.state == "CLOSED" then
+      -- fn closed the client: nothing can be removed any more; the lock node went with the session
+      return nil, ("ECLOSED: queue item %s: the client was closed inside fn; the item was not removed (it stays"
+        .. " for another consumer)"):format(check.short(node)), "ECLOSED"
+    end
     if m._txn and not m._txn._committed then t = m._txn end
   end
   t = t or require("zklock.txn").fenced(client, m._guard)
   t:delete(node):delete(lock)
   local r, em, ec = t:commit(ms > 0 and ms / 1000 or nil)
   if not r then
-    if ec ~= "ELOST" and ec ~= "ESESSION" then pcall(self._unlock, self, lock) end -- else: gone with the session
-    if ec == "ELOST" or ec == "ESESSION" then
-      ec = "ELOST"
+    if ec == "ELOST" then
       em = ("ELOST: queue item %s: this consumer's lock node %s went (its session ended) before the item"
         .. " was removed; the item stays for another consumer, and nothing of this transaction was written")
         :format(check.short(node), check.short(lock))
+    elseif core.outcome_unknown(ec) then
+      -- the removal got no answer: the server may have applied it (item gone, fn's writes
+      -- made), or not (the item stays, and its lock goes: here, or with the session)
+      em = ("%s: queue item %s: the removal got no answer (%s); outcome unknown: the item may have been taken"
+        .. " (removed, with fn's writes) or may stay for another consumer"):format(ec, check.short(node),
+        core.strerror(core.errno[ec]))
     end
+    -- (ELOST, ESESSION, ECLOSED: the lock node went with the session)
+    if ec ~= "ELOST" and ec ~= "ESESSION" and ec ~= "ECLOSED" then pcall(self._unlock, self, lock) end
     return nil, em, ec
   end
   if not items then
@@ -424,7 +445,14 @@ function Queue:_keep_if_orphaned(wg, wd)
 end
 
 local function check_fn(self, fname, argn, fn)
-  if fn == nil then return end
+  if fn == nil then
+    if self.lock_path then
+      check.argerror(fname, argn, "fn: a lock-safe queue (lock_path) needs fn(items, message): the item is removed"
+        .. " only after fn returned; without fn it would be removed before it is processed (use a queue without"
+        .. " lock_path for that)")
+    end
+    return
+  end
   if type(fn) ~= "function" then
     check.argerror(fname, argn, "fn: expected nil or a function(items, message), got " .. check.describe(fn))
   end
@@ -460,6 +488,17 @@ function Queue:take(timeout, fn)
   check_self(self, "take")
   local ms = check.timeout("take", 1, timeout)
   check_fn(self, "take", 2, fn)
+  local made = {}
+  local a, b, c, d = self:_take(ms, fn, made)
+  if a == nil and made.container and self.client.state ~= "CLOSED" then
+    -- the server reaps a container only once it had a child: one made for this take that got
+    -- nothing would stay forever. Delete it (in the background; refused if an item came in).
+    R.background(self.client, core.OP_DELETE, self.path, nil, 0, -1, function() end)
+  end
+  return a, b, c, d
+end
+
+function Queue:_take(ms, fn, made)
   local client = self.client
   local deadline = ms >= 0 and now() + ms or math.huge
   local op_ms = R.op_ms(client)
@@ -514,9 +553,11 @@ function Queue:take(timeout, fn)
       if left <= 0 then return timed_out() end
       if missing then
         -- no queue node to watch yet: make it (a container, as Curator does) and list again
-        -- (Curator's format: persistent, as Curator's consumers keep a watch on it)
-        local _, cmsg, ccode = client:create(self.path, nil, { container = not self.curator, parents = true })
+        -- (Curator's format: persistent, as Curator's consumers keep a watch on it). A container
+        -- this take made is deleted again if the take ends without an item (see Queue:take).
+        local p, cmsg, ccode = client:create(self.path, nil, { container = not self.curator, parents = true })
         if ccode and ccode ~= "ZNODEEXISTS" then return nil, cmsg, ccode end
+        if p and not self.curator then made.container = true end
       elseif wobj then
         local what, wmsg, wcode = wobj:wait(left == math.huge and nil or left / 1000)
         if not what and wcode ~= "ETIMEDOUT" then return nil, wmsg, wcode end

@@ -331,7 +331,9 @@ local function al_read(self)
 end
 
 -- one attempt of Curator's tryOnce: read, compute, create (node missing) or set at the version
--- read. -> true, pre, post | false, pre (lost a race) | nil, msg, code
+-- read. -> true, pre, post | false, pre (lost a race) | nil, msg, code. A write without an
+-- answer is never tried again: its code is one of zklock.outcome_unknown's and the plain call's
+-- message says "outcome unknown: the operation may have been applied".
 local function try_once(self, make)
   local pre, version, code = al_read(self)
   if pre == nil then return nil, version, code end

@@ -16,8 +16,14 @@ local check = require("zklock.check")
 local R = require("zklock.client").recipe
 local Client = require("zklock.client").Client
 
+local M = {
+  -- the words every unknown outcome of a write ends with (zklock.outcome_unknown)
+  UNKNOWN = "outcome unknown: the operation may have been applied",
+}
+
 local Txn = {}
 Txn.__index = Txn
+M.Txn = Txn
 Txn.__name = "zklock.transaction"
 
 local NAMES = { [core.OP_CREATE] = "create", [core.OP_SET] = "set", [core.OP_DELETE] = "delete",
@@ -107,9 +113,11 @@ end
 
 -- txn:commit(timeout) -> results | nil, msg, code, results
 --   results[i] = { op =, path =, created = (create: the node made), version = (set) }, one
---   per op of yours (a guard's check is not listed). On failure nothing was applied (unless the
---   outcome is unknown: ZCONNECTIONLOSS, ETIMEDOUT); msg names the first failing op; `results`
---   carries every op's own code (`code` field). A guarded transaction whose lock or lease is no
+--   per op of yours (a guard's check is not listed). When the server answered, a failure means
+--   nothing was applied: msg names the first failing op and `results` carries every op's own
+--   code (`code` field). When no answer came (code in zklock.outcome_unknown: ZCONNECTIONLOSS,
+--   ZOPERATIONTIMEOUT, ETIMEDOUT, ESESSION, ECLOSED, ...) the outcome is unknown: all of it may
+--   have been applied, or none; msg says so. A guarded transaction whose lock or lease is no
 --   longer held fails with code ELOST and writes nothing.
 function Txn:commit(timeout)
   check_txn(self, "commit")
@@ -130,7 +138,10 @@ function Txn:commit(timeout)
   local id, msg, code = R.core(client):txn(all, ms > 0 and ms or 0)
   if not id then return nil, msg, code end
   local w = R.await(client, R.waiter(client, id))
-  if not w.done then return nil, "ECLOSED: the client was closed", "ECLOSED" end
+  if not w.done then
+    return nil, ("ECLOSED: transaction of %d op(s): the client was closed before its answer came; %s")
+      :format(#self._ops, M.UNKNOWN), "ECLOSED"
+  end
   local r = w.result or { rc = w.status, results = {} }
   local off = guard and #guard_nodes(guard) or 0
   local results = {}
@@ -150,12 +161,29 @@ function Txn:commit(timeout)
     end
   end
   local name = core.errname(st)
-  if st == core.errno.ETIMEDOUT or st == core.errno.ZCONNECTIONLOSS then
-    return nil, ("%s: transaction of %d op(s): no answer (within %g s); the server may still apply it")
-      :format(name, #results, ms / 1000), name, results
-  elseif st == core.errno.ESESSION then
-    return nil, ("%s: transaction: the ZooKeeper session was lost"):format(name), name, results
+  if core.outcome_unknown(st) and r.sent == false then
+    -- it ended before it could be sent (no connection meanwhile): nothing was applied
+    local why = st == core.errno.ETIMEDOUT and ("not sent within %g s (no connection)"):format(ms / 1000)
+      or ("%s before it could be sent"):format(core.strerror(st))
+    if guard and st == core.errno.ESESSION then
+      return nil, ("ELOST: %s was lost with the session before the transaction could be sent: nothing was written")
+        :format(guard.what), "ELOST", results
+    end
+    return nil, ("%s: transaction of %d op(s): %s; nothing was applied"):format(name, #results, why), name, results
   end
+  if core.outcome_unknown(st) then
+    -- no answer of the server: it may have applied all of it (never a part)
+    local why = core.strerror(st)
+    if st == core.errno.ETIMEDOUT then
+      why = ("no answer within %g s"):format(ms / 1000)
+    elseif st == core.errno.ESESSION then
+      why = "the ZooKeeper session was lost before its answer came"
+    elseif st == core.errno.ECLOSED then
+      why = "the client was closed before its answer came"
+    end
+    return nil, ("%s: transaction of %d op(s): %s; %s"):format(name, #results, why, M.UNKNOWN), name, results
+  end
+  -- the server answered: a multi is applied all or none, so none of it was
   for i, x in ipairs(results) do
     if x.code and x.code ~= "ZRUNTIMEINCONSISTENCY" then
       return nil, ("%s: transaction op %d (%s %s): %s; nothing was applied")
@@ -178,7 +206,6 @@ end
 -- A fenced transaction for a holder: guard = { node = (or nodes = { ... }: one check each),
 -- what =, live = function() -> bool, gone = function(i) (the check of node i found no node:
 -- the hold learns it is lost) }.
-local M = { Txn = Txn }
 function M.fenced(client, guard) return new(client, guard) end
 
 return M

@@ -97,10 +97,15 @@ end
 
 -- the session ended: its ephemeral nodes went with it
 local GONE = { ZNONODE = true, ESESSION = true, ECLOSED = true, ZSESSIONEXPIRED = true }
--- a create that failed this way may have been applied (its answer was lost)
-local UNKNOWN = { ZCONNECTIONLOSS = true, ZOPERATIONTIMEOUT = true, ETIMEDOUT = true }
-local UNKNOWN_ST = { [core.errno.ZCONNECTIONLOSS] = true, [core.errno.ZOPERATIONTIMEOUT] = true,
-                     [core.errno.ETIMEDOUT] = true }
+-- a create or delete failed this way: the server may have applied it (its answer was lost:
+-- zklock.outcome_unknown) and the session that owns the node lives on. UNKNOWN[name],
+-- UNKNOWN_ST[number].
+local UNKNOWN = setmetatable({}, { __index = function(_, code)
+  return core.outcome_unknown(code) and not GONE[code]
+end })
+local UNKNOWN_ST = setmetatable({}, { __index = function(_, st)
+  return core.outcome_unknown(st) and not GONE[core.errname(st)]
+end })
 
 -- Per client: the nodes its zookeeper_lock objects know as theirs (full path -> true), and the
 -- creates in flight per directory. A create whose answer was lost is found again by its
@@ -194,13 +199,23 @@ end
 -- applied. List the directory (in order after the create on the session, so the listing shows
 -- it if the server applied it) and delete the nodes with this session's prefix that no object
 -- of this client knows. When another create of this client on the directory is in flight, its
--- node cannot be told from ours: leave them (they go with the session) and say so.
-local function find_lost(self, prefix)
+-- node cannot be told from ours: leave them (they go with the session) and say so. A listing
+-- that gets no answer while the session lives is tried again in a task of its own, up to
+-- FIND_TRIES listings (a node left behind would block every other contender until the session
+-- ends).
+local FIND_TRIES = 10
+local function find_lost(self, prefix, tries)
+  tries = tries or 1
   local c = self.client
   if c.state == "CLOSED" then return end
   local r = reg_of(c)
-  local kids, msg = c:children(self.path)
+  local kids, msg, code = c:children(self.path)
   if not kids then
+    if UNKNOWN[code] and tries < FIND_TRIES then
+      c:spawn(find_lost, self, prefix, tries + 1)
+      return
+    end
+    if GONE[code] then return end -- the session ended: its nodes went with it
     R.log(c, "warn", ("zookeeper_lock %s: a create's answer was lost and the directory cannot be listed (%s): a"
       .. " node of this session may stay until it ends"):format(check.short(self.path), msg))
     return
@@ -219,8 +234,8 @@ local function find_lost(self, prefix)
     return
   end
   for _, full in ipairs(lost) do
-    local ok, _, code = c:delete(full)
-    if not ok and not GONE[code] and c.state ~= "CLOSED" then R.discard(c, full) end
+    local ok, _, dcode = c:delete(full)
+    if not ok and not GONE[dcode] and c.state ~= "CLOSED" then R.discard(c, full) end
   end
 end
 
@@ -319,7 +334,10 @@ function acquire(self, timeout, ms)
                                                                               parents = true }, self._waiting)
   creating(self, false)
   if not node then
-    if UNKNOWN[code] then find_lost(self, prefix) end
+    if UNKNOWN[code] then
+      find_lost(self, prefix)
+      msg = msg .. " (the lock was not acquired: a node the server may have made is looked for and deleted)"
+    end
     return nil, msg, code
   end
   set_node(self, node)

@@ -30,7 +30,8 @@ struct fz_req_private {
         strings_completion_t strs;
     } done;
     const void *ctx;
-    watcher_fn wfn; /* NULL with watch = 1: the handle's default watcher */
+    zoo_op_result_t *mresults; /* a multi: the core's result slots, as long as its ops */
+    watcher_fn wfn;            /* NULL with watch = 1: the handle's default watcher */
     void *wctx;
     /* the answer */
     struct Stat stat;
@@ -38,6 +39,9 @@ struct fz_req_private {
     int nchildren;
     char *data;
     int len;
+    /* a multi: the core's ops (they live as long as the core's transaction) */
+    const zoo_op_t *mops;
+    int mcount;
 };
 
 enum { W_DATA = 1, W_EXIST, W_CHILD };
@@ -407,6 +411,67 @@ int fz_reply(fz_req *r, int rc) {
     return answer(r, rc);
 }
 
+int fz_drop(fz_req *r) {
+    if (!r || r->status != FZ_PENDING) return -1;
+    r->status = FZ_ANSWERED; /* no delivery: the link's loss fails it (ZCONNECTIONLOSS) */
+    return 0;
+}
+
+int fz_multi_n(const fz_req *r) {
+    return r && r->kind == FZ_MULTI ? r->priv->mcount : 0;
+}
+
+int fz_multi_op(const fz_req *r, int i, int *type, const char **path, int *version) {
+    if (!r || r->kind != FZ_MULTI || i < 0 || i >= r->priv->mcount || !r->priv->mops) return -1;
+    const zoo_op_t *op = &r->priv->mops[i];
+    *type = op->type;
+    *version = -1;
+    switch (op->type) {
+    case ZOO_CREATE_OP:
+    case ZOO_CREATE_CONTAINER_OP:
+    case ZOO_CREATE_TTL_OP:
+        *path = op->create_op.path;
+        break;
+    case ZOO_DELETE_OP:
+        *path = op->delete_op.path;
+        *version = op->delete_op.version;
+        break;
+    case ZOO_SETDATA_OP:
+        *path = op->set_op.path;
+        *version = op->set_op.version;
+        break;
+    default:
+        *path = op->check_op.path;
+        *version = op->check_op.version;
+        break;
+    }
+    return 0;
+}
+
+int fz_multi_answer(fz_req *r, const int *rcs, int seq) {
+    if (!r || r->kind != FZ_MULTI || r->status != FZ_PENDING) return -1;
+    struct fz_req_private *p = r->priv;
+    int rc = ZOK;
+    for (int i = 0; i < p->mcount; i++) {
+        const zoo_op_t *op = &p->mops[i];
+        if (p->mresults) {
+            p->mresults[i].err = rcs[i];
+            if (rcs[i] == ZOK && op->type == ZOO_SETDATA_OP && op->set_op.stat)
+                p->mresults[i].stat = op->set_op.stat;
+        }
+        if (rcs[i] == ZOK && (op->type == ZOO_CREATE_OP || op->type == ZOO_CREATE_CONTAINER_OP) &&
+            op->create_op.buf && op->create_op.buflen > 0) {
+            if (op->create_op.flags & ZOO_SEQUENCE)
+                snprintf(op->create_op.buf, (size_t)op->create_op.buflen, "%s%010d",
+                         op->create_op.path, seq);
+            else
+                snprintf(op->create_op.buf, (size_t)op->create_op.buflen, "%s", op->create_op.path);
+        }
+        if (rc == ZOK && rcs[i] != ZOK) rc = rcs[i];
+    }
+    return answer(r, rc);
+}
+
 int fz_create_ok(fz_req *r, int seq, int64_t czxid) {
     if (!r || r->kind != FZ_CREATE || r->status != FZ_PENDING) return -1;
     char buf[2048];
@@ -458,6 +523,19 @@ int fz_data_ok(fz_req *r, const char *data, int64_t czxid) {
     if (!r || r->kind != FZ_GET || r->status != FZ_PENDING) return -1;
     r->priv->data = xstrdup(data ? data : "");
     r->priv->len = data ? (int)strlen(data) : 0;
+    r->priv->stat.czxid = czxid;
+    return answer(r, ZOK);
+}
+
+void fz_stat_version(fz_req *r, int version) {
+    if (r && r->priv) r->priv->stat.version = version;
+}
+
+int fz_data_ok_len(fz_req *r, const char *data, int len, int64_t czxid) {
+    if (!r || r->kind != FZ_GET || r->status != FZ_PENDING || len < 0) return -1;
+    r->priv->data = xmalloc((size_t)len + 1);
+    if (len > 0) memcpy(r->priv->data, data, (size_t)len);
+    r->priv->len = len;
     r->priv->stat.czxid = czxid;
     return answer(r, ZOK);
 }
@@ -819,7 +897,10 @@ static int t_amulti(zhandle_t *zh, int count, const zoo_op_t *ops, zoo_op_result
     (void)count, (void)ops, (void)results;
     if (!usable(zh)) return ZINVALIDSTATE;
     fz_req *r = record(zh, FZ_MULTI, "", data);
+    r->priv->mresults = results;
     r->priv->done.v = done;
+    r->priv->mops = ops;
+    r->priv->mcount = count;
     return ZOK;
 }
 
@@ -1068,4 +1149,50 @@ int fz_serve_all(void) {
     for (int i = 0; i < F.nreqs; i++)
         if (F.reqs[i]->status == FZ_PENDING && fz_serve(F.reqs[i]) == 0) n++;
     return n;
+}
+
+/* ------------------------------------------------------------------ applied, answer lost */
+
+int fz_apply_then_fail(fz_req *r, int rc) {
+    if (!r || r->status != FZ_PENDING) return -1;
+    int trc;
+    char *name = NULL;
+    if (r->kind != FZ_MULTI) {
+        fz_tree_apply(r, &trc, &name);
+        free(name);
+        return answer(r, rc);
+    }
+    for (int i = 0; i < r->priv->mcount; i++) {
+        const zoo_op_t *op = &r->priv->mops[i];
+        fz_req one;
+        memset(&one, 0, sizeof one);
+        one.session = r->session;
+        switch (op->type) {
+        case ZOO_CREATE_OP:
+            one.kind = FZ_CREATE;
+            one.path = (char *)op->create_op.path;
+            one.data = (char *)op->create_op.data;
+            one.len = op->create_op.datalen > 0 ? op->create_op.datalen : 0;
+            one.mode = op->create_op.flags;
+            break;
+        case ZOO_DELETE_OP:
+            one.kind = FZ_DELETE;
+            one.path = (char *)op->delete_op.path;
+            one.mode = op->delete_op.version;
+            break;
+        case ZOO_SETDATA_OP:
+            one.kind = FZ_SET;
+            one.path = (char *)op->set_op.path;
+            one.data = (char *)op->set_op.data;
+            one.len = op->set_op.datalen > 0 ? op->set_op.datalen : 0;
+            one.mode = op->set_op.version;
+            break;
+        default: /* a check changes nothing */
+            continue;
+        }
+        fz_tree_apply(&one, &trc, &name);
+        free(name);
+        name = NULL;
+    }
+    return answer(r, rc);
 }

@@ -74,14 +74,28 @@ int fz_queued(void);     /* deliveries waiting for process() */
 const char *fz_base(const char *path); /* text after the last '/' */
 
 /* scripted answers: 0, or -1 if the request was already answered or completed */
-int fz_reply(fz_req *r, int rc);                     /* any kind, empty payload */
+int fz_reply(fz_req *r, int rc); /* any kind, empty payload */
+/* the answer is lost: nothing is delivered; the next connection loss (fz_disconnect) fails it
+ * with ZCONNECTIONLOSS, though a tree change made with fz_tree_apply stays */
+int fz_drop(fz_req *r);
 int fz_create_ok(fz_req *r, int seq, int64_t czxid); /* sequential: path + %010d seq */
 int fz_create_ok_owner(fz_req *r, int seq, int64_t czxid, int64_t owner); /* ephemeralOwner */
 int fz_children_ok(fz_req *r, const char *const *names);                  /* NULL-terminated */
 int fz_children_v(fz_req *r, ...);                                        /* names..., NULL */
 int fz_data_ok(fz_req *r, const char *data, int64_t czxid);
+/* the version in the stat of r's next scripted answer (get, exists, set) */
+void fz_stat_version(fz_req *r, int version);
+int fz_data_ok_len(fz_req *r, const char *data, int len, int64_t czxid); /* any bytes */
 int fz_stat_ok(fz_req *r, int64_t czxid); /* an ephemeral node of r's own session */
 int fz_stat_owner(fz_req *r, int64_t czxid, int64_t owner); /* ... of session `owner` */
+
+/* multi (a transaction): the ops the core sent (type ZOO_CREATE_OP, ZOO_DELETE_OP,
+ * ZOO_SETDATA_OP, ZOO_CHECK_OP; version -1 for a create), readable while it is unanswered, and
+ * its answer: rcs[i] for op i (the multi's own rc is the first that is not ZOK); a create that is
+ * ZOK gets its path, + %010d seq when sequential */
+int fz_multi_n(const fz_req *r);
+int fz_multi_op(const fz_req *r, int i, int *type, const char **path, int *version);
+int fz_multi_answer(fz_req *r, const int *rcs, int seq);
 
 /* watches: fire an event (ZOO_DELETED_EVENT, ZOO_CHANGED_EVENT, ZOO_CHILD_EVENT,
  * ZOO_CREATED_EVENT) on the armed one-shot watchers of path; returns how many were triggered */
@@ -110,6 +124,12 @@ int fz_tree_add(const char *path, int ephemeral_other); /* a node (of another se
 int fz_tree_del(const char *path);                      /* delete a node, firing its watches */
 int fz_tree_has(const char *path);
 int fz_tree_children(const char *path);
+
+/* The server applies r (a create, delete or set; a multi: each of its ops, checks ignored, in
+ * order, without the all-or-none rollback) to the tree, and its answer is lost: the request
+ * fails with rc (ZOPERATIONTIMEOUT, ZCONNECTIONLOSS), as the ZooKeeper client fails requests in
+ * flight. 0, or -1 if r was already answered or completed. */
+int fz_apply_then_fail(fz_req *r, int rc);
 
 /* nodes this client created and nobody deleted yet (this session) */
 int fz_live(void);

@@ -57,6 +57,14 @@ function metrics.set_default(sink) end
 ---@return zklock.MetricsSink? sink
 function metrics.default() end
 
+---The sink `zklock.metrics.prometheus()` makes.
+---Its `count(name, labels, n)` and `observe(name, labels, value)` (also
+---`zklock.metrics.SharedDict`'s) raise on a metric name that is not `[a-zA-Z_:][a-zA-Z0-9_:]*`
+---(#1), labels that are not a table of names `[a-zA-Z_][a-zA-Z0-9_]*` not starting with `__`
+---(`le` is reserved for histograms) to string or number values without the bytes 1 or 2 (#2),
+---an `n` or `value` that is not a finite number, a negative counter increment (#3), a name used
+---as both a counter and a histogram, and a call with a dot (`sink.count(...)`) instead of a
+---colon. Label values are escaped in the exposition (`\\`, `\"`, `\n`).
 ---@class zklock.metrics.Prometheus: zklock.MetricsSink
 local Prometheus = {}
 

@@ -27,11 +27,15 @@ function queue:put(data) end
 ---Take the first item, waiting for one while the queue is empty: suspends a coroutine the
 ---client's scheduler or adapter owns, otherwise blocks while pumping. The waiting takes of one
 ---client share one children watch on the path. A take that waits on a missing queue node makes
----it (a container).
+---it (a container), and deletes it again if it ends without an item (the server never reaps a
+---container that had no child).
 ---
 ---Errors: `nil, "ETIMEDOUT: ...", "ETIMEDOUT"` when nothing came within `timeout`; ZooKeeper
----errors as `nil, msg, code` (`ETIMEDOUT`, `ZCONNECTIONLOSS` or `ESESSION` during the delete say
----the item may have been taken and lost). Raises on an invalid timeout or a closed client.
+---errors as `nil, msg, code`. When the delete that takes the item got no answer (a code for
+---which `zklock.outcome_unknown(code)` is true: `ZOPERATIONTIMEOUT`, `ZCONNECTIONLOSS`,
+---`ETIMEDOUT`, `ESESSION`, `ECLOSED`, ...) msg says "outcome unknown: the item may have been
+---taken and lost": the server may have removed it, and nobody received it. Raises on an invalid
+---timeout or a closed client.
 ---
 ---Curator's format: `data` is the list of the message's items. A message that is not Curator's
 ---framing is removed (as Curator does) and reported as `nil, msg, "EFORMAT", bytes`. With a
@@ -40,10 +44,16 @@ function queue:put(data) end
 ---at each change of the queue and at least every 0.2 s), reads the item, calls
 ---`fn(items, message)`, and only then removes item and lock node in one multi that first checks
 ---the lock node: `ELOST` when the lock went (the session ended), and then nothing was removed or
----written. Writes built on `message:transaction()` in `fn` commit in that same multi. If `fn`
+---written. When that multi got no answer (`zklock.outcome_unknown(code)`) msg says "outcome
+---unknown: the item may have been taken (removed, with fn's writes) or may stay for another
+---consumer". A lock node create without an answer ends the take with its code and "the item was
+---not taken". Writes built on `message:transaction()` in `fn` commit in that same multi. If `fn`
 ---raises, the lock node is deleted, the item stays in the queue (at its place: no requeue to the
----back), and the error is raised again. `timeout` bounds the wait for an item, not `fn`.
----Raises when `fn` is given without a `lock_path`.
+---back), and the error is raised again; if `fn` closes the client, the take returns
+---`nil, "ECLOSED: ...", "ECLOSED"` (the item stays). `timeout` bounds the wait for an item, not
+---`fn`. Raises when `fn` is given without a `lock_path`, and when a lock-safe queue's take has no
+---`fn` (the item would be removed before it is processed: use a queue without `lock_path` for
+---that).
 ---@param timeout? number Seconds (nil: no limit; 0: do not wait).
 ---@param fn? fun(items: string[], message: zklock.QueueMessage) Lock-safe mode: process the item.
 ---@return (string|string[])? data The item (Curator's format: the list of items).
@@ -54,7 +64,8 @@ function queue:take(timeout, fn) end
 ---Take the first item if there is one, never waiting.
 ---
 ---Errors: `nil, msg, code` on a ZooKeeper error; a plain `nil` means the queue is empty (or, in
----lock-safe mode, every item is locked by another consumer). `fn` as for `take`.
+---lock-safe mode, every item is locked by another consumer). `fn` as for `take` (required in
+---lock-safe mode).
 ---@param fn? fun(items: string[], message: zklock.QueueMessage) Lock-safe mode: process the item.
 ---@return (string|string[])? data
 ---@return string? name

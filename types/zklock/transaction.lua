@@ -53,12 +53,17 @@ function transaction:ops() end
 ---On success, one result per op of yours: `{ op =, path =, created = (create: the node made,
 ---with its sequence), version = (set: the new version) }`.
 ---
----Errors: `nil, msg, code, results`: the first failing op's code (`ZBADVERSION`, `ZNONODE`,
----`ZNODEEXISTS`, ...; msg names the op, `results[i].code` has each op's own), and nothing was
----applied; `ELOST` for a fenced transaction whose hold is gone (not sent when the client already
----knows, refused by the server otherwise: nothing written); `ETIMEDOUT` or `ZCONNECTIONLOSS`:
----no answer, the server may still apply it; `ESESSION`, `ECLOSED`. Raises with no ops, on a
----second commit, a bad timeout, a closed client, or a request larger than `max_data`.
+---Errors: `nil, msg, code, results`. When the server answered: the first failing op's code
+---(`ZBADVERSION`, `ZNONODE`, `ZNODEEXISTS`, ...; msg names the op and ends "nothing was
+---applied", `results[i].code` has each op's own). `ELOST` for a fenced transaction whose hold is
+---gone (not sent when the client already knows or the session ended before it went out, refused
+---by the server otherwise: nothing written). Without the server's answer the code is one for
+---which `zklock.outcome_unknown(code)` is true (`ZOPERATIONTIMEOUT`, `ZCONNECTIONLOSS`,
+---`ETIMEDOUT`, `ESESSION`, `ECLOSED`, ...) and msg ends "outcome unknown: the operation may have
+---been applied": all of it or none may have been applied (never a part); every op's
+---`results[i].code` is that code. Such a code says "nothing was applied" instead only when the
+---transaction never went out (no connection before its timeout or the session's end). Raises with
+---no ops, on a second commit, a bad timeout, a closed client, or a request larger than `max_data`.
 ---@param timeout? number Seconds (default: the client's `op_timeout`; `math.huge`: none).
 ---@return {op: string, path: string, created: string?, version: integer?}[]? results
 ---@return string? msg

@@ -1,0 +1,70 @@
+-- The scripted tier (no ZooKeeper server): zookeeper_lock (ZooKeeper's WriteLock recipe) against
+-- the fake ZooKeeper, every listing and watch event chosen by the spec.
+--   busted spec/fast/scripted/zookeeper_lock_spec.lua
+local scripted = require("support.scripted")
+
+describe("scripted zookeeper_lock #fast", function()
+  local s
+  before_each(function() s = scripted.new() end)
+  after_each(function() s:close() end)
+
+  it("a waiter watches its immediate predecessor only, and lists again when it goes", function()
+    local lock = s.client:zookeeper_lock("/zl")
+    local t = s:spawn(function() return lock:acquire(10) end)
+    local dir = s:expect("create", "/zl") -- parents = true: the directory first, pipelined
+    local c = s:expect("create", "/zl/x-256-") -- the session id (0x100) in decimal
+    assert.is_true(c.ephemeral and c.sequential)
+    assert.equal("\18\52", c.data)
+    dir:fail("ZNODEEXISTS")
+    c:ok(5)
+    local mine = "x-256-0000000005"
+    s:expect("children", "/zl"):ok({ mine, "x-77-0000000004", "x-77-0000000003" })
+    local e = s:expect("exists", "/zl/x-77-0000000004")
+    assert.is_true(e.watch)
+    e:ok()
+    assert.is_false(t.done)
+    assert.equal(1, s:fire("deleted", "/zl/x-77-0000000004"))
+    s:expect("children", "/zl"):ok({ "x-77-0000000003", mine })
+    s:expect("exists", "/zl/x-77-0000000003"):ok()
+    assert.equal(1, s:fire("deleted", "/zl/x-77-0000000003"))
+    s:expect("children", "/zl"):ok({ mine })
+    assert.equal(lock, t:returned())
+    assert.is_true(lock:is_held())
+    assert.equal("/zl/" .. mine, lock:node())
+  end)
+
+  it("a create whose answer was lost: the node is found by the session's prefix and deleted", function()
+    local lock = s.client:zookeeper_lock("/zl")
+    local t = s:spawn(function() return lock:acquire(10) end)
+    s:expect("create", "/zl"):fail("ZNODEEXISTS")
+    local c = s:expect("create", "/zl/x-256-")
+    c:drop()
+    s:disconnect()
+    s:reconnect()
+    s:expect("children", "/zl"):ok({ "x-77-0000000001", "x-256-0000000002" })
+    s:expect("delete", "/zl/x-256-0000000002"):ok()
+    local _, code = t:failed()
+    assert.equal("ZCONNECTIONLOSS", code)
+    s:expect_none()
+  end)
+
+  it("held: SUSPENDED on connection loss, RECONNECTED with the same session, LOST when it expires", function()
+    local states = {}
+    local lock = s.client:zookeeper_lock("/zl", { on_lost = function(state) states[#states + 1] = state end })
+    local t = s:spawn(function() return lock:acquire(10) end)
+    s:expect("create", "/zl"):fail("ZNODEEXISTS")
+    local c = s:expect("create", "/zl/x-256-")
+    c:ok(1)
+    s:expect("children", "/zl"):ok({ "x-256-0000000001" })
+    assert.equal(lock, t:returned())
+    s:disconnect()
+    assert.same({ "SUSPENDED" }, states)
+    s:reconnect()
+    assert.same({ "SUSPENDED", "RECONNECTED" }, states)
+    assert.is_true(lock:is_held())
+    s:expire()
+    s:reconnect() -- a new session
+    assert.same({ "SUSPENDED", "RECONNECTED", "LOST" }, states)
+    assert.is_false(lock:is_held())
+  end)
+end)
