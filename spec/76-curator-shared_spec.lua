@@ -238,7 +238,7 @@ describe("shared values and the double barrier with Apache Curator 5.4 #interop"
     assert.are.equal("1", f.acquired_calls)
     assert.are.equal("1", f.released_calls)
     assert.is_truthy(util.wait_until(function() return res end, 20, cs))
-    assert.is_true(res[1], tostring(res[2]))
+    assert.are.equal(lk, res[1], tostring(res[2]))
     assert.is_true(lk:is_held())
     assert.are.equal(1, acq)
     -- while zklock holds, WriteLock does not get it

@@ -524,16 +524,16 @@ function client:atomic_long(path, opts) end
 function client:double_barrier(path, member_qty) end
 
 ---A lock that shares a directory with ZooKeeper's own lock recipe
----(`org.apache.zookeeper.recipes.lock.WriteLock`): nodes `<dir>/x-<session id in decimal>-<seq10>`,
+---(`org.apache.zookeeper.recipes.lock.WriteLock`): nodes `<path>/x-<session id in decimal>-<seq10>`,
 ---ordered by their sequence as WriteLock's `ZNodeName` does, so the two exclude each other.
 ---Not reentrant; one hold per object. Not for directories shared with Curator or zklock mutexes
 ---(they order names differently; docs/design.md).
 ---
----Errors: raises on a bad directory (not the root) or option, or a closed client.
----@param dir string
+---Errors: raises on a bad lock path (not the root) or option, or a closed client.
+---@param path string The lock directory (WriteLock's `dir`).
 ---@param opts? zklock.ZookeeperLockOptions
 ---@return zklock.ZookeeperLock lock
-function client:zookeeper_lock(dir, opts) end
+function client:zookeeper_lock(path, opts) end
 
 ---A distributed FIFO queue on `path` (ZooKeeper's queue recipe and Curator's
 ---`SimpleDistributedQueue` protocol: `qn-` persistent sequential nodes). Nothing is sent until a
@@ -799,7 +799,9 @@ function lock:acquire(timeout, opts) end
 ---Release one level of the calling coroutine's hold; the last one deletes the queue node (retried
 ---across connection loss while the session lives).
 ---
----Errors: `nil, "ELOST: ...", "ELOST"` if the session ended first. Raises if the calling
+---Errors: `nil, "ELOST: ...", "ELOST"` if the hold was lost first: the session ended, or its node
+---was deleted by someone else (found by this release's delete, a fenced transaction, the
+---revocation watch or `participants()`; `LOST` is reported then, once). Raises if the calling
 ---coroutine does not hold the lock.
 ---@return true? ok
 ---@return string? msg
@@ -833,21 +835,25 @@ function lock:transaction() end
 function lock:cancel() end
 
 ---Set the handler called for each hold of this object on `"SUSPENDED"` (connection lost,
----ownership uncertain), `"RECONNECTED"` and `"LOST"` (session gone).
+---ownership uncertain), `"RECONNECTED"` and `"LOST"` (session gone, or the hold's node found
+---deleted; told once per hold). Replaces the previous handler.
 ---
----Errors: raises if `fn` is neither a function nor nil.
+---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
 ---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.Lock) nil removes it.
+---@return zklock.Lock lock
 function lock:on_lost(fn) end
 
 ---Listen for revocation requests (`client:revoke`, Curator's `Revoker.attemptRevoke`) on every
 ---hold of this object, current and future: while held, the hold watches its own node and
----`fn(lock, node)` runs once per request. A request made while the holder still waited in the
----queue, or while no handler was set, is reported when the hold (or the handler) starts. `fn`
+---`fn(node, lock)` runs once per request. A request made while the holder still waited in the
+---queue, or while no handler was set, is reported when the hold (or the handler) starts. The
+---watch also reports the node's deletion at once (`LOST` through `on_lost`). `fn`
 ---runs from the client's event dispatch, like `on_lost` handlers: it must not wait (set a flag
 ---or wake the owner, which decides whether to release). Errors it raises are logged.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(lock: zklock.Lock, node: string) nil stops listening.
+---@param fn? fun(node: string, lock: zklock.Lock) nil stops listening.
+---@return zklock.Lock lock
 function lock:on_revoke(fn) end
 
 ---The queue in order, holder(s) first.
@@ -909,15 +915,19 @@ function semaphore:cancel() end
 
 ---Set the handler called for each lease on `"SUSPENDED"`, `"RECONNECTED"` and `"LOST"`.
 ---
+---Replaces the previous handler (a lease's own `lease:on_lost` takes precedence for that lease).
+---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease)
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease) nil removes it.
+---@return zklock.Semaphore semaphore
 function semaphore:on_lost(fn) end
 
 ---Listen for revocation requests on every lease of this semaphore, current and future: as
----`lock:on_revoke`, with `fn(lease, node)`. (Curator's semaphores cannot be revoked.)
+---`lock:on_revoke`, with `fn(node, lease)`. (Curator's semaphores cannot be revoked.)
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(lease: zklock.Lease, node: string) nil stops listening.
+---@param fn? fun(node: string, lease: zklock.Lease) nil stops listening.
+---@return zklock.Semaphore semaphore
 function semaphore:on_revoke(fn) end
 
 ---The lease holders (and leases being counted), by sequence.
@@ -939,8 +949,9 @@ local lease = {}
 
 ---Release the lease (delete its node).
 ---
----Errors: `nil, "ELOST: ...", "ELOST"` if the session ended first; `true` also after
----`client:close()`. Raises if released twice.
+---Errors: `nil, "ELOST: ...", "ELOST"` if the lease was lost first (the session ended, or its
+---node was found deleted: as `lock:release`); `true` also after `client:close()`. Raises if
+---released twice.
 ---@return true? ok
 ---@return string? msg
 ---@return string? code
@@ -968,11 +979,20 @@ function lease:node() end
 function lease:transaction() end
 
 ---Listen for revocation requests on this lease alone (it takes precedence over the semaphore's
----handler): as `lock:on_revoke`, with `fn(lease, node)`.
+---handler): as `lock:on_revoke`, with `fn(node, lease)`.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(lease: zklock.Lease, node: string) nil stops listening (unless the semaphore has a handler).
+---@param fn? fun(node: string, lease: zklock.Lease) nil stops listening (unless the semaphore has a handler).
+---@return zklock.Lease lease
 function lease:on_revoke(fn) end
+
+---Set the handler called on this lease's `"SUSPENDED"`, `"RECONNECTED"` and `"LOST"` (it takes
+---precedence over the semaphore's `on_lost` for this lease). Replaces the previous one.
+---
+---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease) nil: the semaphore's handler again.
+---@return zklock.Lease lease
+function lease:on_lost(fn) end
 
 ---A semaphore mutex (`client:semaphore_mutex`): one lease, not reentrant, releasable from any
 ---coroutine. Lua 5.4: `<close>` releases it.
@@ -1034,15 +1054,19 @@ function semaphore_mutex:participants() end
 
 ---Set the handler called on `"SUSPENDED"`, `"RECONNECTED"` and `"LOST"` of the lease.
 ---
+---Replaces the previous handler.
+---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", mutex: zklock.SemaphoreMutex)
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", mutex: zklock.SemaphoreMutex) nil removes it.
+---@return zklock.SemaphoreMutex mutex
 function semaphore_mutex:on_lost(fn) end
 
 ---Listen for revocation requests on the held lease: as `lock:on_revoke`, with
----`fn(semaphore_mutex, node)`.
+---`fn(node, semaphore_mutex)`.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(mutex: zklock.SemaphoreMutex, node: string) nil stops listening.
+---@param fn? fun(node: string, mutex: zklock.SemaphoreMutex) nil stops listening.
+---@return zklock.SemaphoreMutex mutex
 function semaphore_mutex:on_revoke(fn) end
 
 ---A one-shot ZooKeeper watch armed by `client:get`, `children` or `exists` with
@@ -1097,7 +1121,9 @@ function multilock:acquire(timeout, opts) end
 
 ---Release every component in reverse order, going on past failures.
 ---
----Errors: `nil, msg, code, errors`: `msg` lists every failure, `code` is the first one's.
+---Errors: `nil, msg, code, errors`: `msg` (`"CODE: releasing multi-lock: ..."`) lists every
+---failure, `code` is the first one's (`ELOST` for a component lost first). Raises when the calling
+---coroutine holds none of the components.
 ---@return true? ok
 ---@return string? msg
 ---@return string? code
@@ -1113,6 +1139,38 @@ function multilock:release() end
 ---Held when the calling coroutine holds every component.
 ---@return boolean
 function multilock:is_held() end
+
+---The fencing token: the largest of the components' tokens (it rises from one holder to the
+---next, as each component's does), nil when not held.
+---@return integer?
+function multilock:token() end
+
+---A multi-lock has no node of its own: always nil (see `multilock:nodes()`).
+---@return nil
+function multilock:node() end
+
+---The components' nodes (component order) while held, else nil.
+---@return string[]?
+function multilock:nodes() end
+
+---A fenced transaction: one check per component node first, so it commits only while every
+---component is held (a check that finds no node makes that component, and the multi-lock, `LOST`).
+---
+---Errors: raises if the calling coroutine does not hold the multi-lock.
+---@return zklock.Transaction txn
+function multilock:transaction() end
+
+---Set the handler called on the components' `"SUSPENDED"`, `"RECONNECTED"` (each once per
+---change) and `"LOST"` (once per grant). Replaces the previous one.
+---
+---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", multilock: zklock.MultiLock) nil removes it.
+---@return zklock.MultiLock multilock
+function multilock:on_lost(fn) end
+
+---Withdraw a pending acquire of this multi-lock (it returns `ECANCELED`).
+---@return integer withdrawn
+function multilock:cancel() end
 
 ---A participant of a leader election (`client:leader`).
 ---@class zklock.Leader

@@ -284,6 +284,7 @@ static void issue_list(zkl_client *c, zkl_op *op) {
 
 static void issue_delete(zkl_client *c, zkl_op *op) {
     QOP(op)->delete_inflight = 1;
+    QOP(op)->deletes_sent++;
     c->stats.deletes++;
     int rc = c->zk->adelete(c->zh, QOP(op)->node, -1, delete_reply, ZKL_TOKEN(op));
     if (rc == ZOK)
@@ -631,6 +632,10 @@ static void delete_reply(int rc, const void *token) {
     zkl_op *op = zkl__reply_op(token, &c);
     if (!op) return;
     QOP(op)->delete_inflight = 0;
+    if (rc == ZNONODE && op->phase == P_RELEASING && QOP(op)->deletes_sent == 1)
+        /* the release's only delete found no node: someone else deleted it while it was held
+         * (after a resend, ZNONODE may be our own first delete's effect: that counts as done) */
+        QOP(op)->release_status = ZNONODE;
     if (rc == ZOK || rc == ZNONODE) {
         /* the client's other waiters on this dir need not check it (it may be the floor) */
         if (QOP(op)->node && QOP(op)->dir)

@@ -726,7 +726,8 @@ local CREATE_OPTIONS = { ephemeral = check.is.boolean, sequential = check.is.boo
 --   parents = true creates missing ancestors first (as containers, like lock parents, with the
 --   same ACL). acl: "open" (default), "creator" or a list of { scheme, id, perms }, as for locks.
 function Client:create(path, data, opts)
-  return self:_create(path, data, opts)
+  local created, msg, code = self:_create(path, data, opts)
+  return created, msg, code
 end
 
 function Client:_create(path, data, opts, giveup)
@@ -751,7 +752,7 @@ function Client:_create(path, data, opts, giveup)
     + (opts.container and core.CREATE_CONTAINER or 0) + (opts.parents and core.CREATE_PARENTS or 0)
   local r, msg, code = plain(self, "create", core.OP_CREATE, path, ms, data or "", flags, -1,
                              recipe_acl_id(self, opts.acl), giveup)
-  if r then return r.data end
+  if r then return r.data, r end -- r: the stat of the node made (czxid, ...), for recipes
   return nil, msg, code
 end
 
@@ -939,7 +940,8 @@ recipe.acl_id = recipe_acl_id
 --     thread (it cannot die while it waits). orphan(status, result): what to do when the
 --     record's create (recipe.create) completes after its coroutine went away.
 --   recipe.done_waiting(client, record): the wait ended (whatever the outcome): forget it.
---   recipe.create(client, path, data, opts, record): client:create, its waiter known to record.
+--   recipe.create(client, path, data, opts, record): client:create, its waiter known to record;
+--     -> created path, result (its czxid, ...) | nil, msg, code.
 --   recipe.discard(client, path): delete path in the background (Client:_discard).
 function recipe.waiting(self, kind, path, drop, orphan)
   local co, main = coroutine.running()

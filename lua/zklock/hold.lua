@@ -7,6 +7,17 @@
 -- routes the acquisition's state events to it (hold:on_state) and may drop it (hold:drop) when
 -- its owner coroutine is dead. Waiting goes through the client's recipe interface
 -- (zklock.client's `recipe`), so it suspends or blocks as the client's adapters decide.
+--
+-- The hold protocol (docs/design.md, "One hold protocol") rests on these records, so a recipe
+-- that grants something (a leader's term, latch leadership, a lock-safe queue message) adopts it
+-- by making its grant a hold record (M.adopt) and answering from it:
+--   is_held  -> hold:live()              token/node -> hold.token / hold.node while live
+--   release  -> M.release(hold)          (true | nil, "ELOST: ...", "ELOST" | nil, msg, code)
+--   transaction -> txn.fenced(client, hold:guard())   (the guard reports ZNONODE: hold:gone())
+--   on_lost  -> M.on_lost(obj, fn) for every hold of obj, or hold.on_lost = M.check_handler(...)
+--               for one grant; hold.listener for a composite grant (the multi-lock)
+--   <close>, __gc -> M.release / M.collected_hold
+-- and by calling hold:gone() on any evidence of its own that the node no longer exists.
 local core = require("zklock.core")
 local check = require("zklock.check")
 local R = require("zklock.client").recipe
@@ -160,12 +171,22 @@ function M.cancel(obj)
   return n
 end
 
--- fn(state, target) for SUSPENDED, RECONNECTED, LOST of every hold of obj (nil: none).
-function M.on_lost(obj, fn)
+-- A handler argument of on_x(fn): a function, or nil (remove). Raises naming the argument.
+function M.check_handler(fname, fn)
   if fn ~= nil and type(fn) ~= "function" then
-    check.argerror("on_lost", 1, "expected a function or nil, got " .. check.describe(fn))
+    check.argerror(fname, 1, "expected a function (or nil to remove the handler), got " .. check.describe(fn))
   end
-  obj[STATE].on_lost = fn
+  return fn
+end
+
+-- obj:on_lost(fn): fn(state, target) for SUSPENDED, RECONNECTED, LOST of every hold of obj;
+-- replaces the previous handler, nil removes it. -> obj
+function M.on_lost(obj, fn)
+  if type(obj) ~= "table" or rawget(obj, STATE) == nil then
+    check.raise("zklock: use obj:on_lost(fn) (with a colon), got " .. check.describe(obj))
+  end
+  obj[STATE].on_lost = M.check_handler("on_lost", fn)
+  return obj
 end
 
 ---------------------------------------------------------------- hold records
@@ -175,6 +196,11 @@ Hold.__index = Hold
 
 local WEAK_V = { __mode = "v" }
 
+-- Grants are numbered in the order they are adopted: a listing judges only the holds adopted
+-- before it was asked for (a grant adopted while the listing was in flight may be missing from it).
+local adopted = 0
+function M.adopted() return adopted end
+
 -- Record core acquisition `id` (just granted) of obj. owner: the owning coroutine (or MAIN) for
 -- locks that belong to one, nil for leases. target: what on_lost handlers receive with the state.
 -- kind, path: describe it in messages ("mutex", "/a"; "lease of semaphore", "/s").
@@ -182,8 +208,10 @@ function M.adopt(obj, id, owner, target, kind, path)
   local st = obj[STATE]
   local c = R.core(st.client)
   local node, token = c:info(id)
+  adopted = adopted + 1
   local hold = setmetatable({ id = id, client = st.client, obj = obj, owned = owner ~= nil, target = target,
-                              kind = kind, path = path, count = 1, token = token, node = node or nil }, Hold)
+                              kind = kind, path = path, count = 1, token = token, node = node or nil,
+                              seq = adopted }, Hold)
   if owner then
     hold.owner_ref = setmetatable({ owner }, WEAK_V) -- weak: see STATE.holds
     st.holds[owner] = hold
@@ -222,8 +250,9 @@ end
 -- The client tells the hold of its acquisition's state: SUSPENDED, RECONNECTED, LOST, or CLOSED
 -- (the client was closed: the node went with the session; nobody is told).
 function Hold:on_state(state)
+  if self.lost then return end -- LOST is final and reported once (the session's end after a node's)
   if state == "CLOSED" then self.closed = true hold_done(self, "closed with the client") return end
-  if state == "LOST" then self.lost = true
+  if state == "LOST" then self.lost = self.lost_why or "session"
   elseif state == "SUSPENDED" then self.suspended = true
   elseif state == "RECONNECTED" then self.suspended = false end
   local rep = R.metrics(self.client)
@@ -232,21 +261,63 @@ function Hold:on_state(state)
       (now() - self.granted_at) / 1000)
     if state == "LOST" then hold_done(self, "lost") end
   end
-  local fn = self.obj[STATE].on_lost
+  local fn = self.on_lost or self.obj[STATE].on_lost
   if fn then
     local ok, err = pcall(fn, state, self.target)
     if not ok then
       log(self.client, "error", ("on_lost handler of %s failed (%s): %s"):format(self:what(), state, tostring(err)))
     end
-  elseif state == "LOST" then
-    log(self.client, "warn", ("%s was lost with the session"):format(self:what()))
+  elseif state == "LOST" and not self.listener then
+    log(self.client, "warn", ("%s was lost %s"):format(self:what(), self:lost_how()))
   end
+  -- a composite grant (a multi-lock) hears its components' states too
+  if self.listener then
+    local ok, err = pcall(self.listener, state, self)
+    if not ok then log(self.client, "error", ("on_lost handler over %s failed (%s): %s")
+      :format(self:what(), state, tostring(err))) end
+  end
+end
+
+-- How the hold was lost, for messages: "with the session", or "(its node ... was deleted)".
+function Hold:lost_how()
+  if self.lost == "node" then
+    return ("(its node %s was deleted while it was held)"):format(check.short(self.node or "?"))
+  end
+  return "with the session"
+end
+
+-- Evidence that the hold's node no longer exists (a fenced transaction's check, a release's
+-- delete, the revocation watch, a listing): the hold is LOST at once, reported once. The core
+-- still counts the grant as held: its release (or the session's end) finishes it.
+function Hold:gone()
+  if self.lost or self.closed then return end
+  if self.released and not self.releasing then return end
+  self.lost_why = "node"
+  self:on_state("LOST")
+  self.lost_why = nil
 end
 
 -- What a fenced transaction (zklock.txn) checks before and while it commits: the hold's node.
 function Hold:guard()
   local h = self
-  return { node = h.node, what = h:what(), live = function() return h:live() end }
+  return { node = h.node, what = h:what(), live = function() return h:live() end,
+           gone = function() h:gone() end }
+end
+
+-- Whether listing `names` of the directory `dir`, asked for when M.adopted() was `asked`, shows
+-- that the hold's node is gone (and then report it): a listing of its own directory without it.
+function Hold:check_listing(dir, names, asked)
+  local node = self.node
+  if not node or self.lost or self.released or self.closed or self.seq > asked then return end
+  if node:sub(1, #dir + 1) ~= dir .. "/" then return end
+  local base = node:sub(#dir + 2)
+  for _, n in ipairs(names) do if n == base then return end end
+  self:gone()
+end
+
+-- Tell every live hold of obj what a listing of `dir` showed (see Hold:check_listing).
+function M.check_listing(obj, dir, names, asked)
+  for h in pairs(obj[STATE].live) do h:check_listing(dir, names, asked) end
 end
 
 ---------------------------------------------------------------- revocation
@@ -276,6 +347,7 @@ end
 local function revoke_read(hold, st, res)
   if st ~= 0 then
     hold.revoke_watch = nil
+    if st == core.errno.ZNONODE then hold:gone() end
     if st ~= core.errno.ZNONODE and st ~= core.errno.ESESSION and st ~= core.errno.ECLOSED then
       log(hold.client, "warn", ("%s: cannot watch its node for revocation requests: %s")
         :format(hold:what(), core.strerror(st)))
@@ -289,7 +361,7 @@ local function revoke_read(hold, st, res)
   if rep then
     metrics.revoked(rep, labels_of(hold.obj[STATE], hold.obj, rep), rep.events ~= "none" and hold:what(), hold.token)
   end
-  local ok, err = pcall(fn, hold.target, hold.node)
+  local ok, err = pcall(fn, hold.node, hold.target)
   if not ok then
     log(hold.client, "error", ("on_revoke handler of %s failed: %s"):format(hold:what(), tostring(err)))
   end
@@ -307,7 +379,8 @@ function arm_revoke(hold)
     on_fire = function(st)
       if hold.revoke_watch ~= rec then return end
       hold.revoke_watch = nil
-      if st == core.WATCH_CHANGED then arm_revoke(hold) end -- read again, watch again
+      if st == core.WATCH_CHANGED then arm_revoke(hold) -- read again, watch again
+      elseif st == core.WATCH_DELETED then hold:gone() end
     end,
   })
   if not id then return end -- the client cannot start anything (closed): nothing to watch
@@ -316,7 +389,7 @@ function arm_revoke(hold)
 end
 
 -- Set (fn) or clear (nil) the revocation handler of hold `h` alone (a lease), or of every hold
--- of obj (current and future) with on_revoke(obj, fn). fn(target, node) runs from the client's
+-- of obj (current and future) with on_revoke(obj, fn). fn(node, target) runs from the client's
 -- event dispatch, like on_lost handlers: it must not wait (set a flag, wake the owner).
 local function set_revoke(h)
   if revoke_fn(h) then arm_revoke(h) else disarm_revoke(h) end
@@ -333,6 +406,7 @@ function M.on_revoke(obj, fn)
   local st = obj[STATE]
   st.on_revoke = fn
   for h in pairs(st.live) do set_revoke(h) end
+  return obj
 end
 
 function M.on_revoke_hold(h, fn)
@@ -364,9 +438,9 @@ function Hold:drop()
   end
 end
 
--- The error of releasing what the session took with it.
+-- The error of releasing what was lost (with the session, or its node deleted).
 local function lost_before_release(hold)
-  return fail(core.errno.ELOST, hold:what() .. " was lost with the session before release")
+  return fail(core.errno.ELOST, ("%s was lost %s before release"):format(hold:what(), hold:lost_how()))
 end
 M.lost_before_release = lost_before_release
 
@@ -394,12 +468,12 @@ function M.release(hold)
   else
     return nil, msg, code
   end
-  if status == core.errno.ELOST then
-    if not hold.lost then
-      hold.releasing = true -- a release called from the on_lost handler answers ELOST
-      hold:on_state("LOST")
-      hold.releasing = nil
-    end
+  if hold.lost then return lost_before_release(hold) end -- known before, or told meanwhile
+  if status == core.errno.ELOST or status == core.errno.ZNONODE then
+    -- ZNONODE: the release's only delete found no node: it was deleted while held
+    hold.releasing = true -- a release called from the on_lost handler answers ELOST
+    if status == core.errno.ZNONODE then hold:gone() else hold:on_state("LOST") end
+    hold.releasing = nil
     return lost_before_release(hold)
   end
   return fail(status, ("releasing %s: %s"):format(hold:what(), core.strerror(status)))

@@ -68,8 +68,8 @@ function Lock:_attempt(timeout, ms)
   local h = hold.of(self, co)
   if h then
     if h.lost then
-      return fail(core.errno.ELOST, ("%s %s was lost with the session; release it before acquiring again")
-        :format(self.kind, self.path))
+      return fail(core.errno.ELOST, ("%s %s was lost %s; release it before acquiring again")
+        :format(self.kind, self.path, h:lost_how()))
     end
     h.count = h.count + 1
     return self
@@ -126,6 +126,7 @@ end
 
 -- Held by the calling coroutine (and not lost)?
 function Lock:is_held()
+  check.object(self, Lock, "lock", "is_held")
   local h = hold.of(self, me())
   return h ~= nil and h:live()
 end
@@ -133,6 +134,7 @@ end
 -- Fencing token of the calling coroutine's hold: the czxid of its queue node. Tokens of
 -- successive holders of one lock path only grow. nil when not held (also once lost or closed).
 function Lock:token()
+  check.object(self, Lock, "lock", "token")
   local h = hold.of(self, me())
   if h and h:live() then return h.token end
   return nil
@@ -140,6 +142,7 @@ end
 
 -- Full path of the calling coroutine's queue node, while held.
 function Lock:node()
+  check.object(self, Lock, "lock", "node")
   local h = hold.of(self, me())
   if h and h:live() then return h.node end
   return nil
@@ -158,24 +161,30 @@ end
 
 -- Withdraw every pending acquire of this object (they return nil, "ECANCELED: ...").
 -- Returns the number withdrawn.
-Lock.cancel = hold.cancel
+function Lock:cancel()
+  check.object(self, Lock, "lock", "cancel")
+  return hold.cancel(self)
+end
 
--- fn(state, lock) with state "SUSPENDED" | "RECONNECTED" | "LOST" for every hold of this object.
+-- fn(state, lock) with state "SUSPENDED" | "RECONNECTED" | "LOST" for every hold of this object;
+-- replaces the handler (nil removes it). -> the lock
 Lock.on_lost = hold.on_lost
 
--- fn(lock, node) when another process asks the holder to let go (Curator's revocation:
--- client:revoke(node) or Revoker.attemptRevoke); nil stops listening. See hold.on_revoke.
+-- fn(node, lock) when another process asks the holder to let go (Curator's revocation:
+-- client:revoke(node) or Revoker.attemptRevoke); nil stops listening. -> the lock. See hold.on_revoke.
 Lock.on_revoke = hold.on_revoke
 
 -- Ordered queue: { { path=, node=, sequence=, data= }, ... }, holder(s) first.
 function Lock:participants()
   local client = self.client
   hold.check_open(client, "participants")
+  local asked = hold.adopted()
   local names, msg, code = client:children(self.path)
   if not names then
     if code == "ZNONODE" then return {} end
     return nil, msg, code
   end
+  hold.check_listing(self, self.path, names, asked) -- a holder whose node is not listed lost it
   local sorted = core.sort(names, self.recipe)
   local out = {}
   for _, name in ipairs(sorted) do

@@ -73,6 +73,41 @@ end
 
 local function describe(l) return ("%s %s"):format(l.kind, check.short(l.path)) end
 
+-- The hold records of the components, as held by `co` (component order), or nil when one is
+-- not held.
+local function holds_of(self, co)
+  local out = {}
+  for i, l in ipairs(self.locks) do
+    local h
+    if getmetatable(l) == lockmod.Lock then h = hold.of(l, co) else h = l._lease and semmod.hold_of(l._lease) end
+    if not h then return nil end
+    out[i] = h
+  end
+  return out
+end
+
+-- The components' state reports reach the multi-lock's on_lost handler as one grant's: each
+-- state once when it changes, LOST once (whichever component lost first).
+local function listen(self, holds)
+  if not holds then return end
+  local g = {}
+  local function on(state)
+    if g.lost or state == g.last then return end
+    g.last, g.lost = state, state == "LOST"
+    local fn = self._on_lost
+    if fn then
+      local ok, err = pcall(fn, state, self)
+      if not ok then
+        hold.log(self.client, "error", ("on_lost handler of %s failed (%s): %s"):format(tostring(self), state,
+          tostring(err)))
+      end
+    elseif state == "LOST" then
+      hold.log(self.client, "warn", ("%s was lost"):format(tostring(self)))
+    end
+  end
+  for _, h in ipairs(holds) do h.listener = on end
+end
+
 -- acquire(timeout, { retry = policy }) -> self | nil, msg, code
 --   timeout (s): one deadline shared by all components (default: the `deadline` option; nil
 --   and no option: no deadline). Each component also waits at most `per_lock_timeout`.
@@ -151,11 +186,12 @@ function MultiLock:_acquire_once(timeout)
       semmod.adopt_mutex(l, ids[i])
     end
   end
+  listen(self, holds_of(self, co))
   return self
 end
 
 -- release() -> true | nil, msg, code, errors. Releases every component in reverse order, going on
--- past failures; msg lists every failure, code is the first one's, errors = { {lock, msg, code} }.
+-- past failures; msg ("CODE: ...") lists every failure, code is the first one's, errors = { {lock, msg, code} }.
 -- Raises, like a mutex, when the caller holds none of the components (never acquired, or
 -- released already). A component released on its own behind the multi-lock's back is reported
 -- among the failures (code ENOTHELD) while the others are released. No pcall around the
@@ -192,16 +228,87 @@ function MultiLock:release()
   if #errors == 0 then return true end
   local parts = {}
   for _, e in ipairs(errors) do parts[#parts + 1] = e.msg end
-  return nil, ("releasing multi-lock: %d of %d failed: %s"):format(#errors, #self.locks, table.concat(parts, "; ")),
+  -- "CODE: ..." like every release's message (the first failure's code), each failure's own after
+  return nil, ("%s: releasing multi-lock: %d of %d failed: %s"):format(errors[1].code, #errors, #self.locks,
+    table.concat(parts, "; ")),
          errors[1].code, errors
 end
 
 -- Held when the calling coroutine holds every component.
 function MultiLock:is_held()
+  check.object(self, MultiLock, "multilock", "is_held")
   for _, l in ipairs(self.locks) do
     if not l:is_held() then return false end
   end
   return true
+end
+
+-- The grant's live holds, or nil (not held by the caller, or one component lost).
+local function live_holds(self)
+  local hs = holds_of(self, me())
+  if not hs then return nil end
+  for _, h in ipairs(hs) do if not h:live() then return nil end end
+  return hs
+end
+
+-- Fencing token: the largest of the components' tokens (each component's only grows from one
+-- holder to the next, so the largest does too). nil when not held.
+function MultiLock:token()
+  check.object(self, MultiLock, "multilock", "token")
+  local hs = live_holds(self)
+  if not hs then return nil end
+  local t
+  for _, h in ipairs(hs) do if h.token and (not t or h.token > t) then t = h.token end end
+  return t
+end
+
+-- A multi-lock has no node of its own: node() is nil; nodes() lists the components' nodes
+-- (component order) while held.
+function MultiLock:node()
+  check.object(self, MultiLock, "multilock", "node")
+  return nil
+end
+function MultiLock:nodes()
+  check.object(self, MultiLock, "multilock", "nodes")
+  local hs = live_holds(self)
+  if not hs then return nil end
+  local out = {}
+  for i, h in ipairs(hs) do out[i] = h.node end
+  return out
+end
+
+-- A fenced transaction: it commits only while every component's node exists (one check each).
+-- Raises when the caller does not hold the multi-lock.
+function MultiLock:transaction()
+  check.object(self, MultiLock, "multilock", "transaction")
+  local hs = holds_of(self, me())
+  if not hs then
+    check.raise(("zklock: transaction of %s by a coroutine that does not hold it"):format(tostring(self)))
+  end
+  local nodes = {}
+  for i, h in ipairs(hs) do nodes[i] = h.node end
+  return require("zklock.txn").fenced(self.client, {
+    nodes = nodes, what = tostring(self),
+    live = function()
+      for _, h in ipairs(hs) do if not h:live() then return false end end
+      return true
+    end,
+    gone = function(i) if hs[i] then hs[i]:gone() end end,
+  })
+end
+
+-- fn(state, multilock) for SUSPENDED, RECONNECTED, LOST of its components (each state once per
+-- change, LOST once per grant); replaces the handler, nil removes it. -> the multi-lock
+function MultiLock:on_lost(fn)
+  check.object(self, MultiLock, "multilock", "on_lost")
+  self._on_lost = hold.check_handler("on_lost", fn)
+  return self
+end
+
+-- Withdraw a pending acquire of this multi-lock (it returns nil, "ECANCELED: ..."). -> number
+function MultiLock:cancel()
+  check.object(self, MultiLock, "multilock", "cancel")
+  return hold.cancel(self)
 end
 
 MultiLock.__close = function(self)

@@ -28,6 +28,7 @@ end
 
 -- release() -> true | nil, msg, code. Any coroutine may release a lease; twice raises.
 function Lease:release()
+  check.object(self, Lease, "lease", "release")
   local h = self._hold
   if h.released then
     -- an on_lost handler told of the loss by this lease's own release: not a second release
@@ -47,14 +48,34 @@ end
 
 -- Held (not released, not lost)? Like a lock's, these drive the client first, so a thread
 -- that was busy past the session timeout does not see a lost lease as held.
-function Lease:is_held() return self._hold:live() end
--- fn(lease, node) when another process asks this lease's holder to give it back (nil: stop).
+function Lease:is_held()
+  check.object(self, Lease, "lease", "is_held")
+  return self._hold:live()
+end
+-- fn(node, lease) when another process asks this lease's holder to give it back (nil: stop).
+-- -> the lease
 function Lease:on_revoke(fn)
   check.object(self, Lease, "lease", "on_revoke")
   hold.on_revoke_hold(self._hold, fn)
+  return self
 end
-function Lease:token() if self._hold:live() then return self.token_value end return nil end
-function Lease:node() if self._hold:live() then return self.node_path end return nil end
+-- fn(state, lease) for this lease's SUSPENDED, RECONNECTED, LOST; replaces the semaphore's
+-- handler for this lease (nil: the semaphore's again). -> the lease
+function Lease:on_lost(fn)
+  check.object(self, Lease, "lease", "on_lost")
+  self._hold.on_lost = hold.check_handler("on_lost", fn)
+  return self
+end
+function Lease:token()
+  check.object(self, Lease, "lease", "token")
+  if self._hold:live() then return self.token_value end
+  return nil
+end
+function Lease:node()
+  check.object(self, Lease, "lease", "node")
+  if self._hold:live() then return self.node_path end
+  return nil
+end
 
 -- A fenced transaction: it commits only while this lease is held (its first op checks the
 -- lease's node). Raises after release.
@@ -139,11 +160,14 @@ function Semaphore:acquire(timeout, opts)
 end
 
 -- Withdraw every pending acquire (they return nil, "ECANCELED: ..."). -> number withdrawn
-Semaphore.cancel = hold.cancel
+function Semaphore:cancel()
+  check.object(self, Semaphore, "semaphore", "cancel")
+  return hold.cancel(self)
+end
 
 -- fn(state, lease) with state "SUSPENDED" | "RECONNECTED" | "LOST" for every lease.
 Semaphore.on_lost = hold.on_lost
--- fn(lease, node) for a revocation request on any lease of this semaphore (current and future).
+-- fn(node, lease) for a revocation request on any lease of this semaphore (current and future).
 Semaphore.on_revoke = hold.on_revoke
 
 -- Lease holders (and leases being counted): { { path, node, sequence, data }, ... } by sequence.
@@ -151,11 +175,13 @@ function Semaphore:participants()
   local client = self.client
   hold.check_open(client, "participants")
   local dir = self.path .. "/leases"
+  local asked = hold.adopted()
   local names, msg, code = client:children(dir)
   if not names then
     if code == "ZNONODE" then return {} end
     return nil, msg, code
   end
+  hold.check_listing(self, dir, names, asked) -- a lease whose node is not listed is lost
   local out = {}
   for _, name in ipairs(names) do
     local data = client:get(dir .. "/" .. name)
@@ -178,6 +204,7 @@ local SemaphoreMutex = {}
 SemaphoreMutex.__index = SemaphoreMutex
 
 function SemaphoreMutex:acquire(timeout, opts)
+  check.object(self, SemaphoreMutex, "semaphore_mutex", "acquire")
   local lease, msg, code = self.semaphore:acquire(timeout, opts)
   if not lease then return nil, msg, code end
   self._lease = lease
@@ -185,6 +212,7 @@ function SemaphoreMutex:acquire(timeout, opts)
 end
 
 function SemaphoreMutex:release()
+  check.object(self, SemaphoreMutex, "semaphore_mutex", "release")
   local lease = self._lease
   if not lease then
     check.raise(("zklock: release of semaphore mutex %s, which is not held"):format(self.path))
@@ -200,31 +228,48 @@ SemaphoreMutex.__close = function(self)
   end
 end
 
-function SemaphoreMutex:is_held() return self._lease ~= nil and self._lease:is_held() end
-function SemaphoreMutex:token() return self._lease and self._lease:token() or nil end
-function SemaphoreMutex:node() return self._lease and self._lease:node() or nil end
-function SemaphoreMutex:cancel() return self.semaphore:cancel() end
+function SemaphoreMutex:is_held()
+  check.object(self, SemaphoreMutex, "semaphore_mutex", "is_held")
+  return self._lease ~= nil and self._lease:is_held()
+end
+function SemaphoreMutex:token()
+  check.object(self, SemaphoreMutex, "semaphore_mutex", "token")
+  return self._lease and self._lease:token() or nil
+end
+function SemaphoreMutex:node()
+  check.object(self, SemaphoreMutex, "semaphore_mutex", "node")
+  return self._lease and self._lease:node() or nil
+end
+function SemaphoreMutex:cancel()
+  check.object(self, SemaphoreMutex, "semaphore_mutex", "cancel")
+  return self.semaphore:cancel()
+end
 function SemaphoreMutex:transaction()
+  check.object(self, SemaphoreMutex, "semaphore_mutex", "transaction")
   if not self._lease then
     check.raise(("zklock: transaction of semaphore mutex %s, which is not held"):format(self.path))
   end
   return self._lease:transaction()
 end
 function SemaphoreMutex:participants() return self.semaphore:participants() end
+-- fn(state, semaphore_mutex); replaces the handler (nil removes it). -> the semaphore mutex
 function SemaphoreMutex:on_lost(fn)
-  if fn ~= nil and type(fn) ~= "function" then
-    check.argerror("on_lost", 1, "expected a function or nil, got " .. check.describe(fn))
-  end
+  check.object(self, SemaphoreMutex, "semaphore_mutex", "on_lost")
+  hold.check_handler("on_lost", fn)
   local this = self
   hold.on_lost(self.semaphore, fn and function(state) return fn(state, this) end or nil)
+  return self
 end
--- fn(semaphore_mutex, node) when another process asks the holder to let go (nil: stop).
+-- fn(node, semaphore_mutex) when another process asks the holder to let go (nil: stop).
+-- -> the semaphore mutex
 function SemaphoreMutex:on_revoke(fn)
+  check.object(self, SemaphoreMutex, "semaphore_mutex", "on_revoke")
   if fn ~= nil and type(fn) ~= "function" then
     check.argerror("on_revoke", 1, "expected a function or nil, got " .. check.describe(fn))
   end
   local this = self
-  hold.on_revoke(self.semaphore, fn and function(_, node) return fn(this, node) end or nil)
+  hold.on_revoke(self.semaphore, fn and function(node) return fn(node, this) end or nil)
+  return self
 end
 function SemaphoreMutex:__tostring() return ("zklock.semaphore_mutex(%s)"):format(self.path) end
 
@@ -253,4 +298,8 @@ function Client:semaphore_mutex(path, opts)
   return new_mutex(self, path, opts)
 end
 
-return { Semaphore = Semaphore, SemaphoreMutex = SemaphoreMutex, Lease = Lease, adopt_mutex = adopt_mutex }
+-- The hold record of a lease (for the multi-lock).
+local function hold_of(lease) return lease._hold end
+
+return { Semaphore = Semaphore, SemaphoreMutex = SemaphoreMutex, Lease = Lease, adopt_mutex = adopt_mutex,
+         hold_of = hold_of }

@@ -101,9 +101,12 @@ function Txn:ops()
   return out
 end
 
+local function guard_nodes(guard) return guard.nodes or { guard.node } end
+
 function Txn:_all()
   if not self._guard then return self._ops end
-  local all = { { core.OP_CHECK, self._guard.node, nil, 0, -1, 0 } }
+  local all = {}
+  for i, node in ipairs(guard_nodes(self._guard)) do all[i] = { core.OP_CHECK, node, nil, 0, -1, 0 } end
   for _, op in ipairs(self._ops) do all[#all + 1] = op end
   return all
 end
@@ -140,7 +143,7 @@ function Txn:commit(timeout)
       :format(#self._ops, M.UNKNOWN), "ECLOSED"
   end
   local r = w.result or { rc = w.status, results = {} }
-  local off = guard and 1 or 0
+  local off = guard and #guard_nodes(guard) or 0
   local results = {}
   for i = 1 + off, #all do
     local x = r.results[i] or { rc = w.status }
@@ -149,9 +152,13 @@ function Txn:commit(timeout)
   end
   if w.status == 0 then return results end
   local st = w.status
-  if guard and r.results[1] and r.results[1].rc == core.errno.ZNONODE then
-    return nil, ("ELOST: %s is no longer held (its node %s is gone): nothing was written")
-      :format(guard.what, check.short(guard.node)), "ELOST", results
+  for i = 1, off do
+    local x = r.results[i]
+    if x and x.rc == core.errno.ZNONODE then
+      if guard.gone then guard.gone(i) end -- the holder's node is gone: its hold is LOST now
+      return nil, ("ELOST: %s is no longer held (its node %s is gone): nothing was written")
+        :format(guard.what, check.short(all[i][2])), "ELOST", results
+    end
   end
   local name = core.errname(st)
   if core.outcome_unknown(st) and r.sent == false then
@@ -196,7 +203,9 @@ function Client:transaction()
   return new(self, nil)
 end
 
--- A fenced transaction for a holder: guard = { node =, what =, live = function() -> bool }.
+-- A fenced transaction for a holder: guard = { node = (or nodes = { ... }: one check each),
+-- what =, live = function() -> bool, gone = function(i) (the check of node i found no node:
+-- the hold learns it is lost) }.
 function M.fenced(client, guard) return new(client, guard) end
 
 return M

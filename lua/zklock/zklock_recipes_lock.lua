@@ -1,7 +1,7 @@
 -- zklock.zklock_recipes_lock: a lock that shares a directory with ZooKeeper's own lock recipe
 -- (org.apache.zookeeper.recipes.lock.WriteLock, zookeeper-recipes-lock), on plain calls.
 --
--- Its nodes are <dir>/x-<session id in decimal>-<seq10> (EPHEMERAL_SEQUENTIAL, data 0x12 0x34
+-- Its nodes are <path>/x-<session id in decimal>-<seq10> (EPHEMERAL_SEQUENTIAL, data 0x12 0x34
 -- unless opts.data), and it orders the children as WriteLock's ZNodeName does: by the int after
 -- the last '-' (one more '-' before it makes it negative), ties by the text before; names
 -- without such a number sort after those with one. The first holds; a waiter watches (exists)
@@ -12,6 +12,7 @@ local core = require("zklock.core")
 local check = require("zklock.check")
 local Client = require("zklock.client").Client
 local R = require("zklock.client").recipe
+local gc_proxy = require("zklock.hold").gc_proxy
 
 local M = {}
 
@@ -90,7 +91,7 @@ local function call(self, which)
   local fn = self[which]
   if not fn then return end
   local ok, err = pcall(fn, self)
-  if not ok then R.log(self.client, "error", ("zookeeper_lock %s: %s handler failed: %s"):format(self.dir, which,
+  if not ok then R.log(self.client, "error", ("zookeeper_lock %s: %s handler failed: %s"):format(self.path, which,
     tostring(err))) end
 end
 
@@ -124,16 +125,33 @@ end
 -- comes back, LOST when it ended (expired, or judged lost before the server could expire it:
 -- docs/design.md). A client closed by its owner tells nobody, as for the other locks.
 local function report(self, state)
+  if self._lost then return end -- LOST is final and told once
+  if state == "LOST" then self._lost = true end
   local fn = self._on_lost
   if fn then
     local ok, err = pcall(fn, state, self)
     if not ok then
-      R.log(self.client, "error", ("zookeeper_lock %s: on_lost handler failed (%s): %s"):format(self.dir, state,
+      R.log(self.client, "error", ("zookeeper_lock %s: on_lost handler failed (%s): %s"):format(self.path, state,
         tostring(err)))
     end
   elseif state == "LOST" then
-    R.log(self.client, "warn", ("zookeeper_lock %s was lost with the session"):format(check.short(self.dir)))
+    R.log(self.client, "warn", ("zookeeper_lock %s was lost %s"):format(check.short(self.path), self:_lost_how()))
   end
+end
+
+-- Evidence that the held node is gone (a release's or a fenced transaction's ZNONODE): LOST now.
+local function node_gone(self)
+  if not self._held or self._lost then return end
+  self._lost_node = true
+  reg_of(self.client).held[self] = nil
+  report(self, "LOST")
+end
+
+function ZkLock:_lost_how()
+  if self._lost_node then
+    return ("(its node %s was deleted while it was held)"):format(check.short(tostring(self._node)))
+  end
+  return "with the session"
 end
 
 local function held_locks(client)
@@ -166,8 +184,8 @@ local function creating(self, on)
   if (self._creating or false) == on then return end
   self._creating = on or nil
   local cr = reg_of(self.client).creating
-  local n = (cr[self.dir] or 0) + (on and 1 or -1)
-  cr[self.dir] = n > 0 and n or nil
+  local n = (cr[self.path] or 0) + (on and 1 or -1)
+  cr[self.path] = n > 0 and n or nil
 end
 
 local function set_node(self, node)
@@ -177,7 +195,7 @@ local function set_node(self, node)
   self._node = node
 end
 
--- A create of a node named prefix<seq> in self.dir failed without an answer: it may have been
+-- A create of a node named prefix<seq> in self.path failed without an answer: it may have been
 -- applied. List the directory (in order after the create on the session, so the listing shows
 -- it if the server applied it) and delete the nodes with this session's prefix that no object
 -- of this client knows. When another create of this client on the directory is in flight, its
@@ -191,7 +209,7 @@ local function find_lost(self, prefix, tries)
   local c = self.client
   if c.state == "CLOSED" then return end
   local r = reg_of(c)
-  local kids, msg, code = c:children(self.dir)
+  local kids, msg, code = c:children(self.path)
   if not kids then
     if UNKNOWN[code] and tries < FIND_TRIES then
       c:spawn(find_lost, self, prefix, tries + 1)
@@ -199,20 +217,20 @@ local function find_lost(self, prefix, tries)
     end
     if GONE[code] then return end -- the session ended: its nodes went with it
     R.log(c, "warn", ("zookeeper_lock %s: a create's answer was lost and the directory cannot be listed (%s): a"
-      .. " node of this session may stay until it ends"):format(check.short(self.dir), msg))
+      .. " node of this session may stay until it ends"):format(check.short(self.path), msg))
     return
   end
   local lost = {}
   for _, k in ipairs(kids) do
-    local full = self.dir .. "/" .. k
+    local full = self.path .. "/" .. k
     if k:sub(1, #prefix) == prefix and k:sub(#prefix + 1):match("^%d+$") and not r.known[full] then
       lost[#lost + 1] = full
     end
   end
   if #lost == 0 then return end
-  if (r.creating[self.dir] or 0) > 0 then
+  if (r.creating[self.path] or 0) > 0 then
     R.log(c, "warn", ("zookeeper_lock %s: a create's answer was lost while another create of this client was in"
-      .. " flight: %d node(s) of this session stay until it ends"):format(check.short(self.dir), #lost))
+      .. " flight: %d node(s) of this session stay until it ends"):format(check.short(self.path), #lost))
     return
   end
   for _, full in ipairs(lost) do
@@ -236,19 +254,27 @@ end
 
 local acquire
 
--- lock:acquire(timeout) -> true | nil, msg, code (ETIMEDOUT, ELOST, ESESSION, ...)
---   timeout: seconds, nil = wait forever, 0 = try once. On failure the node is deleted, and so
---   it is when the calling coroutine dies while it waits (closed, killed by its host, collected).
+-- lock:acquire(timeout) -> lock | nil, msg, code (ETIMEDOUT, ECANCELED, ELOST, ESESSION, ...)
+--   timeout: seconds, nil = wait forever, 0 = try once. Before the first session it waits for
+--   one (within the timeout). On failure the node is deleted, and so it is when the calling
+--   coroutine dies while it waits (closed, killed by its host, collected).
 function ZkLock:acquire(timeout)
   zl_check(self, "acquire")
   local ms = check.timeout("acquire", 1, timeout)
-  if self._node then check.raise("zklock: zookeeper_lock:acquire while held or acquiring (not reentrant)") end
+  if self._held and not self:is_held() then -- lost and not released yet
+    return nil, ("ELOST: zookeeper_lock %s was lost %s; release it before acquiring again")
+      :format(check.short(self.path), self:_lost_how()), "ELOST"
+  end
+  if self._node or self._waiting_co then
+    check.raise("zklock: zookeeper_lock:acquire while held or acquiring (not reentrant)")
+  end
+  self._cancelled = nil
   local c = self.client
   local rec
-  rec = R.waiting(c, "zookeeper_lock", self.dir, function()
+  rec = R.waiting(c, "zookeeper_lock", self.path, function()
     -- the coroutine died while it waited: its node goes in the background
     if self._waiting ~= rec then return end
-    self._waiting = nil
+    self._waiting, self._waiting_co = nil, nil
     creating(self, false) -- its create, if in flight, is deleted by the orphan function below
     if self._node and not self._held then
       R.discard(c, self._node)
@@ -263,21 +289,48 @@ function ZkLock:acquire(timeout)
     end
   end)
   self._waiting = rec
+  self._waiting_co = true
   local ok, msg, code = acquire(self, timeout, ms)
+  self._waiting_co = nil
   R.done_waiting(c, rec)
   if self._waiting == rec then self._waiting = nil end
-  return ok, msg, code
+  if ok then return self end
+  return nil, msg, code
+end
+
+local SLICE = 0.2 -- s: a waiter looks at cancel() this often (no request: a local wait)
+
+local function cancelled(self)
+  return ("ECANCELED: zookeeper_lock %s: the acquire was cancelled"):format(check.short(self.path)), "ECANCELED"
+end
+
+local function timed_out(self, timeout)
+  if timeout == 0 then
+    return ("ETIMEDOUT: zookeeper_lock %s is held by another owner"):format(check.short(self.path)), "ETIMEDOUT"
+  end
+  return ("ETIMEDOUT: zookeeper_lock %s: not acquired within %g s"):format(check.short(self.path), timeout),
+    "ETIMEDOUT"
 end
 
 function acquire(self, timeout, ms)
   local deadline = ms >= 0 and core.now() + ms or nil
   local c = self.client
   local sid = c:session()
-  if not sid then return nil, "ECONNECTING: no session yet", "ECONNECTING" end
+  -- no session yet (connecting): wait for one, as the core does for a mutex's first request
+  while not sid do
+    if c.state == "CLOSED" then
+      return nil, ("ECLOSED: the client was closed while acquiring %s"):format(check.short(self.path)), "ECLOSED"
+    end
+    if self._cancelled then return nil, cancelled(self) end
+    local left = deadline and (deadline - core.now()) / 1000
+    if left and left <= 0 then return nil, timed_out(self, timeout) end
+    c:sleep(math.min(left or SLICE, 0.05))
+    sid = c:session()
+  end
   local prefix = "x-" .. M.session_decimal(type(sid) == "number" and ("%016x"):format(sid) or sid) .. "-"
   self._prefix = prefix
   creating(self, true)
-  local node, msg, code = R.create(c, self.dir .. "/" .. prefix, self.data, { ephemeral = true, sequential = true,
+  local node, msg, code = R.create(c, self.path .. "/" .. prefix, self.data, { ephemeral = true, sequential = true,
                                                                               parents = true }, self._waiting)
   creating(self, false)
   if not node then
@@ -288,10 +341,12 @@ function acquire(self, timeout, ms)
     return nil, msg, code
   end
   set_node(self, node)
+  self._token = msg and msg.czxid -- create's second result: the stat of the node made
   local mine = node:match("[^/]+$")
   for _ = 1, 1e9 do
     local kids
-    kids, msg, code = c:children(self.dir)
+    if self._cancelled then return give_up(self, cancelled(self)) end
+    kids, msg, code = c:children(self.path)
     if not kids then return give_up(self, msg, code) end
     table.sort(kids, M.less)
     local idx
@@ -299,26 +354,25 @@ function acquire(self, timeout, ms)
     if not idx then
       set_node(self, nil)
       return nil, ("ELOST: zookeeper_lock %s: its node %s is gone (the session ended)"):format(
-        check.short(self.dir), mine), "ELOST"
+        check.short(self.path), mine), "ELOST"
     end
     if idx == 1 then
-      self._held, self._sid, self._suspended = true, sid, nil
+      self._held, self._sid, self._suspended, self._lost, self._lost_node = true, sid, nil, nil, nil
       held_locks(c)[self] = true
       call(self, "on_acquired")
       return true
     end
     local stat, w
-    stat, w, code = c:exists(self.dir .. "/" .. kids[idx - 1], { watch = true })
+    stat, w, code = c:exists(self.path .. "/" .. kids[idx - 1], { watch = true })
     if stat == nil then return give_up(self, w, code) end
-    if stat then
+    while stat do
+      if self._cancelled then return give_up(self, cancelled(self)) end
       local left = deadline and math.max(0, (deadline - core.now()) / 1000) or nil
-      if left and left <= 0 then
-        return give_up(self, ("ETIMEDOUT: zookeeper_lock %s: not acquired within %g s"):format(
-          check.short(self.dir), timeout), "ETIMEDOUT")
-      end
+      if left and left <= 0 then return give_up(self, timed_out(self, timeout)) end
       local fired
-      fired, msg, code = w:wait(left)
-      if not fired and code ~= "ETIMEDOUT" then return give_up(self, msg, code) end
+      fired, msg, code = w:wait(math.min(left or SLICE, SLICE))
+      if fired then break end
+      if code ~= "ETIMEDOUT" then return give_up(self, msg, code) end
     end
   end
   return give_up(self, "ETIMEDOUT: zookeeper_lock: gave up", "ETIMEDOUT")
@@ -332,39 +386,117 @@ end
 -- lock:release() -> true | nil, msg, code. Raises when not held. ELOST when the session that took
 -- the lock ended meanwhile (its node went with it: somebody else may hold the lock since).
 function ZkLock:release()
-  zl_check(self, "release")
+  check.object(self, ZkLock, "zookeeper_lock", "release")
   if not self._held then check.raise("zklock: zookeeper_lock:release while not held") end
   reg_of(self.client).held[self] = nil -- nothing more to report, whatever the outcome
+  if self.client.state == "CLOSED" then -- the node went with the session
+    set_node(self, nil)
+    self._held = false
+    call(self, "on_released")
+    return true
+  end
+  if self._lost_node then
+    set_node(self, nil)
+    self._held = false
+    call(self, "on_released")
+    return nil, ("ELOST: zookeeper_lock %s was lost %s before this release"):format(check.short(self.path),
+      self:_lost_how()), "ELOST"
+  end
   if lost(self) then
     local node = self._node
     set_node(self, nil)
     self._held = false
     call(self, "on_released")
     return nil, ("ELOST: zookeeper_lock %s: the session that held %s ended; the lock was lost before"
-      .. " this release"):format(check.short(self.dir), tostring(node)), "ELOST"
+      .. " this release"):format(check.short(self.path), tostring(node)), "ELOST"
   end
   local ok, msg, code = self.client:delete(self._node)
-  if not ok and code ~= "ZNONODE" then return nil, msg, code end
+  if not ok and code == "ZNONODE" then
+    -- someone else deleted the node while it was held (a delete resent after a connection loss
+    -- may also meet ZNONODE: then the node was gone all the same, and nobody could be told)
+    local how = lost(self) and "with the session" or nil
+    if not how then
+      self._held = true -- node_gone reports to held locks only
+      node_gone(self)
+    end
+    local why = how or self:_lost_how()
+    set_node(self, nil)
+    self._held = false
+    call(self, "on_released")
+    return nil, ("ELOST: zookeeper_lock %s was lost %s before this release"):format(check.short(self.path), why),
+      "ELOST"
+  end
+  if not ok then return nil, msg, code end
   set_node(self, nil)
   self._held = false
   call(self, "on_released")
   return true
 end
 
+-- Withdraw a pending acquire of this lock (it returns nil, "ECANCELED: ..." within 0.2 s). ->
+-- the number withdrawn (0 or 1)
+function ZkLock:cancel()
+  check.object(self, ZkLock, "zookeeper_lock", "cancel")
+  if not self._waiting_co then return 0 end
+  self._cancelled = true
+  return 1
+end
+
+-- Fencing token while held: the czxid of its node (tokens of successive holders only grow).
+function ZkLock:token()
+  check.object(self, ZkLock, "zookeeper_lock", "token")
+  if self:is_held() then return self._token end
+  return nil
+end
+
+-- A fenced transaction: it commits only while this lock's node exists. Raises when not held.
+function ZkLock:transaction()
+  check.object(self, ZkLock, "zookeeper_lock", "transaction")
+  if not self._held then
+    check.raise(("zklock: transaction of zookeeper_lock %s, which is not held"):format(self.path))
+  end
+  local this = self
+  return require("zklock.txn").fenced(self.client, {
+    node = self._node, what = "zookeeper_lock " .. check.short(self.path),
+    live = function() return this:is_held() end,
+    gone = function() node_gone(this) end,
+  })
+end
+
+ZkLock.__close = function(self)
+  if self._held then
+    local ok, msg = self:release()
+    if not ok then
+      R.log(self.client, "error", ("release of zookeeper_lock %s at scope exit failed: %s"):format(self.path, msg))
+    end
+  end
+end
+
+-- Collected while held: its node goes in the background (as a mutex's), with a warning.
+function ZkLock:__gc()
+  if self._held and self._node and self.client.state ~= "CLOSED" and not self._lost then
+    R.log(self.client, "warn", ("zookeeper_lock %s collected while held; releasing in the background")
+      :format(self.path))
+    R.discard(self.client, self._node)
+  end
+end
+
 -- true while held by this session (false once the session that took it ended)
 function ZkLock:is_held()
   check.object(self, ZkLock, "zookeeper_lock", "is_held")
-  return self._held == true and not lost(self)
+  if self._held and not self._lost and self.client.state ~= "CLOSED" then R.refresh(self.client) end
+  return self._held == true and not self._lost and not lost(self)
 end
 
--- the full path of this lock's node while held or waiting, else nil
+-- the full path of this lock's node while held, else nil
 function ZkLock:node()
   check.object(self, ZkLock, "zookeeper_lock", "node")
-  return self._node
+  if self:is_held() then return self._node end
+  return nil
 end
 
 function ZkLock:__tostring()
-  return ("zklock.zookeeper_lock(%s%s)"):format(self.dir, self._held and ", held" or "")
+  return ("zklock.zookeeper_lock(%s%s)"):format(self.path, self._held and ", held" or "")
 end
 
 -- fn(state, lock) on "SUSPENDED", "RECONNECTED" and "LOST" while held (nil: none; without one
@@ -372,7 +504,7 @@ end
 function ZkLock:on_lost(fn)
   check.object(self, ZkLock, "zookeeper_lock", "on_lost")
   if fn ~= nil and type(fn) ~= "function" then
-    check.argerror("on_lost", 1, "expected a function or nil, got " .. check.describe(fn))
+    check.argerror("on_lost", 1, "expected a function (or nil to remove the handler), got " .. check.describe(fn))
   end
   self._on_lost = fn -- not `on_lost`: that would hide this method
   return self
@@ -381,22 +513,27 @@ end
 local OPTIONS = { on_acquired = check.is.func, on_released = check.is.func, on_lost = check.is.func,
                   data = check.is.string }
 
--- client:zookeeper_lock(dir, { on_acquired = fn(lock), on_released = fn(lock),
+-- client:zookeeper_lock(path, { on_acquired = fn(lock), on_released = fn(lock),
 --                              on_lost = fn(state, lock), data = })
 --   A lock compatible with ZooKeeper's WriteLock recipe on the same directory (LockListener's
 --   lockAcquired / lockReleased as callbacks). Not reentrant; one hold per object.
-function Client:zookeeper_lock(dir, opts)
+function Client:zookeeper_lock(path, opts)
   check.open(self, "zookeeper_lock")
-  if type(dir) ~= "string" then
-    check.argerror("zookeeper_lock", 1, "dir: expected a string like \"/locks/name\", got " .. check.describe(dir))
+  if type(path) ~= "string" then
+    check.argerror("zookeeper_lock", 1, "lock path: expected a string like \"/locks/name\", got "
+      .. check.describe(path))
   end
-  local why = core.path_error(dir)
-  if why or dir == "/" then
-    check.argerror("zookeeper_lock", 1, ("dir %s, got %s"):format(why or "must not be the root", check.describe(dir)))
+  local why = core.path_error(path)
+  if why or path == "/" then
+    check.argerror("zookeeper_lock", 1, ("lock path %s, got %s"):format(why or "must not be the root",
+      check.describe(path)))
   end
   opts = check.options("zookeeper_lock", 2, opts, OPTIONS)
-  return setmetatable({ client = self, dir = dir, data = opts.data or M.DATA, on_acquired = opts.on_acquired,
-                        on_released = opts.on_released, _on_lost = opts.on_lost }, ZkLock)
+  local self_ = setmetatable({ client = self, path = path, kind = "zookeeper_lock", data = opts.data or M.DATA,
+                               on_acquired = opts.on_acquired, on_released = opts.on_released,
+                               _on_lost = opts.on_lost }, ZkLock)
+  gc_proxy(self_)
+  return self_
 end
 
 return M

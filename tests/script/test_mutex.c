@@ -571,9 +571,55 @@ static void protected_names_unique_across_pool_refills(void) {
     h_free(c);
 }
 
+/* A release whose only delete meets ZNONODE: someone else deleted the node while it was held,
+ * and RELEASED says so (ZNONODE, for the binding to report the hold lost). After a resend across
+ * a connection loss, ZNONODE may be the first delete's own effect: RELEASED OK. */
+static void mutex_release_node_gone(void) {
+    zkl_client *c = h_client();
+    fz_req *cr, *ls;
+    uint64_t id = acquire(c, &cr, &ls);
+    CHECK_INT(fz_create_ok(cr, 1, 0x11), 0);
+    CHECK_INT(fz_children_v(ls, h_seqname(cr, 1), NULL), 0);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
+    CHECK_INT(zkl_lock_release(c, id), ZKL_OK);
+    fz_req *del = EXPECT_REQ(FZ_DELETE, DIR "/");
+    CHECK_INT(fz_reply(del, ZNONODE), 0);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_RELEASED, id, ZNONODE);
+    EXPECT_NO_EV(c);
+
+    uint64_t id2 = 0;
+    CHECK_INT(zkl_lock_acquire(c, ZKL_MUTEX, DIR "2", -1, 0, &id2), ZKL_OK);
+    cr = EXPECT_REQ(FZ_CREATE, DIR "2/_c_");
+    zkl_client_process(c);
+    ls = EXPECT_REQ(FZ_CHILDREN, DIR "2");
+    CHECK_INT(fz_create_ok(cr, 2, 0x22), 0);
+    CHECK_INT(fz_children_v(ls, h_seqname(cr, 2), NULL), 0);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, id2, ZKL_OK);
+    CHECK_INT(zkl_lock_release(c, id2), ZKL_OK);
+    del = EXPECT_REQ(FZ_DELETE, DIR "2/");
+    fz_disconnect();
+    h_pump(c);
+    CHECK_INT(del->rc, ZCONNECTIONLOSS);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    fz_connect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
+    fz_req *del2 = EXPECT_REQ(FZ_DELETE, DIR "2/");
+    CHECK_STR(del2->path, del->path);
+    CHECK_INT(fz_reply(del2, ZNONODE), 0);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_RELEASED, id2, ZKL_OK);
+    EXPECT_NO_EV(c);
+    h_free(c);
+}
+
 H_DEFINE_GROUP(g_mutex, {"acquire_ex_data", acquire_ex_data},
                {"parent_reaped_while_making_parents", mutex_parent_reaped_while_making_parents},
-               {"grant", mutex_grant}, {"handoff", mutex_handoff},
+               {"grant", mutex_grant}, {"release_node_gone", mutex_release_node_gone},
+               {"handoff", mutex_handoff},
                {"predecessor_gone_before_watch", mutex_predecessor_gone_before_watch},
                {"data_changed_relists", mutex_data_changed_relists},
                {"own_client_handoff", mutex_own_client_handoff}, {"try_once", mutex_try_once},

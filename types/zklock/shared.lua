@@ -182,46 +182,75 @@ function double_barrier:node() end
 ---@field on_lost? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.ZookeeperLock) Called while held when the connection is lost, comes back on the same session, or the session ended (see `zookeeper_lock:on_lost`).
 ---@field data? string Node data (default the bytes 0x12 0x34, as WriteLock writes).
 
----A lock on ZooKeeper's WriteLock protocol (`client:zookeeper_lock(dir, opts)`).
+---A lock on ZooKeeper's WriteLock protocol (`client:zookeeper_lock(path, opts)`). It answers like
+---every other grant (docs/design.md, "One hold protocol"). Lua 5.4: `<close>` releases it; an
+---object collected while held has its node deleted in the background.
 ---`zklock.type(l)` is `"zookeeper lock"`.
 ---@class zklock.ZookeeperLock
 ---@field client zklock.Client The client it runs on.
----@field dir string The lock directory.
+---@field path string The lock directory (WriteLock's `dir`).
+---@field kind "zookeeper_lock"
 ---@field data string The data of its nodes.
 local zookeeper_lock = {}
 
 ---Create the node and wait until it is first (watching the immediate predecessor). Unlike
 ---WriteLock, a waiter whose predecessor is already gone lists again rather than stall.
 ---
----Errors: `nil, msg, code`: `ETIMEDOUT`, `ELOST` (its node vanished), `ECONNECTING`, the plain
----calls' codes; the node is deleted on every failure (a node whose create answer was lost is
----found by its session prefix, as WriteLock does), and when the calling coroutine dies while it
----waits (`coroutine.close`, killed by its host: the client's reaper of dead owners). Raises when
----held or on a bad timeout.
+---Before the client's first session it waits for one (within the timeout). The timeout bounds
+---the wait in the queue; the create and listing are plain calls, bounded by `op_timeout`.
+---
+---Errors: `nil, msg, code`: `ETIMEDOUT`, `ECANCELED` (`cancel()`), `ELOST` (its node vanished,
+---or re-acquiring a lost hold before releasing it), `ECLOSED`, the plain calls' codes; the node
+---is deleted on every failure (a node whose create answer was lost is found by its session
+---prefix, as WriteLock does), and when the calling coroutine dies while it waits
+---(`coroutine.close`, killed by its host: the client's reaper of dead owners). Raises when held
+---or on a bad timeout.
 ---@param timeout? number Seconds; nil waits forever, 0 tries once.
----@return true|nil ok
+---@return zklock.ZookeeperLock? lock The lock itself (for `<close>`).
 ---@return string? msg
 ---@return string? code
 function zookeeper_lock:acquire(timeout) end
 
----Delete the node and call `on_released`. Raises when not held. `ELOST` when the session that
----took the lock ended meanwhile (the node went with it; `on_released` is still called).
+---Delete the node and call `on_released`. Raises when not held. `ELOST` when the hold was lost
+---first: the session that took the lock ended, or its node was deleted by someone else (found by
+---this delete or a fenced transaction; `LOST` is reported then, once); `on_released` is still
+---called. `true` after `client:close()`.
 ---@return true|nil ok
 ---@return string? msg
 ---@return string? code
 function zookeeper_lock:release() end
 
----Whether this object holds the lock: false once the session that took it has ended.
+---Whether this object holds the lock: false once the hold was lost (the session that took it
+---ended, or its node was found deleted).
 ---@return boolean held
 function zookeeper_lock:is_held() end
 
----The node's full path while held or waiting, else nil.
+---The node's full path while held, else nil.
 ---@return string|nil node
 function zookeeper_lock:node() end
 
+---The fencing token while held (the czxid of its node; successive holders' tokens only grow),
+---else nil.
+---@return integer? token
+function zookeeper_lock:token() end
+
+---A fenced transaction: its first op checks that this lock's node still exists, so it commits
+---only while held (a check that finds no node makes the hold `LOST`). Add ops and `commit` as
+---for `client:transaction()`.
+---
+---Errors: raises when not held.
+---@return zklock.Transaction txn
+function zookeeper_lock:transaction() end
+
+---Withdraw a pending acquire of this lock: it returns `nil, "ECANCELED: ...", "ECANCELED"` within
+---0.2 s (its node deleted).
+---@return integer withdrawn 0 or 1
+function zookeeper_lock:cancel() end
+
 ---Set the handler called while the lock is held on `"SUSPENDED"` (connection lost, ownership
 ---uncertain), `"RECONNECTED"` (the same session is back: still held) and `"LOST"` (the session
----ended: the node is gone, `is_held()` is false and `release()` answers `ELOST`). WriteLock has
+---ended, or its node was found deleted: `is_held()` is false and `release()` answers `ELOST`;
+---told once). Replaces the handler; nil removes it. WriteLock has
 ---no such report. Without a handler a LOST is logged as a warning. The handler runs from the
 ---client's event dispatch: it must not wait (set a flag, wake the owner).
 ---
