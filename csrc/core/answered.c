@@ -23,6 +23,7 @@ enum { K_VOID = 1, K_STAT, K_DATA, K_STRINGS, K_STRING_STAT };
 
 struct zkl_inflight {
     int64_t issued; /* monotonic ms */
+    uint64_t seq;   /* its number (issue_seq) */
     union {
         void_completion_t v;
         stat_completion_t st;
@@ -79,6 +80,7 @@ static size_t slot_take(zkl_client *c, int kind, const void *data) {
     f->kind = kind;
     f->data = data;
     f->issued = zkl__now(c);
+    f->seq = ++c->issue_seq;
     f->next = 0;
     c->inflight_n++;
     return s;
@@ -103,7 +105,10 @@ static zkl_inflight finish(const void *ctx, int rc) {
     if (!c || s == 0 || s > c->inflight_cap || !c->inflight[s - 1].kind) return f; /* not ours */
     f = c->inflight[s - 1];
     slot_put(c, s);
-    if (zkl__server_answered(rc) && f.issued > c->answered_at) c->answered_at = f.issued;
+    if (zkl__server_answered(rc)) {
+        if (f.issued > c->answered_at) c->answered_at = f.issued;
+        if (f.seq > c->answered_seq) c->answered_seq = f.seq;
+    }
     return f;
 }
 

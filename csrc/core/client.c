@@ -193,7 +193,7 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     if (type != ZOO_SESSION_EVENT || !c || zh != c->zh) return;
     if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE) {
         c->zk_connected = 1;
-        c->link_up_at = zkl__now(c);
+        c->resume_seq = c->issue_seq + 1; /* only a request sent from now on proves anything */
         c->link_ups++;
     } else if (state == ZOO_EXPIRED_SESSION_STATE)
         c->expired_flag = 1;
@@ -216,7 +216,7 @@ static int open_handle(zkl_client *c) {
     c->reinit_at = 0;
     c->zk_connected = 0;
     c->expired_flag = 0;
-    c->answered_at = c->connect_floor = c->link_up_at = 0;
+    c->answered_at = c->connect_floor = 0;
     c->zk->set_servers_resolution_delay(zh, 60 * 1000);
     for (zkl_auth *a = c->auths; a; a = a->next)
         c->zk->add_auth(zh, a->scheme, a->cred, (int)a->len, NULL, NULL);
@@ -335,15 +335,10 @@ static int64_t heartbeat_due(const zkl_client *c) {
     return c->issued_at + session_limit(c) / 4;
 }
 
-/* While SUSPENDED: an answer to a request issued at or after this moment ends it (the link came
- * back, or the silence began, then). */
-static int64_t resume_floor(const zkl_client *c) {
-    return c->link_up_at > c->suspended_at ? c->link_up_at : c->suspended_at;
-}
-
 static void suspend(zkl_client *c, int64_t now) {
     c->state = ZKL_STATE_SUSPENDED;
     c->suspended_at = now;
+    c->resume_seq = c->issue_seq + 1; /* an answer to a request sent from now on ends it */
     zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_SUSPENDED);
     zkl__ops_each(c, op_suspended, 1);
 }
@@ -365,10 +360,10 @@ static void handle_session(zkl_client *c) {
         const clientid_t *id = c->zk->client_id(c->zh);
         if (!id || id->client_id != c->session_id) {
             c->state = ZKL_STATE_CONNECTING; /* not the session we had: taken as a new one */
-        } else if (c->answered_at < resume_floor(c)) {
-            /* the same session, but only an answer to a request sent since proves the server
-             * still keeps it (the handshake's own send time has no lower bound we could use) */
-            if (c->issued_at < resume_floor(c)) zkl__heartbeat(c);
+        } else if (c->answered_seq < c->resume_seq) {
+            /* the same session, but only an answer to a request sent since the link came back
+             * (or the silence began) proves the server still keeps it */
+            if (c->issue_seq < c->resume_seq) zkl__heartbeat(c);
             return;
         } else {
             c->state = ZKL_STATE_CONNECTED;

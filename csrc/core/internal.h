@@ -127,8 +127,11 @@ struct zkl_client {
     uint64_t heartbeats;    /* heartbeats sent (answered.c) */
     int64_t connect_floor;  /* the call into the ZooKeeper client that sent the connect request
                              * started then (0 unknown): the new session began no earlier */
-    int64_t link_up_at;     /* when the session watcher last saw the link come up */
-    unsigned link_ups;      /* times it saw the link come up */
+    /* Requests are numbered as they are issued (issue_seq: the last number given). While
+     * SUSPENDED, an answer to request resume_seq or a later one ends it: one sent since the link
+     * came back (or since the silence began). answered_seq: the newest answered. */
+    uint64_t issue_seq, answered_seq, resume_seq;
+    unsigned link_ups;      /* times the session watcher saw the link come up */
     unsigned link_ups_seen; /* ... when the state last became CONNECTED */
     int closed;
     /* random bytes for protected node names, drawn from the kernel a pool at a time (queue.c) */

@@ -37,8 +37,7 @@ static void lost_create_reply(int server_created) {
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
     EXPECT_NO_EV(c);
     EXPECT_NO_REQ();
-    fz_connect();
-    h_pump(c);
+    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     fz_req *scan = EXPECT_REQ(FZ_CHILDREN, DIR); /* look for our prefix */
     EXPECT_NO_REQ();
@@ -109,8 +108,7 @@ static void foreign_owner(zkl_recipe recipe, const char *token, int give_up) {
     h_pump(c);
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
     (void)ls;
-    fz_connect();
-    h_pump(c);
+    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     fz_req *scan = EXPECT_REQ(FZ_CHILDREN, DIR);
     char stranger[256];
@@ -367,8 +365,7 @@ static void release_across_connection_loss(void) {
     CHECK_INT(zkl_lock_release(c, id), ZKL_OK);
     h_pump(c);
     EXPECT_NO_REQ();
-    fz_connect();
-    h_pump(c);
+    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     EXPECT_NO_EV(c); /* releasing: no RECONNECTED for it */
     fz_req *d1 = EXPECT_REQ(FZ_DELETE, cr->created);
@@ -378,8 +375,7 @@ static void release_across_connection_loss(void) {
     CHECK_INT(d1->rc, ZCONNECTIONLOSS);
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
     EXPECT_NO_EV(c);
-    fz_connect();
-    h_pump(c);
+    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     fz_req *d2 = EXPECT_REQ(FZ_DELETE, cr->created);
     fz_reply(d2, ZNONODE); /* the first one had been applied */
@@ -404,8 +400,7 @@ static void waiter_relists_after_reconnect(void) {
     h_pump(c);
     CHECK_INT(g->rc, ZCONNECTIONLOSS);
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
-    fz_connect();
-    h_pump(c);
+    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR);
     EXPECT_NO_REQ();
