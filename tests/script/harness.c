@@ -251,6 +251,7 @@ H_GROUP(g_alloc);
 H_GROUP(g_watch);
 H_GROUP(g_latch);
 H_GROUP(g_handoff);
+H_GROUP(g_loss);
 
 static const struct {
     const char *name;
@@ -267,6 +268,7 @@ static const struct {
     {"watch", g_watch, &g_watch_n},
     {"latch", g_latch, &g_latch_n},
     {"handoff", g_handoff, &g_handoff_n},
+    {"loss", g_loss, &g_loss_n},
 };
 
 /* an argument names a group ("mutex") or one test ("mutex.grant") */
