@@ -702,7 +702,7 @@ static void drain_replies(zkl_client *c) {
         const zkl_op *op = c->ops;
         while (op && op->refs <= 0)
             op = op->next;
-        if (!op) return; /* nothing in flight */
+        if (!op && !c->inflight_n) return; /* nothing in flight (a heartbeat counts) */
         int64_t left = end - zkl__now(c);
         if (left <= 0) return;
         struct epoll_event ev;
