@@ -425,12 +425,12 @@ function M.assert_safe(res, fam)
     overlaps[#overlaps + 1] = ("round %d: waiter granted %s, holder learned %s"):format(r.k,
       r.granted_at and ("%.0f"):format(r.granted_at) or "?", r.learned_at and ("%.0f"):format(r.learned_at) or "never")
   end
-  assert(#res.failed == 0, ("%d round(s) failed to run (see the lines above)"):format(#res.failed))
-  print("  checker (" .. (fam.check_name or "kit") .. "): " .. (ok and "no violation" or tostring(msg)))
-  assert(#res.overlaps == 0, ("%d of %d judged rounds: the waiter was granted before the holder learned of the "
+  print("  checker: " .. (ok and "no violation" or tostring(msg)))
+  assert.is_true(#res.failed == 0, ("%d round(s) failed to run (see the lines above)"):format(#res.failed))
+  assert.is_true(#res.overlaps == 0, ("%d of %d judged rounds: the waiter was granted before the holder learned of the "
     .. "loss:\n  %s"):format(#res.overlaps, #res.judged, table.concat(overlaps, "\n  ")))
-  assert(ok, "the checker disagrees with the explicit comparison: " .. tostring(msg))
-  assert(#res.judged >= M.ROUNDS, ("only %d of %d rounds could be judged (%d paused: the machine was too busy "
+  assert.is_true(ok == true, "the checker disagrees with the explicit comparison: " .. tostring(msg))
+  assert.is_true(#res.judged >= M.ROUNDS, ("only %d of %d rounds could be judged (%d paused: the machine was too busy "
     .. "to pump the holders on time)"):format(#res.judged, M.ROUNDS, #res.paused))
 end
 
