@@ -358,6 +358,17 @@ ZKL_EXTERN int64_t zkl_client_session(const zkl_client *c, char passwd[16]);
 /* Negotiated session timeout in ms (the requested one while not connected). Never fails. */
 ZKL_EXTERN int zkl_client_session_timeout(const zkl_client *c);
 
+/* Milliseconds until the client declares the session LOST if the server answers nothing more
+ * (>= 0; 0: due now, the next process() reports it), or -1 when there is no session (connecting,
+ * expired, closed). The deadline is counted from what the server last heard from this client:
+ * the issue time of the newest request it answered (while connected, the client sends a cheap
+ * request of its own after a quarter of the session timeout without one), plus the negotiated
+ * session timeout, less a margin of a tenth of it (at most 1 s). The server cannot expire the
+ * session before then, so a holder acting on its lock stops in time if it stops at this
+ * deadline; nothing bounds a process that is paused or starved, or a clock that jumps (the
+ * fencing token covers those). Never fails. */
+ZKL_EXTERN int zkl_client_loss_ms(zkl_client *c);
+
 /* Number of sessions this client has had (1 after the first connect, +1 after each expiry).
  * Never fails. */
 ZKL_EXTERN int zkl_client_session_count(const zkl_client *c);
