@@ -30,6 +30,7 @@
 --
 -- Environment: ZKLOCK_LOSS_ROUNDS (default 20), ZKLOCK_LOSS_SESSION (seconds, default 2),
 -- ZKLOCK_LOSS_PAIRS (rounds at once, default 7).
+local assert = require("luassert") -- the spec files get it from busted; a required module does not
 local core = require("zklock.core")
 local testing = require("zklock.testing")
 local check = testing.check
