@@ -19,7 +19,7 @@ describe("loss after a server push #faults #slow", function()
   for i, name in ipairs({ "semaphore", "zookeeper_lock" }) do
     local fam = loss.families[name]
     it(fam.name .. ": the holder learns of the loss before the waiter is granted", function()
-      local res = loss.run{ zk = zk, obs = obs, fam = fam, tag = name, seed = 3600 + i, nets = nets }
+      local res = loss.run{ zk = zk, obs = obs, fam_key = name, tag = name, seed = 3600 + i, nets = nets }
       loss.assert_safe(res, fam)
     end)
   end
