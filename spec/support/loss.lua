@@ -455,8 +455,8 @@ function M.run(ctx)
         res.recs[#res.recs + 1] = r.wrec
       end
       res.lines[#res.lines + 1] = ("    round %2d: push %s after the set; holder learned %s ms (%s), waiter granted "
-        .. "%s ms after the push; margin %s ms; holders' loop: longest gap %.0f ms, longest block in a pump call %.0f ms, "
-        .. "CPU wait %.0f ms; waiters' CPU wait %s ms: %s"):format(r.k,
+        .. "%s ms after the push; margin %s ms; holders' loop: longest gap %.0f ms, longest block in a pump "
+        .. "call %.0f ms, CPU wait %.0f ms; waiters' CPU wait %s ms: %s"):format(r.k,
         r.push_ms and r.set_t and ("%.0f ms"):format(r.push_ms - r.set_t) or "(none)",
         rel(r.learned_at), r.learned_how or "-", rel(r.granted_at),
         r.margin and ("%.0f"):format(r.margin) or "-", r.gap, r.stall, r.rq,

@@ -23,8 +23,9 @@
 --                                 forward as usual until the server pushes a watch notification
 --                                 to a client of this proxy; forward that frame, then blackhole
 --                                 at once (silence both ways, no reset; a close by the server is
---                                 not passed on either) and heal by itself `seconds` later. Waits for the push at most `armed` seconds
---                                 (default config.net_fault_max), then disarms; heal() disarms.
+--                                 not passed on either) and heal by itself `seconds` later.
+--                                 Waits for the push at most `armed` seconds (default
+--                                 config.net_fault_max), then disarms; heal() disarms.
 --                                 net:status().push_ms: when it fired (zklock.core.now() ms).
 --   net:reset()                   close every connection once; reconnects pass (no heal needed)
 --   net:heal()                    end every fault: broken connections are closed (the client
