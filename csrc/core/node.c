@@ -51,8 +51,8 @@ int zkl__make_parents(zkl_client *c, zkl_op *op, const char *path, int which, in
     int first = ZOK;
     if (which == ZKL_PARENTS_SELF) { /* the node alone: no copy to cut */
         c->stats.creates++;
-        first = c->zk->acreate2(c->zh, path, "", 0, zkl__acl(c, acl), ZOO_CONTAINER,
-                                zkl__parents_reply, ZKL_TOKEN(op));
+        first = zkl__acreate2(c, path, "", 0, zkl__acl(c, acl), ZOO_CONTAINER, zkl__parents_reply,
+                              ZKL_TOKEN(op));
         if (first == ZOK) op->refs++;
         return first;
     }
@@ -66,8 +66,8 @@ int zkl__make_parents(zkl_client *c, zkl_op *op, const char *path, int which, in
         char save = buf[i];
         buf[i] = '\0';
         c->stats.creates++;
-        int rc = c->zk->acreate2(c->zh, buf, "", 0, zkl__acl(c, acl), ZOO_CONTAINER,
-                                 zkl__parents_reply, ZKL_TOKEN(op));
+        int rc = zkl__acreate2(c, buf, "", 0, zkl__acl(c, acl), ZOO_CONTAINER, zkl__parents_reply,
+                               ZKL_TOKEN(op));
         if (rc == ZOK)
             op->refs++;
         else if (first == ZOK)

@@ -99,6 +99,12 @@ int zkl__op_table_init(zkl_client *c) {
  * which records here the client it drives. */
 static __thread zkl_client *current_client;
 
+/* The client's clock: the seam's monotonic milliseconds (the fake's in the scripted tests). Here,
+ * below the session layer, so the request layer (answered.c) can read it without calling up. */
+int64_t zkl__now(const zkl_client *c) {
+    return c->zk->now_ms();
+}
+
 zkl_client *zkl__current(void) {
     return current_client;
 }

@@ -70,8 +70,7 @@ static void txn_applied_answer_lost(void) {
         CHECK(res[0].path == NULL);
         CHECK_INT(res[0].sent, 1); /* it went out: its outcome is unknown */
         EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
-        fz_connect();
-        h_pump(c);
+        h_reconnect(c); /* the heartbeat answered: only then RECONNECTED */
         EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
         EXPECT_NO_REQ(); /* a write is never sent twice */
         h_free(c);
@@ -169,8 +168,7 @@ static void plain_applied_answer_lost(void) {
             EXPECT_EV(c, ZKL_EV_OP_DONE, id, CODES[k]);
             CHECK_INT(fz_tree_has("/p"), kinds[j] != ZKL_OP_DELETE); /* applied */
             EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
-            fz_connect();
-            h_pump(c);
+            h_reconnect(c); /* the heartbeat answered: only then RECONNECTED */
             EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
             EXPECT_NO_REQ(); /* not sent again */
             h_free(c);
