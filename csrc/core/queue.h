@@ -40,8 +40,8 @@ typedef struct zkl_qop {
     int parents_tried;
     int warned_wrap;
     int release_status;
-    int deletes_sent;        /* deletes of its own node sent: a ZNONODE to the only one means the
-                                node was deleted by someone else (see delete_reply) */
+    int deletes_sent; /* deletes of its own node sent: a ZNONODE to the only one means the
+                         node was deleted by someone else (see delete_reply) */
     char *watch_path;
     int watch_is_head;
     int granted;             /* held at some point (its node was then the head, if exclusive) */
