@@ -340,11 +340,12 @@ local function batch(ctx, n)
       for _, r in ipairs(rounds) do
         local t1, rq1 = now(), M.run_delay_ms()
         if r.hc.state ~= "CLOSED" then r.hc:process() end
+        -- (is_leader() and has_leadership() drive the client too)
+        if not r.learned_at and r.set_sent and not r.h.held() then r.ev_h.learned("is_held() false") end
         if r.set_sent and not r.decided then
-          -- wall time of the call less its wait for a CPU: time spent blocked inside the call
+          -- wall time of the calls less their wait for a CPU: time spent blocked inside them
           r.stall = math.max(r.stall, (now() - t1) - (M.run_delay_ms() - rq1))
         end
-        if not r.learned_at and r.set_sent and not r.h.held() then r.ev_h.learned("is_held() false") end
       end
       scan()
       t = now()
