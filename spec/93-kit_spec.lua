@@ -103,6 +103,89 @@ describe("zklock.testing kit #faults", function()
     assert.are.equal("pass", net:status().new)
   end)
 
+  it("blackhole_after_push: forwards until the server pushes a watch event, forwards the push, then silence "
+     .. "both ways with no reset; heals by itself", function()
+    local core = require("zklock.core")
+    local path = "/kit-push-" .. testing.pid
+    assert(obs:create(path, "a"))
+    local _, _, w = c:get(path, { watch = true })
+    assert.truthy(w, "no watch armed")
+    net:blackhole_after_push(2)
+    local st = net:status()
+    assert.are.equal(1, st.armed)
+    assert.are.equal(-1, st.push_ms)
+    -- armed, not yet fired: replies (not pushes) pass as usual
+    assert.truthy(c:exists("/", { timeout = 2 }))
+    c:sleep(0.1)
+    assert.are.equal("pass", net:status().new)
+    assert(obs:set(path, "b"))
+    -- the push arrives ...
+    assert.are.equal("changed", (w:wait(2)))
+    local t_event = core.now()
+    c:sleep(0.1)
+    st = net:status()
+    assert.are.equal(1, st.push_silenced)
+    assert.is_true(st.pushes >= 1)
+    assert.are.equal(0, st.armed)
+    assert.are.equal("blackhole", st.new)
+    assert.are.equal(1, st.healing)
+    assert.is_true(st.push_ms > 0 and st.push_ms <= t_event, ("push_ms %.0f, event %.0f"):format(st.push_ms, t_event))
+    -- ... then nothing either way: a request goes unanswered, nothing is forwarded, nothing closed
+    local res = util.pack(c:exists("/", { timeout = 0.8 }))
+    assert.are.equal("ETIMEDOUT", res[3])
+    local st2 = net:status()
+    assert.are.equal(st.c2s, st2.c2s)
+    assert.are.equal(st.s2c, st2.s2c)
+    assert.is_true(st2.c2s_dropped > st.c2s_dropped, "the request was not swallowed")
+    assert.are.equal(1, st2.open)
+    assert.is_nil(util.index_of(states, "SUSPENDED"), "the silence looked like a reset (SUSPENDED within "
+      .. (core.now() - st.push_ms) .. " ms)")
+    -- heals by itself 2 s after the push: the silent connection is closed, the client reconnects
+    testing.eventually(function() return net:status().new == "pass" end, 5, { pump = function(s) c:sleep(s) end })
+    local healed_after = core.now() - st.push_ms
+    assert.is_true(healed_after >= 1900, "healed after " .. healed_after .. " ms")
+    assert.are.equal(0, net:status().healing)
+    testing.eventually(function() return c:exists("/", { timeout = 1 }) end, SESSION * 2,
+      { pump = function(s) c:sleep(s) end, what = "a reply after the heal" })
+    obs:delete(path)
+  end)
+
+  it("blackhole_after_push: no push, no silence; heal() disarms; bad arguments raise", function()
+    net:blackhole_after_push(5)
+    assert.truthy(c:exists("/", { timeout = 2 }))
+    net:heal()
+    assert.are.equal(0, net:status().armed)
+    local path = "/kit-push2-" .. testing.pid
+    assert(obs:create(path, "a"))
+    local _, _, w = c:get(path, { watch = true })
+    assert(obs:set(path, "b"))
+    assert.are.equal("changed", (w:wait(2)))
+    assert.truthy(c:exists("/", { timeout = 2 }))
+    assert.are.equal(0, net:status().push_silenced)
+    assert.are.equal("pass", net:status().new)
+    -- as a nemesis step: armed for the step; the heal line says whether a push came
+    local _, _, w2 = c:get(path, { watch = true })
+    local calls, lines = 0, {}
+    local nem = testing.nemesis{ seed = 1, nets = { net }, quiet = 0.2,
+                                 schedule = { { at = 0.1, fault = "blackhole_after_push", seconds = 1 } },
+                                 sleep = function(s)
+                                   calls = calls + 1
+                                   if calls == 2 then assert(obs:set(path, "c")) end   -- inside the step
+                                   c:sleep(s)
+                                 end,
+                                 log = function(line) lines[#lines + 1] = line end }
+    nem:run(1.5)
+    assert.are.equal("changed", (w2:wait(0)))
+    local log = table.concat(lines, "\n")
+    assert.truthy(log:find("heal  blackhole_after_push (a push came: silenced)", 1, true), log)
+    assert.are.equal("pass", net:status().new)
+    assert.are.equal(0, net:status().armed)
+    obs:delete(path)
+    assert.truthy(util.error_of(net.blackhole_after_push, net):find("seconds", 1, true))
+    assert.truthy(util.error_of(net.blackhole_after_push, net, 0):find("#1", 1, true))
+    assert.truthy(util.error_of(net.blackhole_after_push, net, 1, -2):find("#2", 1, true))
+  end)
+
   it("every fault is bounded: it heals by itself after its seconds", function()
     net:blackhole(1)
     assert.are.equal("blackhole", net:status().new)

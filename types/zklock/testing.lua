@@ -360,7 +360,7 @@ function testing.nemesis(opts) end
 ---@field seed number The seed: the same seed and options give the same schedule.
 ---@field server? zklock.testing.Server Target of `pause`, `kill`, `restart`.
 ---@field ensemble? zklock.testing.Ensemble Target of `pause`, `kill`, `restart` (a random node) and `kill_leader`; started with `partitions = true`, also of `partition` (a random minority of its members cut from the rest, drawn from the seed: the step's `groups`) and `isolate_leader` (whoever leads when the step starts).
----@field nets? zklock.testing.Net[] Targets of `cut`, `blackhole`, `drop_replies`, `delay`, `reset`.
+---@field nets? zklock.testing.Net[] Targets of `cut`, `blackhole`, `drop_replies`, `delay`, `reset`, `blackhole_after_push` (armed for the step: the first watch notification through the proxy is forwarded, then silence until the step ends; the heal line of the log says whether a push came).
 ---@field clients? zklock.Client[] Targets of `expire`.
 ---@field workers? zklock.testing.Worker[] Targets of `pause_worker`.
 ---@field faults? string[]|table<string, number> The mix: names (equal weights) or `{ name = weight }`; default: every fault the given targets allow among pause, restart, kill_leader, partition, isolate_leader, reset, blackhole, expire.
@@ -478,6 +478,21 @@ function net:blackhole(seconds) end
 ---@return true
 function net:drop_replies(seconds) end
 
+---Forward as usual until the server pushes a watch notification to a client of this proxy
+---(a frame with xid -1), forward that frame, then go silent at once: nothing either way, nothing
+---closed (no reset), new connections swallowed, as `blackhole`. The silence heals by itself
+---`seconds` after the push. The client hears the push and then nothing: it notices only by its
+---own timeouts, and the server last heard from it before the push (the loss specs use this).
+---`status().push_ms` is when it fired (`zklock.core.now()` milliseconds), `push_silenced` how
+---many times; `heal()` disarms.
+---
+---Errors: raises on `seconds` that is not a positive finite number or `armed` that is not a
+---positive number.
+---@param seconds number How long the silence lasts.
+---@param armed? number How long to wait for a push before disarming (default `config.net_fault_max`).
+---@return true
+function net:blackhole_after_push(seconds, armed) end
+
 ---Forward every byte `ms` milliseconds late, both ways, order kept.
 ---@param ms number 0..600000.
 ---@param seconds? number Bound.
@@ -493,7 +508,9 @@ function net:reset() end
 function net:heal() end
 
 ---The proxy's counters: `open`, `accepted`, `c2s`, `s2c`, `c2s_dropped`, `s2c_dropped`,
----`dropping`, `new` (`"pass"`, `"refuse"`, `"blackhole"`, `"drop"`), `delay`, `healing`, `applied`.
+---`dropping`, `new` (`"pass"`, `"refuse"`, `"blackhole"`, `"drop"`), `delay`, `healing`, `applied`,
+---`pushes` (watch notifications forwarded), `armed` (1 while `blackhole_after_push` waits),
+---`push_silenced` (times it fired), `push_ms` (when it last fired, `zklock.core.now()` ms; -1 before).
 ---@return table<string, number|string>
 function net:status() end
 

@@ -16,6 +16,10 @@
 --   expire        clients: a random client's session expired at the server
 --   cut, blackhole, drop_replies, reset, delay   nets: that fault on a random proxy for the
 --                 duration (delay: opts.delay_ms, default 200..1500 ms drawn per step), then heal
+--   blackhole_after_push  nets: a random proxy armed for the duration: the first watch
+--                 notification the server pushes through it is forwarded, then silence both
+--                 ways (no reset) until the step ends (net:blackhole_after_push; the heal line
+--                 says whether a push came)
 --   pause_worker  workers: a random worker process (testing.worker) stopped for the duration
 --   partition     ensemble started with partitions = true: a random minority of its members (the
 --                 step's groups, drawn from the seed) cut from the rest for the duration, then
@@ -47,7 +51,7 @@ end
 local NEEDS = {
   pause = "servers", kill = "servers", restart = "servers", kill_leader = "ensemble",
   expire = "clients", cut = "nets", blackhole = "nets", drop_replies = "nets",
-  reset = "nets", delay = "nets", pause_worker = "workers",
+  reset = "nets", delay = "nets", blackhole_after_push = "nets", pause_worker = "workers",
   partition = "partitions", isolate_leader = "partitions",
 }
 M.FAULTS = {}
@@ -305,6 +309,16 @@ function Nemesis:_apply(st)
       return nil, ("net %d"):format(st.target)
     elseif f == "delay" then
       net:delay(st.delay_ms or 500, bound)
+    elseif f == "blackhole_after_push" then
+      local before = net:status().push_silenced or 0
+      net:blackhole_after_push(bound, bound)
+      self.down[net] = "faulty"
+      return function()
+        local fired = (net:status().push_silenced or 0) > before
+        net:heal()
+        self.down[net] = nil
+        return fired and "(a push came: silenced)" or "(no push came)"
+      end, ("net %d armed for %.3f s"):format(st.target, st.seconds)
     else
       net[f](net, bound)
     end
@@ -357,8 +371,8 @@ function Nemesis:run(seconds)
       applied[#applied + 1] = { t = t, fault = st.fault, target = st.target, seconds = st.seconds, detail = detail }
       if undo then
         self.sleep(st.seconds)
-        undo()
-        self:_log(self.clock() - t0, "heal", st.fault)
+        local said = undo()
+        self:_log(self.clock() - t0, "heal", st.fault .. (type(said) == "string" and (" " .. said) or ""))
       end
     end
     local left = seconds - (self.clock() - t0)

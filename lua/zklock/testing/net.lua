@@ -19,11 +19,19 @@
 --   net:drop_replies([seconds])   requests still reach the server, replies never come back (the
 --                                 unknown-outcome case)
 --   net:delay(ms [, seconds])     every byte forwarded ms later, both ways (order kept)
+--   net:blackhole_after_push(seconds [, armed])
+--                                 forward as usual until the server pushes a watch notification
+--                                 to a client of this proxy; forward that frame, then blackhole
+--                                 at once (silence both ways, no reset) and heal by itself
+--                                 `seconds` later. Waits for the push at most `armed` seconds
+--                                 (default config.net_fault_max), then disarms; heal() disarms.
+--                                 net:status().push_ms: when it fired (zklock.core.now() ms).
 --   net:reset()                   close every connection once; reconnects pass (no heal needed)
 --   net:heal()                    end every fault: broken connections are closed (the client
 --                                 reconnects through a clean proxy), delay 0
 -- Also: net:status() -> { open =, accepted =, c2s =, s2c =, c2s_dropped =, s2c_dropped =,
--- delay =, new = "pass"|"refuse"|"blackhole"|"drop", ... }, net:alive(), net:stop() (idempotent),
+-- delay =, new = "pass"|"refuse"|"blackhole"|"drop", pushes =, armed =, push_silenced =,
+-- push_ms =, ... }, net:alive(), net:stop() (idempotent),
 -- net:send(cmd [, timeout [, pump]]) (a raw proxy command, see proxy.py). net.pump, if set, is
 -- called as pump(0.01) while a command waits to be applied (so this process's clients go on).
 -- Every proxy exits with the process that started it (and after opts.max_seconds), and
@@ -194,6 +202,18 @@ end
 function Net:cut(seconds) return fault(self, "cut", { "new refuse", "cut" }, seconds) end
 function Net:blackhole(seconds) return fault(self, "blackhole", { "blackhole" }, seconds) end
 function Net:drop_replies(seconds) return fault(self, "drop_replies", { "new drop", "drop" }, seconds) end
+
+function Net:blackhole_after_push(seconds, armed)
+  if type(seconds) ~= "number" or seconds ~= seconds or seconds <= 0 or seconds == math.huge then
+    argerr("Net:blackhole_after_push", 1, "a positive number of seconds (how long the silence lasts)", seconds)
+  end
+  armed = check_seconds("Net:blackhole_after_push", 2, armed)
+  -- the arming is bounded by heal_after; when the push comes the proxy replaces it by `seconds`
+  self:send(("heal_after %.3f"):format(armed))
+  self:send(("blackhole_after_push %.3f"):format(seconds))
+  self.fault = "blackhole_after_push"
+  return true
+end
 
 function Net:delay(ms, seconds)
   if type(ms) ~= "number" or ms ~= ms or ms < 0 or ms > 600000 then

@@ -39,6 +39,14 @@ Commands:
                   later connections: `new blackhole`.
     heal_after S  apply `heal` by itself S seconds from now (a bound on a fault; the last one
                   given counts).
+    blackhole_after_push S
+                  arm: connections (open now and later) forward as usual until the server sends
+                  a client a watch notification (see Frames); that frame is forwarded whole, then
+                  every connection goes `blackhole` at once (nothing more either way, nothing
+                  closed, later connections swallowed) and `heal` follows S seconds later by
+                  itself (this replaces a pending `heal_after`). Bytes of that connection that a
+                  `delay` still holds back towards the client are forwarded before the push, the
+                  ones towards the server are dropped. `heal` disarms.
     new MODE      how later connections are treated: pass (forward), blackhole (accept, connect
                   nowhere, swallow everything), refuse (accept and close at once), drop (forward
                   client to server only).
@@ -46,10 +54,18 @@ Commands:
     quit          exit.
 Signals: SIGUSR1 = drop, SIGUSR2 = cut, SIGTERM/SIGINT/SIGHUP = exit.
 
+Frames: the proxy follows the server-to-client byte stream of every connection as ZooKeeper
+frames (a 4-byte big-endian length, then that many bytes). The first frame of a connection is the
+connect response; every later one starts with a reply header (xid int32, zxid int64, err int32),
+and a watch notification is a frame whose xid is -1. A length outside 0..64 MiB stops the
+following on that connection (it is then not a ZooKeeper client connection).
+
 Status: CONTROL_FILE.status is rewritten (atomically) whenever a counter changed, at most every
 20 ms: "key value" lines: open, accepted, c2s, s2c (bytes forwarded), c2s_dropped, s2c_dropped,
 dropping (connections), new (mode), applied (last SEQ), delay (ms), healing (1 while a
-heal_after is pending).
+heal_after is pending), pushes (watch notifications forwarded so far), armed (1 while a
+blackhole_after_push waits for its push), push_silenced (how many times it fired), push_ms (the
+CLOCK_MONOTONIC time in ms at which it last fired, -1 before).
 
 Closing: when one side closes, the other first gets what was already read for it (a ZooKeeper
 member writes its election handshake and closes at once when it expects a connect-back), then
@@ -111,6 +127,12 @@ class Conn:
         self.closing = False              # one side closed: flush what the other still gets, then close
         self.delayed = []                 # [due, to_server?, bytes] while a delay is set
         self.delayed_bytes = 0
+        # following the server's frames (see Frames in the module text)
+        self.fr_len = bytearray()         # the current frame's length bytes read so far
+        self.fr_left = -1                 # body bytes of the current frame still to come (-1: in its length)
+        self.fr_xid = bytearray()         # the first 4 body bytes read so far
+        self.fr_count = 0                 # frames completed
+        self.fr_lost = upstream is None or hello is not None
 
     def sockets(self):
         return [s for s in (self.client, self.upstream) if s is not None]
@@ -171,6 +193,42 @@ class Conn:
                 self.to_client += data
         self.update()
         return self.delayed[0][0] if self.delayed else None
+
+    def follow(self, data):
+        """Follow the server's frames through data (bytes from the server); -> the offset just
+        past the first watch notification that ends in data while a blackhole_after_push is
+        armed, else None."""
+        if self.fr_lost:
+            return None
+        i, n = 0, len(data)
+        while i < n:
+            if self.fr_left < 0:
+                take = min(4 - len(self.fr_len), n - i)
+                self.fr_len += data[i:i + take]
+                i += take
+                if len(self.fr_len) < 4:
+                    break
+                length = struct.unpack(">i", bytes(self.fr_len))[0]
+                self.fr_len = bytearray()
+                if length < 0 or length > (64 << 20):
+                    self.fr_lost = True
+                    return None
+                self.fr_left = length
+                self.fr_xid = bytearray()
+            if self.fr_left > 0:
+                take = min(self.fr_left, n - i)
+                if len(self.fr_xid) < 4:
+                    self.fr_xid += data[i:i + min(take, 4 - len(self.fr_xid))]
+                self.fr_left -= take
+                i += take
+            if self.fr_left == 0:
+                self.fr_left = -1
+                self.fr_count += 1
+                if self.fr_count > 1 and len(self.fr_xid) == 4 and struct.unpack(">i", bytes(self.fr_xid))[0] == -1:
+                    self.proxy.stats["pushes"] += 1
+                    if self.proxy.push_armed is not None:
+                        return i
+        return None
 
     def rewrite_hello(self, data):
         """Hold the first bytes until the election handshake is complete, then give it back with
@@ -259,12 +317,21 @@ class Conn:
                     else:
                         self.to_server += data
                 else:
+                    cut = None if self.drop_s2c else self.follow(data)
+                    rest = b""
+                    if cut is not None:
+                        data, rest = data[:cut], data[cut:]
                     if self.drop_s2c:
                         st["s2c_dropped"] += len(data)
                     elif self.proxy.delay > 0 or self.delayed:
                         self.hold(False, data)
                     else:
                         self.to_client += data
+                    if cut is not None:
+                        st["s2c_dropped"] += len(rest)
+                        self.proxy.silence_after_push(self)
+                        if self.closed:
+                            return
                 self.proxy.dirty = True
         if mask & selectors.EVENT_WRITE:
             if sock is self.client:
@@ -305,7 +372,10 @@ class Proxy:
         self.stop = False
         self.dirty = True
         self.last_status = None
-        self.stats = {"accepted": 0, "c2s": 0, "s2c": 0, "c2s_dropped": 0, "s2c_dropped": 0}
+        self.push_armed = None            # seconds of silence after the next push, while armed
+        self.push_ms = -1
+        self.stats = {"accepted": 0, "c2s": 0, "s2c": 0, "c2s_dropped": 0, "s2c_dropped": 0,
+                      "pushes": 0, "push_silenced": 0}
         self.routes = {}                  # listening socket -> (target, hello)
         ports = []
         for lport, ltarget, hello in [(port, target, None)] + list(routes):
@@ -356,6 +426,31 @@ class Proxy:
 
     # ------------------------------------------------------------ commands
 
+    def silence_after_push(self, conn):
+        """A push was just forwarded on conn while armed: blackhole everything, keep what conn
+        already has for its client (the push last), heal by itself later."""
+        seconds = self.push_armed
+        self.push_armed = None
+        for c in list(self.conns):
+            if c is conn:
+                while c.delayed:
+                    _, to_server, data = c.delayed.pop(0)
+                    c.delayed_bytes -= len(data)
+                    if to_server:
+                        self.stats["c2s_dropped"] += len(data)
+                    else:
+                        c.to_client += data
+            else:
+                c.to_client.clear()
+            c.drop_s2c = c.drop_c2s = True
+            c.to_server.clear()
+            c.update()
+        self.new_mode = "blackhole"
+        self.heal_at = time.monotonic() + seconds
+        self.push_ms = int(time.monotonic() * 1000)
+        self.stats["push_silenced"] += 1
+        self.dirty = True
+
     def apply(self, cmd, arg):
         if cmd == "drop":
             for c in self.conns:
@@ -379,6 +474,7 @@ class Proxy:
             self.new_mode = "pass"
             self.delay = 0
             self.heal_at = None
+            self.push_armed = None
         elif cmd == "blackhole":
             for c in self.conns:
                 c.drop_s2c = c.drop_c2s = True
@@ -388,6 +484,11 @@ class Proxy:
         elif cmd == "delay":
             try:
                 self.delay = max(0, min(int(arg), 600000))
+            except (TypeError, ValueError):
+                pass
+        elif cmd == "blackhole_after_push":
+            try:
+                self.push_armed = max(0.0, float(arg))
             except (TypeError, ValueError):
                 pass
         elif cmd == "heal_after":
@@ -431,7 +532,8 @@ class Proxy:
         dropping = sum(1 for c in self.conns if c.drop_s2c or c.drop_c2s)
         lines = ["open %d" % len(self.conns), "dropping %d" % dropping, "new %s" % self.new_mode,
                  "applied %d" % self.applied, "delay %d" % self.delay,
-                 "healing %d" % (1 if self.heal_at is not None else 0)]
+                 "healing %d" % (1 if self.heal_at is not None else 0),
+                 "armed %d" % (1 if self.push_armed is not None else 0), "push_ms %d" % self.push_ms]
         lines += ["%s %d" % (k, v) for k, v in sorted(self.stats.items())]
         text = "\n".join(lines) + "\n"
         if text != self.last_status or force:
