@@ -136,10 +136,18 @@ local function build_parser()
   run:epilog([[
 Exit status: the child's (128+N when signal N killed it); the conflict code (-E, default 1) when
 the lock was not taken (-n, -w); 64 bad usage; 69 no connection, or the session ended while
-waiting; 70 internal error; 75 the lock was lost while the child ran (it was sent SIGTERM, then
-SIGKILL after --kill-grace); 77 no permission; 126 the command cannot be executed; 127 not found;
-128+N when signal N (INT, TERM, HUP, QUIT, USR1, USR2) cancelled the wait.
-The child gets ZKLOCK_PATH, ZKLOCK_NODE (the lock node) and ZKLOCK_TOKEN (the fencing token).]])
+waiting; 70 internal error; 75 the lock was lost, or could no longer be guaranteed, while the
+child ran (its process tree was stopped); 77 no permission; 126 the command cannot be executed;
+127 not found; 128+N when signal N (INT, TERM, HUP, QUIT, USR1, USR2) cancelled the wait.
+The child gets ZKLOCK_PATH, ZKLOCK_NODE (the lock node) and ZKLOCK_TOKEN (the fencing token).
+It runs in a process group of its own under a keeper process; signals sent to zklock go to that
+group. Guaranteed: while zklock runs, the child's whole process tree is killed (SIGKILL) before
+the server can expire the session, hence before anyone else gets the lock; SIGTERM comes
+--kill-grace earlier once the connection is in doubt (SUSPENDED), cut to what the session
+leaves (a third of it less a margin); if zklock is killed, even with kill -9, the keeper kills
+the tree at once. Not guaranteed: a paused or SIGSTOPped zklock, zklock and its keeper killed
+together, a session the server ended while connected: pass $ZKLOCK_TOKEN to what the child
+writes (fencing) for those.]])
 
   local el = p:command("elect", "Run a command only while this process is the leader (Curator LeaderSelector).")
   el:argument("path", "election path, e.g. /elections/report-mailer")
@@ -157,7 +165,8 @@ The child gets ZKLOCK_PATH, ZKLOCK_NODE (the lock node) and ZKLOCK_TOKEN (the fe
   el:flag("-q --quiet", "no warnings on stderr")
   common(el)
   el:epilog("Exit status as for run (75: leadership lost while the child ran). The child gets ZKLOCK_PATH, "
-    .. "ZKLOCK_ID and ZKLOCK_TOKEN (the fencing token of this term).")
+    .. "ZKLOCK_ID and ZKLOCK_TOKEN (the fencing token of this term). Its process tree is stopped as for run "
+    .. "(see `zklock run --help`): dead before the server can expire the session, and with zklock.")
 
   local ls = p:command("ls", "List holders and waiters of the mutex, read-write lock, semaphore or latch at PATH.")
   ls:argument("path", "lock path")
@@ -707,6 +716,8 @@ local function session_of(st)
   return "0x" .. o:gsub("^0+", "")
 end
 
+local PERSISTENT_OWNER = "0000000000000000"
+
 local function print_rows(out, rows)
   local header = { "ROLE", "KIND", "SEQ", "TOKEN", "SESSION", "AGE", "IDENTITY", "NODE" }
   local lines = { header }
@@ -758,12 +769,25 @@ local function ls(o, env, out)
     -- Curator InterProcessSemaphoreV2 / zklock semaphore: leases are held, the internal mutex's
     -- queue under locks/ are the waiters (its head is the one waiting for a free lease)
     layout = "semaphore (Curator InterProcessSemaphoreV2 layout: locks/ + leases/)"
+    local q = has.locks and queue(client, path .. "/locks") or {}
+    -- the head of locks/ holds the internal lock while it makes its lease node and waits for
+    -- the count to fall to the limit: a lease its session made after that lock node (a later
+    -- czxid; the leases it holds already are older) is still waiting. The limit itself is known
+    -- only to the clients.
+    local hst = q[1] and q[1].stat
+    local head = hst and hst.ephemeral_owner ~= PERSISTENT_OWNER and hst or nil
     if has.leases then
       local leases = queue(client, path .. "/leases") or {}
-      for _, it in ipairs(leases) do it.role = "holder"; it.kind = "lease"; rows[#rows + 1] = it end
+      for _, it in ipairs(leases) do
+        local lst = it.stat
+        local waiting = head and lst and lst.ephemeral_owner == head.ephemeral_owner
+          and (lst.czxid or 0) > (head.czxid or 0)
+        it.role = waiting and "waiter" or "holder"
+        it.kind = "lease"
+        rows[#rows + 1] = it
+      end
     end
     if has.locks then
-      local q = queue(client, path .. "/locks") or {}
       for i, it in ipairs(q) do
         it.role = i == 1 and "next" or "waiter"
         it.kind = "lease wait"
