@@ -610,6 +610,18 @@ function client:session() end
 ---@return number seconds
 function client:session_timeout() end
 
+---Seconds from now until the client reports the session LOST if the server answers nothing
+---more. Counted from what the server last heard: the issue time of the newest request it
+---answered (while connected the client sends a cheap request of its own, `exists("/")`, after a
+---quarter of the session timeout without one), plus the negotiated session timeout, less a
+---margin of a tenth of it (at most 1 s). The server cannot expire the session earlier, so work
+---done under a lock that stops by this deadline ends before anyone else can be granted it;
+---nothing bounds a paused or starved process or a clock that jumps (use the fencing token).
+---
+---Errors: raises on a closed client.
+---@return number? seconds >= 0 (0: the next `process()` reports LOST); nil while there is no session (connecting, or after an expiry until the next session).
+function client:loss_deadline() end
+
 ---Counters since the client was created: requests this client sent by kind, grants, watches.
 ---
 ---Errors: raises on a closed client.

@@ -61,6 +61,10 @@ int64_t zkl_client_session(const zkl_client *c, char passwd[16]) {
     LOCKED(m, int64_t, zkl__client_session(c, passwd));
 }
 
+int zkl_client_loss_ms(zkl_client *c) {
+    LOCKED(c, int, zkl__client_loss_ms(c));
+}
+
 int zkl_client_session_timeout(const zkl_client *c) {
     zkl_client *m = (zkl_client *)c;
     LOCKED(m, int, zkl__client_session_timeout(c));

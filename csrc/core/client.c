@@ -191,9 +191,11 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     zkl_client *c = ctx;
     (void)path;
     if (type != ZOO_SESSION_EVENT || !c || zh != c->zh) return;
-    if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE)
+    if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE) {
         c->zk_connected = 1;
-    else if (state == ZOO_EXPIRED_SESSION_STATE)
+        c->resume_seq = c->issue_seq + 1; /* only a request sent from now on proves anything */
+        c->link_ups++;
+    } else if (state == ZOO_EXPIRED_SESSION_STATE)
         c->expired_flag = 1;
     else if (state == ZOO_AUTH_FAILED_STATE)
         c->expired_flag = c->auth_failed = 1; /* terminal: see session_expired */
@@ -214,6 +216,7 @@ static int open_handle(zkl_client *c) {
     c->reinit_at = 0;
     c->zk_connected = 0;
     c->expired_flag = 0;
+    c->answered_at = c->connect_floor = 0;
     c->zk->set_servers_resolution_delay(zh, 60 * 1000);
     for (zkl_auth *a = c->auths; a; a = a->next)
         c->zk->add_auth(zh, a->scheme, a->cred, (int)a->len, NULL, NULL);
@@ -227,6 +230,7 @@ static void close_handle(zkl_client *c) {
     c->zh = NULL;
     c->zk_connected = 0;
     WITH_CLIENT(c, c->zk->close(zh));
+    zkl__inflight_reset(c); /* every completion the handle owed has run */
     if (c->zkfd >= 0) {
         epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->zkfd, NULL);
         c->zkfd = -1;
@@ -299,6 +303,46 @@ static void session_expired(zkl_client *c) {
         c->reinit_at = now + delay; /* process() opens it then */
 }
 
+/* The negotiated session timeout (the requested one before the first connect). */
+static int64_t session_limit(const zkl_client *c) {
+    return c->zh ? c->zk->recv_timeout(c->zh) : c->session_timeout_ms;
+}
+
+static int has_session(const zkl_client *c) {
+    return c->zh && (c->state == ZKL_STATE_CONNECTED || c->state == ZKL_STATE_SUSPENDED);
+}
+
+/* When the session must be taken as lost if nothing more is answered. The server expires it no
+ * sooner than a session timeout after it last received a packet from us, and it received one no
+ * earlier than answered_at (the issue time of the newest request it answered, answered.c). The
+ * margin covers the two clocks' rates and our own lateness in noticing. */
+static int64_t lost_deadline(const zkl_client *c) {
+    int64_t limit = session_limit(c);
+    int64_t margin = limit / 10 < 1000 ? limit / 10 : 1000;
+    return c->answered_at + limit - margin;
+}
+
+/* With the link up, nothing answered for this long: ownership is uncertain (SUSPENDED). Two
+ * thirds of the timeout, the bound after which the ZooKeeper client gives up on a silent server
+ * itself (it counts from any input, a pushed event too; we count from answers only). */
+static int64_t silent_deadline(const zkl_client *c) {
+    return c->answered_at + session_limit(c) * 2 / 3;
+}
+
+/* While the link is up, a request of our own when none went out for a quarter of the timeout:
+ * the ZooKeeper client's pings (after a third) never reach us, an answered request does. */
+static int64_t heartbeat_due(const zkl_client *c) {
+    return c->issued_at + session_limit(c) / 4;
+}
+
+static void suspend(zkl_client *c, int64_t now) {
+    c->state = ZKL_STATE_SUSPENDED;
+    c->suspended_at = now;
+    c->resume_seq = c->issue_seq + 1; /* an answer to a request sent from now on ends it */
+    zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_SUSPENDED);
+    zkl__ops_each(c, op_suspended, 1);
+}
+
 static void handle_session(zkl_client *c) {
     if (c->closed || c->state == ZKL_STATE_AUTH_FAILED) return;
     if (c->expired_flag) {
@@ -307,26 +351,73 @@ static void handle_session(zkl_client *c) {
     }
     if (!c->zh) return;
     if (c->zk_connected && !zk_link_up(c)) c->zk_connected = 0; /* dropped silently */
-    if (c->zk_connected && c->state != ZKL_STATE_CONNECTED) {
+    int64_t now = zkl__now(c);
+    if (c->zk_connected && c->state == ZKL_STATE_CONNECTED && c->link_ups != c->link_ups_seen) {
+        /* the link went down and came back within one pass, unseen: requests in flight failed */
+        suspend(c, now);
+    }
+    if (c->zk_connected && c->state == ZKL_STATE_SUSPENDED) {
         const clientid_t *id = c->zk->client_id(c->zh);
-        int resumed = c->state == ZKL_STATE_SUSPENDED && id && id->client_id == c->session_id;
-        if (!resumed) {
-            c->session_id = id ? id->client_id : 0;
-            if (id) memcpy(c->passwd, id->passwd, sizeof c->passwd);
-            c->sessions++;
+        if (!id || id->client_id != c->session_id) {
+            c->state = ZKL_STATE_CONNECTING; /* not the session we had: taken as a new one */
+        } else if (c->answered_seq < c->resume_seq) {
+            /* the same session, but only an answer to a request sent since the link came back
+             * (or the silence began) proves the server still keeps it */
+            if (c->issue_seq < c->resume_seq) zkl__heartbeat(c);
+            return;
+        } else {
+            c->state = ZKL_STATE_CONNECTED;
+            c->link_ups_seen = c->link_ups;
+            c->suspended_at = 0;
+            zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_CONNECTED);
+            zkl__ops_each(c, op_suspended, 0);
+            zkl__ops_each(c, op_kick, 0);
+            return;
         }
+    }
+    if (c->zk_connected && c->state != ZKL_STATE_CONNECTED) {
+        /* a new session: the server made it when it received the connect request, which went
+         * out during the call that began at connect_floor (or, not known, after the handle was
+         * opened) */
+        const clientid_t *id = c->zk->client_id(c->zh);
+        c->session_id = id ? id->client_id : 0;
+        if (id) memcpy(c->passwd, id->passwd, sizeof c->passwd);
+        c->sessions++;
         c->state = ZKL_STATE_CONNECTED;
+        c->link_ups_seen = c->link_ups;
         c->suspended_at = 0;
-        c->last_heard_ms = zkl__now(c);
+        int64_t floor = c->connect_floor ? c->connect_floor : c->opened_at;
+        if (c->answered_at < floor) c->answered_at = floor;
+        if (c->issued_at < floor) c->issued_at = floor; /* the handshake was a request too */
         zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_CONNECTED);
-        if (resumed) zkl__ops_each(c, op_suspended, 0);
         zkl__ops_each(c, op_kick, 0);
     } else if (!c->zk_connected && c->state == ZKL_STATE_CONNECTED) {
-        c->state = ZKL_STATE_SUSPENDED;
-        c->suspended_at = zkl__now(c);
-        zkl__emit(c, NULL, ZKL_EV_SESSION, ZKL_STATE_SUSPENDED);
-        zkl__ops_each(c, op_suspended, 1);
+        suspend(c, now);
+    } else if (c->zk_connected && c->state == ZKL_STATE_CONNECTED && now >= silent_deadline(c)) {
+        suspend(c, now); /* the link is up, but the server has answered nothing for too long */
+        zkl__heartbeat(c);
     }
+}
+
+/* Call into the ZooKeeper client (interest or process). The connect request goes out inside one
+ * of these calls, when the handle moves into ASSOCIATING (or straight to CONNECTED): the start of
+ * that call bounds the new session's birth from below. */
+static int zk_call(zkl_client *c, int process, int events, int *fd, int *interest,
+                   struct timeval *tv) {
+    int64_t t0 = zkl__now(c);
+    int s0 = c->zk->state(c->zh), rc;
+    zhandle_t *zh = c->zh;
+    WITH_CLIENT(c,
+                rc = process ? c->zk->process(zh, events) : c->zk->interest(zh, fd, interest, tv));
+    if (c->zh == zh) {
+        int s1 = c->zk->state(zh);
+        int before =
+            s0 == ZOO_ASSOCIATING_STATE || s0 == ZOO_CONNECTED_STATE || s0 == ZOO_READONLY_STATE;
+        int after =
+            s1 == ZOO_ASSOCIATING_STATE || s1 == ZOO_CONNECTED_STATE || s1 == ZOO_READONLY_STATE;
+        if (after && !before) c->connect_floor = t0;
+    }
+    return rc;
 }
 
 /* ---------------------------------------------------------------- I/O and time */
@@ -340,8 +431,7 @@ void zkl__refresh_interest(zkl_client *c) {
     struct timeval tv = {0, 0};
     if (!c->zh) return;
     if (c->zkfd < 0 && c->zk_deadline && zkl__now(c) < c->zk_deadline) return;
-    int rc;
-    WITH_CLIENT(c, rc = c->zk->interest(c->zh, &fd, &interest, &tv));
+    int rc = zk_call(c, 0, 0, &fd, &interest, &tv);
     (void)rc; /* connection errors surface through the session watcher */
     int64_t now = zkl__now(c);
     c->zk_deadline = now + (int64_t)tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
@@ -369,19 +459,6 @@ void zkl__refresh_interest(zkl_client *c) {
         c->zkfd_events = ev.events;
         c->zkfd_state = zstate;
     }
-}
-
-/* While suspended, when the session must be taken as lost. The server expires a session no sooner
- * than a session timeout after it last heard from the client, and it heard from us no later than
- * we last heard from it (less the reply's trip, covered by the margin). Counting from the moment
- * the loss was noticed instead would be late: a reset is noticed at once, a silent server only
- * after two thirds of the timeout. */
-static int64_t lost_deadline(const zkl_client *c) {
-    int64_t limit = c->zh ? c->zk->recv_timeout(c->zh) : c->session_timeout_ms;
-    int64_t margin = limit / 10 < 1000 ? limit / 10 : 1000;
-    int64_t from =
-        c->last_heard_ms && c->last_heard_ms < c->suspended_at ? c->last_heard_ms : c->suspended_at;
-    return from + limit - margin;
 }
 
 static void fire_deadlines(zkl_client *c, int64_t now) {
@@ -412,19 +489,10 @@ int zkl__process(zkl_client *c, int owner) {
     if (c->closed) return ZKL_ECLOSED;
     size_t before = c->ev_len;
     if (owner) release_last_done(c);
-    int64_t start = zkl__now(c);
-    if (c->last_process_ms && c->zh &&
-        (c->state == ZKL_STATE_CONNECTED || c->state == ZKL_STATE_SUSPENDED) &&
-        start - c->last_process_ms >= c->zk->recv_timeout(c->zh)) {
-        /* Nobody drove this client for a whole session timeout, so no ping went out: the server
-         * has expired the session by now. Say so before anything could report a stale lock. */
-        session_expired(c);
-    }
-    /* Data read now arrived at some time since the previous call: after a long gap (a busy
-     * owner thread) credit it to the previous call, so the LOST deadline stays on the safe side. */
-    int64_t heard_at =
-        c->last_process_ms && start - c->last_process_ms > 50 ? c->last_process_ms : start;
-    c->last_process_ms = start;
+    /* Before anything is read: if nothing answered in time (also when nobody drove this client
+     * for that long, so nothing went out), the server may have expired the session. Say so
+     * before a reply read now could report a stale lock. */
+    if (has_session(c) && zkl__now(c) >= lost_deadline(c)) session_expired(c);
     int ready_n = c->ready_n; /* what the wait just before this pass found (-1: nothing known) */
     c->ready_n = -1;
     if (!c->zh && c->reinit_at && zkl__now(c) >= c->reinit_at) open_handle(c);
@@ -449,12 +517,9 @@ int zkl__process(zkl_client *c, int owner) {
         }
         int events = n == 1 ? zk_events_of(c, ev.events) : 0;
         if (!events) break;
-        int rc;
-        WITH_CLIENT(c, rc = c->zk->process(c->zh, events));
+        int rc = zk_call(c, 1, events, NULL, NULL, NULL);
         (void)rc;
         if (!c->zh || !zk_link_up(c)) break; /* dropped or expired: the session logic below */
-        /* something arrived on a link that is still up: the server touched the session */
-        if ((events & ZOOKEEPER_READ) && heard_at > c->last_heard_ms) c->last_heard_ms = heard_at;
         if (c->expired_flag) break;
         zkl__refresh_interest(c); /* the socket may have been replaced, or need write interest */
     }
@@ -463,8 +528,10 @@ int zkl__process(zkl_client *c, int owner) {
     handle_session(c);
     int64_t now = zkl__now(c);
     fire_deadlines(c, now);
-    if (c->state == ZKL_STATE_SUSPENDED && c->suspended_at && now >= lost_deadline(c))
+    if (has_session(c) && now >= lost_deadline(c))
         session_expired(c); /* the server may have expired the session by now: assume the worst */
+    else if (has_session(c) && zk_link_up(c) && now >= heartbeat_due(c))
+        zkl__heartbeat(c);
     zkl__listings_flush(c); /* listings asked for by this round's replies and watches */
     zkl__refresh_interest(c);
     return (int)(c->ev_len - before);
@@ -489,9 +556,17 @@ int zkl__client_timeout_ms(zkl_client *c) {
     FOLD(c->zk_deadline);
     FOLD(c->next_deadline);
     FOLD(c->reinit_at);
-    if (c->state == ZKL_STATE_SUSPENDED && c->suspended_at) {
+    if (has_session(c)) {
         int64_t lost_at = lost_deadline(c);
         FOLD(lost_at);
+        if (zk_link_up(c)) {
+            int64_t beat_at = heartbeat_due(c);
+            FOLD(beat_at);
+            if (c->state == ZKL_STATE_CONNECTED) {
+                int64_t silent_at = silent_deadline(c);
+                FOLD(silent_at);
+            }
+        }
     }
 #undef FOLD
     return t > 0x7fffffff ? 0x7fffffff : (int)t;
@@ -634,8 +709,7 @@ static void drain_replies(zkl_client *c) {
         if (epoll_wait(c->epfd, &ev, 1, (int)left) != 1) return;
         int events = zk_events_of(c, ev.events);
         if (!events) return;
-        int rc;
-        WITH_CLIENT(c, rc = c->zk->process(c->zh, events));
+        int rc = zk_call(c, 1, events, NULL, NULL, NULL);
         (void)rc;
         zkl__refresh_interest(c);
     }
@@ -689,6 +763,7 @@ void zkl__client_destroy(zkl_client *c) {
     if (c->epfd >= 0) close(c->epfd);
     zkl__free(c, c->buckets, c->nbuckets * sizeof *c->buckets);
     zkl__free(c, c->ev, c->ev_cap * sizeof *c->ev);
+    zkl__inflight_free(c);
     zkl__strfree(c, c->hosts);
     zkl__free(c, c->identity, c->identity_len + 1);
     zkl_allocator a = c->alloc;
@@ -711,6 +786,12 @@ int zkl__client_session_count(const zkl_client *c) {
 int64_t zkl__client_session(const zkl_client *c, char passwd[16]) {
     if (passwd) memcpy(passwd, c->passwd, 16);
     return c->state == ZKL_STATE_CONNECTED || c->state == ZKL_STATE_SUSPENDED ? c->session_id : 0;
+}
+
+int zkl__client_loss_ms(zkl_client *c) {
+    if (c->closed || !has_session(c)) return -1;
+    int64_t left = lost_deadline(c) - zkl__now(c);
+    return left < 0 ? 0 : left > 0x7fffffff ? 0x7fffffff : (int)left;
 }
 
 int zkl__client_session_timeout(const zkl_client *c) {

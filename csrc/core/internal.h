@@ -13,6 +13,7 @@ typedef struct zkl_op zkl_op;
 typedef struct zkl_kind zkl_kind;
 typedef struct zkl_listing zkl_listing;
 typedef struct zkl_dircache zkl_dircache;
+typedef struct zkl_inflight zkl_inflight;
 
 /* Phases every op goes through (a kind may leave some out). */
 enum {
@@ -116,8 +117,22 @@ struct zkl_client {
     uint64_t lease_hint_dir;
     int lease_hint_full;
     int64_t suspended_at;
-    int64_t last_heard_ms; /* last time data arrived on a live link (bounds the server's expiry) */
-    int64_t last_process_ms; /* when process() last ran (pings only go out from there) */
+    /* What the server last heard (answered.c): the issue time of the newest request it answered
+     * (0 none; a new session starts at connect_floor), when the last request was issued, and
+     * the requests in flight (slots; free list of slot numbers, 0 none). */
+    int64_t answered_at;
+    int64_t issued_at;
+    zkl_inflight *inflight;
+    size_t inflight_cap, inflight_free, inflight_n;
+    uint64_t heartbeats;    /* heartbeats sent (answered.c) */
+    int64_t connect_floor;  /* the call into the ZooKeeper client that sent the connect request
+                             * started then (0 unknown): the new session began no earlier */
+    /* Requests are numbered as they are issued (issue_seq: the last number given). While
+     * SUSPENDED, an answer to request resume_seq or a later one ends it: one sent since the link
+     * came back (or since the silence began). answered_seq: the newest answered. */
+    uint64_t issue_seq, answered_seq, resume_seq;
+    unsigned link_ups;      /* times the session watcher saw the link come up */
+    unsigned link_ups_seen; /* ... when the state last became CONNECTED */
     int closed;
     /* random bytes for protected node names, drawn from the kernel a pool at a time (queue.c) */
     unsigned char rnd_pool[256];
@@ -159,6 +174,35 @@ int zkl__startable(const zkl_client *c); /* 0, or why no op can start (ECLOSED, 
 void zkl__refresh_interest(zkl_client *c);
 zkl_client *zkl__current(void);
 struct ACL_vector *zkl__acl(zkl_client *c, int id);
+
+/* answered.c: every request goes out through these (the seam's request calls, on c->zh), so the
+ * session layer knows the issue time of the newest request the server answered (answered_at) */
+int zkl__server_answered(int rc);
+int zkl__acreate2(zkl_client *c, const char *path, const char *value, int len,
+                  const struct ACL_vector *acl, int mode, string_stat_completion_t done,
+                  const void *data);
+int zkl__adelete(zkl_client *c, const char *path, int version, void_completion_t done,
+                 const void *data);
+int zkl__aexists(zkl_client *c, const char *path, int watch, stat_completion_t done,
+                 const void *data);
+int zkl__awexists(zkl_client *c, const char *path, watcher_fn watcher, void *wctx,
+                  stat_completion_t done, const void *data);
+int zkl__aget(zkl_client *c, const char *path, int watch, data_completion_t done, const void *data);
+int zkl__awget(zkl_client *c, const char *path, watcher_fn watcher, void *wctx,
+               data_completion_t done, const void *data);
+int zkl__aget_children(zkl_client *c, const char *path, int watch, strings_completion_t done,
+                       const void *data);
+int zkl__awget_children(zkl_client *c, const char *path, watcher_fn watcher, void *wctx,
+                        strings_completion_t done, const void *data);
+int zkl__aset(zkl_client *c, const char *path, const char *buf, int len, int version,
+              stat_completion_t done, const void *data);
+int zkl__amulti(zkl_client *c, int count, const zoo_op_t *ops, zoo_op_result_t *results,
+                void_completion_t done, const void *data);
+int zkl__aremove_all_watches(zkl_client *c, const char *path, ZooWatcherType type, int local,
+                             void_completion_t done, const void *data);
+void zkl__inflight_reset(zkl_client *c);
+void zkl__inflight_free(zkl_client *c);
+void zkl__heartbeat(zkl_client *c);
 
 /* op.c: the table of live ops */
 zkl_op *zkl__op_new(zkl_client *c, const zkl_kind *kind);
@@ -235,6 +279,7 @@ void zkl__client_stats(const zkl_client *c, zkl_stats *out);
 int zkl__client_state(const zkl_client *c);
 int zkl__client_session_count(const zkl_client *c);
 int zkl__client_session_timeout(const zkl_client *c);
+int zkl__client_loss_ms(zkl_client *c);
 int64_t zkl__client_session(const zkl_client *c, char passwd[16]);
 int zkl__client_add_auth(zkl_client *c, const char *scheme, const char *cred, size_t len);
 void zkl__client_destroy(zkl_client *c);

@@ -87,7 +87,7 @@ void zkl__listings_flush(zkl_client *c) {
             continue;
         }
         if (!c->zh) return; /* between handles: sent with the next one (stale tokens are ignored) */
-        int rc = c->zk->aget_children(c->zh, l->dir, 0, listing_reply, l);
+        int rc = zkl__aget_children(c, l->dir, 0, listing_reply, l);
         if (rc != ZOK) { /* the handle refused it: keep it for the next flush */
             pp = &l->next;
             continue;

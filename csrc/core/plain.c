@@ -206,8 +206,8 @@ static void issue_parents(zkl_client *c, zkl_op *op) {
         if (buf[i] != '/') continue;
         buf[i] = '\0';
         c->stats.creates++;
-        if (c->zk->acreate2(c->zh, buf, "", 0, zkl__acl(c, a->acl), ZOO_CONTAINER,
-                            plain_parent_reply, ZKL_TOKEN(op)) == ZOK)
+        if (zkl__acreate2(c, buf, "", 0, zkl__acl(c, a->acl), ZOO_CONTAINER, plain_parent_reply,
+                          ZKL_TOKEN(op)) == ZOK)
             op->refs++;
         buf[i] = '/';
     }
@@ -222,30 +222,30 @@ static void plain_kick(zkl_client *c, zkl_op *op) {
     watcher_fn w = a->watch ? plain_watch_fired : NULL;
     switch (a->type) {
     case ZKL_OP_GET:
-        rc = w ? c->zk->awget(c->zh, a->path, w, (void *)t, plain_data_reply, t)
-               : c->zk->aget(c->zh, a->path, 0, plain_data_reply, t);
+        rc = w ? zkl__awget(c, a->path, w, (void *)t, plain_data_reply, t)
+               : zkl__aget(c, a->path, 0, plain_data_reply, t);
         break;
     case ZKL_OP_CHILDREN:
-        rc = w ? c->zk->awget_children(c->zh, a->path, w, (void *)t, plain_children_reply, t)
-               : c->zk->aget_children(c->zh, a->path, 0, plain_children_reply, t);
+        rc = w ? zkl__awget_children(c, a->path, w, (void *)t, plain_children_reply, t)
+               : zkl__aget_children(c, a->path, 0, plain_children_reply, t);
         break;
     case ZKL_OP_EXISTS:
-        rc = w ? c->zk->awexists(c->zh, a->path, w, (void *)t, plain_stat_reply, t)
-               : c->zk->aexists(c->zh, a->path, 0, plain_stat_reply, t);
+        rc = w ? zkl__awexists(c, a->path, w, (void *)t, plain_stat_reply, t)
+               : zkl__aexists(c, a->path, 0, plain_stat_reply, t);
         break;
     case ZKL_OP_SET:
-        rc = c->zk->aset(c->zh, a->path, a->data, (int)a->len, a->version, plain_stat_reply, t);
+        rc = zkl__aset(c, a->path, a->data, (int)a->len, a->version, plain_stat_reply, t);
         break;
     case ZKL_OP_DELETE:
-        rc = c->zk->adelete(c->zh, a->path, a->version, plain_void_reply, t);
+        rc = zkl__adelete(c, a->path, a->version, plain_void_reply, t);
         break;
     case ZKL_OP_CREATE: {
         int mode = ((a->flags & ZKL_CREATE_EPHEMERAL) ? ZOO_EPHEMERAL : 0) |
                    ((a->flags & ZKL_CREATE_SEQUENTIAL) ? ZOO_SEQUENCE : 0);
         if (a->flags & ZKL_CREATE_CONTAINER) mode = ZOO_CONTAINER;
         if (a->flags & ZKL_CREATE_PARENTS) issue_parents(c, op);
-        rc = c->zk->acreate2(c->zh, a->path, a->data, (int)a->len, zkl__acl(c, a->acl), mode,
-                             plain_create_reply, t);
+        rc = zkl__acreate2(c, a->path, a->data, (int)a->len, zkl__acl(c, a->acl), mode,
+                           plain_create_reply, t);
         break;
     }
     default:

@@ -135,7 +135,7 @@ static void ignore_reply(int rc, const void *data) {
 static void delete_now(zkl_client *c, const char *node) {
     if (!node || !zkl__connected(c)) return;
     c->stats.deletes++;
-    c->zk->adelete(c->zh, node, -1, ignore_reply, NULL);
+    zkl__adelete(c, node, -1, ignore_reply, NULL);
 }
 
 /* A background op that deletes `node` (or, with node NULL, every child of dir named with
@@ -184,8 +184,7 @@ static int watch_shared(zkl_client *c, zkl_op *op, const char *path) {
  * server's watch in place. zookeeper.h declares the completion as void_completion_t *, but the
  * client stores and calls it as a plain void_completion_t (and asserts it is set). */
 void zkl__remove_watches(zkl_client *c, const char *path, int type) {
-    c->zk->aremove_all_watches(c->zh, path, (ZooWatcherType)type, 0,
-                               (void_completion_t *)(void (*)(void))ignore_reply, NULL);
+    zkl__aremove_all_watches(c, path, (ZooWatcherType)type, 0, ignore_reply, NULL);
 }
 
 /* Take back the watch an abandoned waiter left armed, so a release does not wake a waiter that is
@@ -305,7 +304,7 @@ void zkl__queue_issue_failed(zkl_client *c, zkl_op *op, int rc) {
 static void request_list(zkl_client *c, zkl_op *op) {
     if (zkl__listing_join(c, QOP(op)->dir, ZKL_TOKEN(op), list_reply) == 0) return;
     c->stats.lists++;
-    ZKL_ISSUE(c, op, c->zk->aget_children(c->zh, QOP(op)->dir, 0, list_reply, ZKL_TOKEN(op)));
+    ZKL_ISSUE(c, op, zkl__aget_children(c, QOP(op)->dir, 0, list_reply, ZKL_TOKEN(op)));
 }
 
 static void issue_create_and_list(zkl_client *c, zkl_op *op) {
@@ -321,9 +320,9 @@ static void issue_create_and_list(zkl_client *c, zkl_op *op) {
     c->stats.creates++;
     const char *data = QOP(op)->data ? QOP(op)->data : c->identity;
     size_t dlen = QOP(op)->data ? QOP(op)->data_len : c->identity_len;
-    int rc = c->zk->acreate2(c->zh, path, data, (int)dlen, zkl__acl(c, QOP(op)->acl),
-                             QOP(op)->fixed_name ? ZOO_EPHEMERAL : ZOO_EPHEMERAL_SEQUENTIAL,
-                             create_reply, ZKL_TOKEN(op));
+    int rc = zkl__acreate2(c, path, data, (int)dlen, zkl__acl(c, QOP(op)->acl),
+                           QOP(op)->fixed_name ? ZOO_EPHEMERAL : ZOO_EPHEMERAL_SEQUENTIAL,
+                           create_reply, ZKL_TOKEN(op));
     zkl__strfree(c, path);
     if (rc != ZOK) {
         QOP(op)->create_inflight = 0;
@@ -350,8 +349,8 @@ static void issue_parents(zkl_client *c, zkl_op *op) {
             buf[i] = '\0';
             c->stats.creates++;
             ZKL_ISSUE(c, op,
-                      c->zk->acreate2(c->zh, buf, "", 0, zkl__acl(c, QOP(op)->acl), ZOO_CONTAINER,
-                                      zkl__queue_parent_reply, ZKL_TOKEN(op)));
+                      zkl__acreate2(c, buf, "", 0, zkl__acl(c, QOP(op)->acl), ZOO_CONTAINER,
+                                    zkl__queue_parent_reply, ZKL_TOKEN(op)));
             buf[i] = save;
         }
     }
@@ -367,7 +366,7 @@ static void issue_list(zkl_client *c, zkl_op *op) {
 static void issue_delete(zkl_client *c, zkl_op *op) {
     QOP(op)->delete_inflight = 1;
     c->stats.deletes++;
-    int rc = c->zk->adelete(c->zh, QOP(op)->node, -1, delete_reply, ZKL_TOKEN(op));
+    int rc = zkl__adelete(c, QOP(op)->node, -1, delete_reply, ZKL_TOKEN(op));
     if (rc == ZOK)
         op->refs++;
     else
@@ -378,7 +377,7 @@ static void issue_scan(zkl_client *c, zkl_op *op) {
     QOP(op)->scan_inflight = 1;
     c->stats.lists++;
     if (op->phase == P_ACQUIRING) QOP(op)->step = S_SCANNING;
-    int rc = c->zk->aget_children(c->zh, QOP(op)->dir, 0, scan_reply, ZKL_TOKEN(op));
+    int rc = zkl__aget_children(c, QOP(op)->dir, 0, scan_reply, ZKL_TOKEN(op));
     if (rc == ZOK)
         op->refs++;
     else {
@@ -512,9 +511,8 @@ static void watch_node(zkl_client *c, zkl_op *op, const char *name, int is_head)
     QOP(op)->watch_token = ZKL_TOKEN(op);
     /* getData, not exists: on a node that is already gone it leaves no watch behind */
     c->stats.gets++;
-    ZKL_ISSUE(
-        c, op,
-        c->zk->awget(c->zh, wp, watch_fired, (void *)ZKL_TOKEN(op), data_reply, ZKL_TOKEN(op)));
+    ZKL_ISSUE(c, op,
+              zkl__awget(c, wp, watch_fired, (void *)ZKL_TOKEN(op), data_reply, ZKL_TOKEN(op)));
 }
 
 /* A waiter keeps the listing that made it wait (shared with the client's other waiters on the
@@ -686,7 +684,7 @@ static int walk(zkl_client *c, zkl_op *op) {
     q->step = S_PROBE;
     for (int i = 0; i < n; i++) {
         c->stats.exists++;
-        int rc = c->zk->aexists(c->zh, q->probe[i], 0, probe_reply, ZKL_TOKEN(op));
+        int rc = zkl__aexists(c, q->probe[i], 0, probe_reply, ZKL_TOKEN(op));
         if (rc != ZOK) { /* the link is gone: those sent fail too; list once connected */
             q->probe_lost = 1;
             if (i == 0) {
@@ -841,7 +839,7 @@ static void scan_reply(int rc, const struct String_vector *v, const void *token)
         if (rc == ZOK && found && QOP(op)->node) {
             QOP(op)->step = S_STAT; /* adopt it: read its czxid for the fencing token, then list */
             c->stats.exists++;
-            ZKL_ISSUE(c, op, c->zk->aexists(c->zh, QOP(op)->node, 0, stat_reply, ZKL_TOKEN(op)));
+            ZKL_ISSUE(c, op, zkl__aexists(c, QOP(op)->node, 0, stat_reply, ZKL_TOKEN(op)));
         } else if (rc == ZOK || rc == ZNONODE) {
             QOP(op)->step = S_START;
             KICK(c, op);

@@ -184,14 +184,14 @@ static void issue_lease_creates(zkl_client *c, zkl_op *op) {
         SOP(op)->lease_nonode = 0;
         c->stats.creates++;
         ZKL_ISSUE(c, op,
-                  c->zk->acreate2(c->zh, SOP(op)->lease_dir, "", 0, zkl__acl(c, QOP(op)->acl),
-                                  ZOO_CONTAINER, zkl__queue_parent_reply, ZKL_TOKEN(op)));
+                  zkl__acreate2(c, SOP(op)->lease_dir, "", 0, zkl__acl(c, QOP(op)->acl),
+                                ZOO_CONTAINER, zkl__queue_parent_reply, ZKL_TOKEN(op)));
     }
     for (int i = SOP(op)->nleases; i < SOP(op)->qty; i++) {
         c->stats.creates++;
-        int rc = c->zk->acreate2(c->zh, path, c->identity, (int)c->identity_len,
-                                 zkl__acl(c, QOP(op)->acl), ZOO_EPHEMERAL_SEQUENTIAL,
-                                 lease_create_reply, ZKL_TOKEN(op));
+        int rc =
+            zkl__acreate2(c, path, c->identity, (int)c->identity_len, zkl__acl(c, QOP(op)->acl),
+                          ZOO_EPHEMERAL_SEQUENTIAL, lease_create_reply, ZKL_TOKEN(op));
         if (rc == ZOK) {
             op->refs++;
             SOP(op)->lease_inflight++;
@@ -204,13 +204,12 @@ static void issue_lease_creates(zkl_client *c, zkl_op *op) {
     c->stats.lists++;
     if (watched) {
         ZKL_ISSUE(c, op,
-                  c->zk->awget_children(c->zh, SOP(op)->lease_dir, lease_watch_fired,
-                                        (void *)ZKL_TOKEN(op), lease_list_reply, ZKL_TOKEN(op)));
+                  zkl__awget_children(c, SOP(op)->lease_dir, lease_watch_fired,
+                                      (void *)ZKL_TOKEN(op), lease_list_reply, ZKL_TOKEN(op)));
     } else {
         QOP(op)->watch_token = NULL;
-        ZKL_ISSUE(
-            c, op,
-            c->zk->aget_children(c->zh, SOP(op)->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
+        ZKL_ISSUE(c, op,
+                  zkl__aget_children(c, SOP(op)->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
     }
 }
 
@@ -224,13 +223,12 @@ static void issue_lease_list_as(zkl_client *c, zkl_op *op, int watched) {
     if (watched) {
         QOP(op)->watch_token = ZKL_TOKEN(op);
         ZKL_ISSUE(c, op,
-                  c->zk->awget_children(c->zh, SOP(op)->lease_dir, lease_watch_fired,
-                                        (void *)ZKL_TOKEN(op), lease_list_reply, ZKL_TOKEN(op)));
+                  zkl__awget_children(c, SOP(op)->lease_dir, lease_watch_fired,
+                                      (void *)ZKL_TOKEN(op), lease_list_reply, ZKL_TOKEN(op)));
     } else {
         QOP(op)->watch_token = NULL;
-        ZKL_ISSUE(
-            c, op,
-            c->zk->aget_children(c->zh, SOP(op)->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
+        ZKL_ISSUE(c, op,
+                  zkl__aget_children(c, SOP(op)->lease_dir, 0, lease_list_reply, ZKL_TOKEN(op)));
     }
 }
 
@@ -242,8 +240,7 @@ static void issue_lease_scan(zkl_client *c, zkl_op *op) {
     op->gen++;
     QOP(op)->step = S_LEASE_SCANNING;
     c->stats.lists++;
-    ZKL_ISSUE(c, op,
-              c->zk->aget_children(c->zh, SOP(op)->lease_dir, 0, lease_scan_reply, ZKL_TOKEN(op)));
+    ZKL_ISSUE(c, op, zkl__aget_children(c, SOP(op)->lease_dir, 0, lease_scan_reply, ZKL_TOKEN(op)));
 }
 
 static void lease_create_reply(int rc, const char *name, const struct Stat *st, const void *token) {

@@ -101,7 +101,7 @@ static void txn_kick(zkl_client *c, zkl_op *op) {
             break;
         }
     }
-    int rc = c->zk->amulti(c->zh, t->n, t->zops, t->zres, txn_reply, ZKL_TOKEN(op));
+    int rc = zkl__amulti(c, t->n, t->zops, t->zres, txn_reply, ZKL_TOKEN(op));
     if (rc == ZOK) {
         c->stats.ops++;
         op->refs++;

@@ -22,9 +22,28 @@
  * (the flush is optional: without it, requests that wait to be sent make the timeout 0 and go out
  * with the next process()), or, for a program without a loop of its own, zkl_client_wait(c, ms)
  * in place of flush + poll + process.
- * The host must drive the client at least every third of the session timeout (pings go out only
- * from process()); a client left alone for a whole session timeout reports its session EXPIRED
- * on the next process(), and its locks LOST (see keepalive below for blocking programs).
+ * The host must drive the client when zkl_client_timeout_ms() says (at least every quarter of the
+ * session timeout while idle): requests go out and answers are read only from process().
+ *
+ * Loss. The server expires a session a session timeout after the last packet it received from
+ * the client; the client cannot see that moment, so it counts from a moment no later: the issue
+ * time of the newest request the server answered (ZOK or one of the server's own refusals such
+ * as ZNONODE; never a code the ZooKeeper client makes up, such as ZCONNECTIONLOSS or
+ * ZOPERATIONTIMEOUT, and never a watch or session event the server pushes). While connected and
+ * idle for a quarter of the session timeout, the client sends a request of its own (exists("/"),
+ * no watch; under a chroot a missing chroot node answers ZNONODE, which counts): one small request
+ * per quarter timeout, in place of the ZooKeeper client's own ping, whose answer it cannot see.
+ * From that issue time (answered_at) and the negotiated timeout T:
+ *   - SUSPENDED (session and locks) when the link drops, or when it stays up but nothing was
+ *     answered for 2T/3; back to CONNECTED (locks RECONNECTED) only once the server answered a
+ *     request sent after the link came back or the silence began (a heartbeat goes out at once);
+ *   - LOST (locks) and EXPIRED (session) at answered_at + T - min(T/10, 1 s), connected or not:
+ *     the server cannot have expired the session before then, so a holder that stops working when
+ *     told LOST (or by zkl_client_loss_ms()) stops before anyone else can be granted its lock.
+ *     A client not driven for that long reports it on its next process(), before reading
+ *     anything. Not covered: a process paused or starved between checking and acting, a clock
+ *     that jumps; the fencing token (zkl_lock_info) covers those.
+ * See keepalive below for blocking programs.
  *
  * Async contract:
  *   - Every operation that zkl_*_start() accepted (returned ZKL_OK) produces exactly one final
@@ -42,9 +61,9 @@
  *
  * Blocking. These calls can wait, and for at most this long:
  *   - zkl_client_wait(c, max_ms): by design, waiting on the client's fd (epoll_wait; poll() with
- *     the keepalive thread), for max_ms (-1: until zkl_client_timeout_ms(), i.e. ZooKeeper's next
- *     ping or connection deadline or an acquire's deadline); then it runs process(). It never
- *     holds the client's mutex while it waits.
+ *     the keepalive thread), for max_ms (-1: until zkl_client_timeout_ms(), i.e. the next
+ *     heartbeat, loss or connection deadline or an acquire's deadline); then it runs
+ *     process(). It never holds the client's mutex while it waits.
  *   - zkl_client_close() and zkl_client_free(), in this order: (1) with keepalive, join the
  *     keepalive thread (up to its current sleep, at most 100 ms, plus the round it is running);
  *     (2) read the replies still due for requests in flight, for up to a third of the requested
@@ -54,9 +73,10 @@
  *     (2) and (3) do not wait when the client is not connected.
  *   - zkl_expire_session() (testing aid): up to timeout_ms to connect, then zookeeper_close() as
  *     above (up to 4.5 s more).
- *   - zkl_client_process() (and zkl_client_wait()) in one rare case: when the client was not
- *     driven for a whole session timeout while its ZooKeeper handle still counted as connected,
- *     process() retires that handle with zookeeper_close(), which may wait as in (3).
+ *   - zkl_client_process() (and zkl_client_wait()) in one rare case: when the server answered
+ *     nothing for a session timeout less the margin (see "Loss": a silent server, or a client not
+ *     driven that long) while its ZooKeeper handle still counted as connected, process() retires
+ *     that handle with zookeeper_close(), which may wait as in (3).
  *   - Host name resolution: the ZooKeeper client resolves the hosts string with getaddrinfo() in
  *     zkl_client_new(), before each connection attempt while it has no socket, and once a minute
  *     while connected; it runs inside zkl_client_new(), zkl_client_process(), zkl_client_wait()
@@ -79,14 +99,14 @@
  * than a third of the session timeout (a blocking script), zkl_client_new() starts one
  * background thread per client. It wakes at least every 100 ms (sooner when the client's fd is
  * readable or a deadline is due) and, only when no public entry point has been entered or left
- * for 100 ms, runs one process() round under the client's mutex: pings go out, replies are read,
- * session changes and deadlines are handled. The events it produces wait in the queue for the
- * owner; the plain-op result the owner may be reading stays valid. It stops in zkl_client_close()
- * / zkl_client_free() and when the client is closed. With keepalive on, the allocator and log_fn
- * may be called on the keepalive thread (never concurrently with the owner's calls into this
- * client) and must be safe to call from there. Not for event-loop hosts (nginx): drive them.
- * The mutex (recursive) is taken, for the duration of the call, by every entry point that takes
- * a zkl_client except these: zkl_client_fd() (a constant), and zkl_client_close() /
+ * for 100 ms, runs one process() round under the client's mutex: heartbeats go out, replies
+ * are read, session changes and deadlines are handled. The events it produces wait in the queue
+ * for the owner; the plain-op result the owner may be reading stays valid. It stops in
+ * zkl_client_close() / zkl_client_free() and when the client is closed. With keepalive on, the
+ * allocator and log_fn may be called on the keepalive thread (never concurrently with the owner's
+ * calls into this client) and must be safe to call from there. Not for event-loop hosts (nginx):
+ * drive them. The mutex (recursive) is taken, for the duration of the call, by every entry point
+ * that takes a zkl_client except these: zkl_client_fd() (a constant), and zkl_client_close() /
  * zkl_client_free() (which stop the thread first and then work alone); zkl_client_free_nowait()
  * takes it only to detach the log function. zkl_client_wait() takes it before and after its poll,
  * not during. zkl_strerror(), zkl_err_name(), zkl_path_error() and zkl_expire_session() touch no
@@ -195,7 +215,8 @@ ZKL_EXTERN const char *zkl_err_name(int err);
 enum {
     ZKL_STATE_CONNECTING = 1, /* no session yet (first connect, or after an expiry) */
     ZKL_STATE_CONNECTED = 2,  /* session established and connected */
-    ZKL_STATE_SUSPENDED = 3,  /* session exists but the connection is lost: ownership uncertain */
+    ZKL_STATE_SUSPENDED = 3,  /* session exists but the connection is lost, or nothing was
+                                 answered for 2/3 of the timeout: ownership uncertain (see "Loss") */
     ZKL_STATE_EXPIRED = 4,    /* reported once when a session is lost; a new one is being made */
     ZKL_STATE_CLOSED = 5,
     ZKL_STATE_AUTH_FAILED = 6 /* the server refused the credentials (zkl_client_add_auth): reported
@@ -227,7 +248,8 @@ enum {
  *   RELEASED    ZKL_OK (node deleted; also for a release in flight when the client is closed),
  *               ZKL_ELOST (the session ended before the delete was confirmed), or the server's
  *               refusal to delete (e.g. ZNOAUTH): the node then stays until the session ends.
- *   LOCK_STATE  ZKL_LOCK_SUSPENDED (connection lost, ownership uncertain), ZKL_LOCK_RECONNECTED
+ *   LOCK_STATE  ZKL_LOCK_SUSPENDED (connection lost or server silent, ownership uncertain;
+ *               see "Loss" at the top), ZKL_LOCK_RECONNECTED
  *               (the same session is back), ZKL_LOCK_LOST (the session is gone: the hold is
  *               over; zkl_lock_release() then returns ZKL_ELOST).
  *   SESSION     ZKL_STATE_CONNECTED, SUSPENDED, EXPIRED (then CONNECTING again: the client opens
@@ -320,7 +342,8 @@ ZKL_EXTERN void zkl_client_free_nowait(zkl_client *c);
  * do not read it or close it. Never fails; no mutex. */
 ZKL_EXTERN int zkl_client_fd(zkl_client *c);
 
-/* Milliseconds until process() must run again (ZooKeeper pings, deadlines); 0 when events are
+/* Milliseconds until process() must run again (ZooKeeper's own deadlines, the next heartbeat,
+ * the SUSPENDED and LOST deadlines of "Loss", acquire deadlines); 0 when events are
  * queued or listings wait to be sent; -1 = no deadline (after close). Never fails. */
 ZKL_EXTERN int zkl_client_timeout_ms(zkl_client *c);
 
@@ -357,6 +380,17 @@ ZKL_EXTERN int64_t zkl_client_session(const zkl_client *c, char passwd[16]);
 
 /* Negotiated session timeout in ms (the requested one while not connected). Never fails. */
 ZKL_EXTERN int zkl_client_session_timeout(const zkl_client *c);
+
+/* Milliseconds until the client declares the session LOST if the server answers nothing more
+ * (>= 0; 0: due now, the next process() reports it), or -1 when there is no session (connecting,
+ * expired, closed). The deadline is counted from what the server last heard from this client:
+ * the issue time of the newest request it answered (while connected, the client sends a cheap
+ * request of its own after a quarter of the session timeout without one), plus the negotiated
+ * session timeout, less a margin of a tenth of it (at most 1 s). The server cannot expire the
+ * session before then, so a holder acting on its lock stops in time if it stops at this
+ * deadline; nothing bounds a process that is paused or starved, or a clock that jumps (the
+ * fencing token covers those). Never fails. */
+ZKL_EXTERN int zkl_client_loss_ms(zkl_client *c);
 
 /* Number of sessions this client has had (1 after the first connect, +1 after each expiry).
  * Never fails. */

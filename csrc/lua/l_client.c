@@ -186,6 +186,12 @@ static int l_session_timeout(lua_State *L) {
     return 1;
 }
 
+/* c:loss_ms() -> ms until LOST if nothing more is answered, -1 without a session */
+static int l_loss_ms(lua_State *L) {
+    lua_pushinteger(L, zkl_client_loss_ms(check(L)->c));
+    return 1;
+}
+
 static int l_session_count(lua_State *L) {
     lua_pushinteger(L, zkl_client_session_count(check(L)->c));
     return 1;
@@ -567,6 +573,7 @@ static const luaL_Reg methods[] = {{"close", l_close},
                                    {"session", l_session},
                                    {"session_timeout", l_session_timeout},
                                    {"session_count", l_session_count},
+                                   {"loss_ms", l_loss_ms},
                                    {"acquire", l_acquire},
                                    {"release", l_release},
                                    {"cancel", l_cancel},

@@ -788,6 +788,15 @@ function Client:session_timeout()
   return self._c:session_timeout() / 1000
 end
 
+-- Seconds from now until the client reports LOST if the server answers nothing more (>= 0), or
+-- nil while there is no session. See zkl_client_loss_ms in zklock.h.
+function Client:loss_deadline()
+  check.open(self, "loss_deadline")
+  local ms = self._c:loss_ms()
+  if ms < 0 then return nil end
+  return ms / 1000
+end
+
 -- Counters of requests sent and grants made by this client (see zkl_stats in zklock.h).
 function Client:stats()
   check.open(self, "stats")

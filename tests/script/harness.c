@@ -64,6 +64,21 @@ void h_advance(zkl_client *c, int64_t ms) {
     }
 }
 
+void h_reconnect_at(const char *file, int line, zkl_client *c) {
+    fz_connect();
+    h_pump(c);
+    h_checks++;
+    if (zkl_client_state(c) != ZKL_STATE_SUSPENDED)
+        h_fail(file, line, "reconnected before the server answered anything sent since");
+    fz_req *hb = h_expect_req(file, line, FZ_EXISTS, "/");
+    h_checks++;
+    if (strcmp(hb->path, "/") != 0 || hb->watch)
+        h_fail(file, line, "the heartbeat is exists(\"/\") without a watch, got %s%s", hb->path,
+               hb->watch ? " with a watch" : "");
+    fz_stat_ok(hb, 1);
+    h_pump(c);
+}
+
 void h_free(zkl_client *c) {
     if (!c) return;
     if (fz_unanswered()) fz_drop_link();
@@ -236,6 +251,7 @@ H_GROUP(g_alloc);
 H_GROUP(g_watch);
 H_GROUP(g_latch);
 H_GROUP(g_handoff);
+H_GROUP(g_loss);
 
 static const struct {
     const char *name;
@@ -252,6 +268,7 @@ static const struct {
     {"watch", g_watch, &g_watch_n},
     {"latch", g_latch, &g_latch_n},
     {"handoff", g_handoff, &g_handoff_n},
+    {"loss", g_loss, &g_loss_n},
 };
 
 /* an argument names a group ("mutex") or one test ("mutex.grant") */

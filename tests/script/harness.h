@@ -59,6 +59,11 @@ void h_pump(zkl_client *c);
 /* Advance the fake clock by ms, in steps, processing after each (never a whole session
  * timeout without a process(), which the core would take as an expiry). */
 void h_advance(zkl_client *c, int64_t ms);
+/* The same session comes back after a connection loss (fz_connect): the core sends a heartbeat
+ * (exists "/", no watch) at once and stays SUSPENDED until the server answers it; this checks
+ * that request (the next one the test has not taken) and answers it. Pumped. */
+void h_reconnect_at(const char *file, int line, zkl_client *c);
+#define h_reconnect(c) h_reconnect_at(__FILE__, __LINE__, (c))
 /* Free the client; the link is dropped first when requests are still unanswered (so that
  * close does not wait for their replies). */
 void h_free(zkl_client *c);

@@ -274,8 +274,7 @@ static void walk_reconnect_lists(void) {
     CHECK_INT(e1->rc, ZCONNECTIONLOSS);
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
     EXPECT_NO_REQ();
-    fz_connect();
-    h_pump(c);
+    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     fz_req *ls2 = EXPECT_REQ(FZ_CHILDREN, DIR); /* not a getData on o2 */
     EXPECT_NO_REQ();
@@ -287,8 +286,7 @@ static void walk_reconnect_lists(void) {
     fz_disconnect();
     h_pump(c);
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
-    fz_connect();
-    h_pump(c);
+    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     EXPECT_NO_REQ();
     CHECK_INT(fz_fire(ZOO_DELETED_EVENT, h_join(DIR, o2)), 1);

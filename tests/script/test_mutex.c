@@ -403,8 +403,7 @@ static void plain_ops(void) {
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
     EXPECT_NO_EV(c);
     EXPECT_NO_REQ();
-    fz_connect();
-    h_pump(c);
+    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     r = EXPECT_REQ(FZ_GET, "/p0000000009");
     fz_data_ok(r, "v1", 0x99);

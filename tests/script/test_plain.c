@@ -139,8 +139,7 @@ static void txn_lifecycle(void) {
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
     CHECK_INT(zkl_txn_start(c, ops, 2, 0, &id), ZKL_OK);
     EXPECT_NO_REQ(); /* waits for the link */
-    fz_connect();
-    h_pump(c);
+    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     fz_req *r = EXPECT_REQ(FZ_MULTI, "");
     EXPECT_NO_REQ();
@@ -161,8 +160,7 @@ static void txn_lifecycle(void) {
     CHECK_INT(zkl_txn_result_get(c, id, res, 2), 2);
     CHECK_INT(res[1].rc, ZCONNECTIONLOSS); /* no answer: every op carries the status */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
-    fz_connect();
-    h_pump(c);
+    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     EXPECT_NO_REQ();
 
