@@ -31,12 +31,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -240,8 +241,7 @@ static void build_exec(lua_State *L, const char ***argvp, const char ***envpp) {
     int anchor = lua_gettop(L);
     for (int i = 0; i < argc; i++) {
         lua_rawgeti(L, 1, i + 1);
-        if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_argerror(L, 1, "expected an array of strings");
+        if (lua_type(L, -1) != LUA_TSTRING) luaL_argerror(L, 1, "expected an array of strings");
         argv[i] = lua_tostring(L, -1);
         lua_rawseti(L, anchor, i + 1);
     }
@@ -287,7 +287,6 @@ static void build_exec(lua_State *L, const char ***argvp, const char ***envpp) {
     *argvp = argv;
     *envpp = envp;
 }
-
 
 static int l_spawn(lua_State *L) {
     const char **argv, **envp;
@@ -377,17 +376,18 @@ static int l_kill(lua_State *L) {
  * proc.tree(argv, env, tty) forks a keeper, which forks the command in a process group of its own
  * (the terminal's foreground group when tty is a terminal fd) and stays its parent:
  *
- *   zklock --ctl pipe--> keeper (child subreaper) --> command (pgid = its pid) --> ...
- *          <--st pipe---
+ *   zklock --ctl socket--> keeper (child subreaper) --> command (pgid = its pid) --> ...
+ *          <--st pipe-----
  *
  * The keeper is a child subreaper, so every descendant that leaves the command (a daemon, a
  * double fork, a new session) is re-parented to it, never to init: "the command's tree" is the
  * keeper's descendants. zklock writes one byte per request on ctl: a signal number (sent to the
  * command's process group) or TREE_KILL (SIGKILL to the group and to every descendant, repeated
  * until none is left). End of file on ctl (zklock exited, or was killed with kill -9) is a
- * TREE_KILL. When the command exits the keeper writes its wait status on st, kills what it left
- * behind (nothing may run on after the lock is given back), and exits once it has no child left:
- * zklock learns that the whole tree is dead when the keeper exits.
+ * TREE_KILL (the ctl end is a socket so that a request after the keeper is gone is an EPIPE,
+ * not a SIGPIPE). When the command exits the keeper writes its wait status on st, kills what it
+ * left behind (nothing may run on after the lock is given back), and exits once it has no child
+ * left: zklock learns that the whole tree is dead when the keeper exits.
  *
  * The keeper is forked from a process with threads (the ZooKeeper client's): it calls only
  * async-signal-safe functions (raw syscalls, no stdio, no malloc) and never returns to Lua. */
@@ -517,8 +517,7 @@ static void write_all(int fd, const void *p, size_t n) {
     }
 }
 
-static void keeper_main(int ctl, int st, int errw, const char **argv, const char **envp,
-                        int tty) {
+static void keeper_main(int ctl, int st, int errw, const char **argv, const char **envp, int tty) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sigemptyset(&sa.sa_mask);
@@ -609,8 +608,10 @@ static void keeper_main(int ctl, int st, int errw, const char **argv, const char
                 dying = 1;
             }
             for (ssize_t i = 0; i < r; i++) {
-                if (b[i] == TREE_KILL) dying = 1;
-                else if (!dying) kill(-c, b[i]);
+                if (b[i] == TREE_KILL)
+                    dying = 1;
+                else if (!dying)
+                    kill(-c, b[i]);
             }
         }
     }
@@ -624,10 +625,12 @@ static int l_tree(lua_State *L) {
     cloexec_new_fds();
     int errp[2], ctl[2], st[2];
     if (pipe2(errp, O_CLOEXEC) != 0) return sys_fail(L, "ESYSTEM: pipe", errno);
-    if (pipe2(ctl, O_CLOEXEC) != 0) {
+    /* a socket, not a pipe: a request sent after the keeper is gone fails with EPIPE
+     * (MSG_NOSIGNAL) instead of killing zklock with SIGPIPE */
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
         int e = errno;
         close(errp[0]), close(errp[1]);
-        return sys_fail(L, "ESYSTEM: pipe", e);
+        return sys_fail(L, "ESYSTEM: socketpair", e);
     }
     if (pipe2(st, O_CLOEXEC) != 0) {
         int e = errno;
@@ -696,9 +699,9 @@ static int l_tree_send(lua_State *L) {
         b = (unsigned char)checksig(L, 2);
     ssize_t w;
     do {
-        w = write(fd, &b, 1);
+        w = send(fd, &b, 1, MSG_NOSIGNAL);
     } while (w < 0 && errno == EINTR);
-    if (w != 1) return sys_fail(L, "ESYSTEM: write", errno);
+    if (w != 1) return sys_fail(L, "ESYSTEM: send", errno); /* EPIPE: the keeper is gone */
     lua_pushboolean(L, 1);
     return 1;
 }

@@ -362,7 +362,11 @@ M.grace_window = grace_window
 -- Without client:loss_deadline (an older core): while SUSPENDED, counted from the moment it was
 -- seen as on a silent network (the shortest case); while connected, no deadline yet.
 local function seconds_to_lost(client, st)
-  if client.loss_deadline then return client:loss_deadline() end
+  if client.loss_deadline then
+    local ok, left = pcall(client.loss_deadline, client)
+    if ok then return left end
+    return nil -- closed
+  end
   if client.state == "SUSPENDED" then
     local T = client:session_timeout()
     return (st.suspended_at or now_s()) + T / 3 - loss_margin(T) - now_s()
