@@ -245,6 +245,62 @@ describe("zklock run/elect: the command's tree is dead before the next holder's 
     scenario("elect, kill -9", "kill9", "elect", "trap '' TERM; sleep 30 | cat")
   end)
 
+  -- The grace: spent while SUSPENDED, before LOST; cancelled by a reconnect that comes first.
+  local function term_logger(dir, stop)
+    return ("trap 'echo \"TERM $(date +%%s%%N)\" >>%s/log; exit 0' TERM; echo start >>%s/log; i=0; "
+      .. "while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; echo done >>%s/log")
+      :format(shq(dir), shq(dir), shq(stop), shq(dir))
+  end
+
+  -- A 9 s session leaves 9/3 - 0.9 = 2.1 s between SUSPENDED and LOST on a silent network: a
+  -- 2 s grace fits. SIGTERM then comes 2 s before the kill deadline, so the next holder (granted
+  -- after the server expires the session, a margin after LOST) starts >= 2 s after it; an old
+  -- zklock sent SIGTERM at LOST, a margin (0.9 s) before that.
+  it("silence: SIGTERM a grace before the deadline, while SUSPENDED; a command that obeys needs no SIGKILL",
+     function()
+    local dir = scope.tmpdir("grace")
+    local net = fw.proxy(zk.hosts)
+    local z = bg(("run --session-timeout 9 --kill-grace 2 /tree/grace -- %s %s"):format(SH,
+      shq(term_logger(dir, dir .. "/stop"))), net.hosts, dir, "z")
+    assert(wait_for(function() return (read_file(dir .. "/log") or ""):match("start") end, 20, "the command"))
+    local bstart = dir .. "/b.start"
+    local b = bg(("run --session-timeout 9 /tree/grace -- %s %s"):format(SH,
+      shq(("date +%%s%%N >%s"):format(shq(bstart)))), zk.hosts, dir, "b")
+    assert(wait_for(function() return util.child_count(c, "/tree/grace") >= 2 end, 20, "B queued"), output(b))
+    net:blackhole(40)
+    assert(wait_for(function() return rc_of(z) end, 30, "zklock's exit"), output(z))
+    assert(wait_for(function() return ns_in(bstart) end, 30, "B's command"), output(b))
+    net:heal()
+    assert.equal(75, rc_of(z), output(z))
+    local term_ns = tonumber((read_file(dir .. "/log") or ""):match("TERM (%d+)"))
+    assert.truthy(term_ns, read_file(dir .. "/log"))
+    assert.is_nil((read_file(dir .. "/log") or ""):match("done"))
+    assert.truthy(output(z):match("sending SIGTERM"), output(z))
+    assert.is_nil(output(z):match("sending SIGKILL"), output(z))
+    assert.is_nil(output(z):match("does not fit"), output(z)) -- 2 s fits a 9 s session
+    local lead = (ns_in(bstart) - term_ns) / 1e9
+    print(("\n  [grace] SIGTERM came %.3f s before the next holder's command started (grace 2 s)"):format(lead))
+    assert.is_true(lead >= 2, ("SIGTERM only %.3f s before the next holder started"):format(lead))
+  end)
+
+  it("a reconnect before the SIGTERM moment cancels it: the command runs on and ends as usual", function()
+    local dir = scope.tmpdir("cancel")
+    local net = fw.proxy(zk.hosts)
+    local stop = dir .. "/stop"
+    local z = bg(("run --session-timeout 6 --kill-grace 1 /tree/cancel -- %s %s"):format(SH,
+      shq(term_logger(dir, stop))), net.hosts, dir, "z")
+    assert(wait_for(function() return (read_file(dir .. "/log") or ""):match("start") end, 20, "the command"))
+    -- a reset: SUSPENDED at once; LOST would come about 5 s after the last answer, SIGTERM a
+    -- second before that; the link is back within a second
+    net:cut(0.5)
+    assert(wait_for(function() return output(z):match("reconnected") end, 10, "the reconnect"), output(z))
+    testing.write_file(stop, "")
+    assert(wait_for(function() return rc_of(z) end, 20, "zklock's exit"), output(z))
+    assert.equal(0, rc_of(z), output(z))
+    assert.equal("start\ndone\n", read_file(dir .. "/log")) -- no TERM
+    assert.is_nil(output(z):match("sending SIGTERM"), output(z))
+  end)
+
   it("silence right after a push (A granted by its predecessor's delete, then nothing)", function()
     scenario("run, blackhole after push", "push", "run", "trap '' TERM; sleep 30 | cat", 75)
   end)
