@@ -425,7 +425,8 @@ describe("the zklock command", function()
         .. "while [ -z \"$got\" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; sleep 0.5; exit 5"):format(
         shq(log), shq(log), shq(ready))
       -- script(1) runs zklock on a new pseudo-terminal; the feeder types ^C once the child is ready,
-      -- and the terminal sends SIGINT to the foreground process group: zklock and the child.
+      -- and the terminal sends SIGINT to the foreground process group: the child's own group, which
+      -- zklock put in the foreground (zklock, in the background meanwhile, must not pass it on).
       -- `exec`: script's shell ($SHELL, or dash without it) must not stay in that group: dash
       -- waiting on zklock dies of the SIGINT, and script reports 130 whatever zklock does
       local feeder = ("i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; "

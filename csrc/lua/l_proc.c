@@ -24,7 +24,8 @@
  *   proc.tree_send(ctl, sig)        signal the command's group; "KILL_TREE": SIGKILL to the
  *                                   whole tree (the keeper exits once nothing of it is left)
  *   proc.tree_status(st)            -> nil | "exited", n | "signaled", n: the command's end
- *   proc.close(fd); proc.subreaper(); proc.foreground_tty() -> 0 | nil; proc.take_tty(fd)
+ *   proc.close(fd); proc.subreaper(); proc.foreground_tty() -> 0 | nil; proc.take_tty(fd);
+ *   proc.kill_group(pgid, sig); proc.kill_tree(pgid) -> n; proc.reap() -> n
  *
  * Signal handlers do only write(2) on the pipe (async-signal-safe, errno saved). */
 #define _GNU_SOURCE
@@ -739,10 +740,37 @@ static int l_subreaper(lua_State *L) {
     return 1;
 }
 
-/* proc.foreground_tty() -> 0 when stdin is a terminal whose foreground group is ours, else nil */
+/* proc.foreground_tty() -> 0 when stdin is a terminal whose foreground group is ours, else nil.
+ * Then SIGTTOU is ignored here until proc.restore(): with the command's group in the foreground
+ * a warning zklock writes to the terminal must not stop zklock (`stty tostop`), nor may taking
+ * the terminal back. */
 static int l_foreground_tty(lua_State *L) {
     if (!isatty(0) || tcgetpgrp(0) != getpgrp()) return 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTTOU, &sa, NULL) == 0) caught[SIGTTOU] = 1; /* restore(): default again */
     lua_pushinteger(L, 0);
+    return 1;
+}
+
+/* proc.kill_tree(pgid) -> n: SIGKILL to the group and to every descendant of this process (a
+ * subreaper's orphans included); n signalled, zombies too (reap them, then call again until 0).
+ * proc.reap() -> n: the children that had ended, reaped. */
+static int l_kill_tree(lua_State *L) {
+    pid_t pgid = (pid_t)luaL_checkinteger(L, 1);
+    luaL_argcheck(L, pgid > 1, 1, "expected a process group id > 1");
+    lua_pushinteger(L, kill_tree(getpid(), pgid));
+    return 1;
+}
+
+static int l_reap(lua_State *L) {
+    int n = 0, st;
+    pid_t w;
+    while ((w = waitpid(-1, &st, WNOHANG)) > 0 || (w < 0 && errno == EINTR))
+        if (w > 0) n++;
+    lua_pushinteger(L, n);
     return 1;
 }
 
@@ -789,6 +817,8 @@ static const luaL_Reg proc_funcs[] = {{"keep_fds", l_keep_fds},
                                       {"tree_status", l_tree_status},
                                       {"close", l_close},
                                       {"kill_group", l_kill_group},
+                                      {"kill_tree", l_kill_tree},
+                                      {"reap", l_reap},
                                       {"subreaper", l_subreaper},
                                       {"foreground_tty", l_foreground_tty},
                                       {"take_tty", l_take_tty},

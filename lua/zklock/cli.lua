@@ -395,6 +395,8 @@ local function supervise(S, o, argv, childenv, what, is_lost, warn)
   local client = S.client
   local grace = effective_grace(o, client)
   local tty = proc.foreground_tty()
+  -- should the keeper itself be killed, the tree is re-parented here, not to init
+  proc.subreaper()
   local keeper, pid, ctl, stfd = proc.tree(argv, childenv, tty)
   if not keeper then
     errf("%s", pid)
@@ -460,10 +462,15 @@ local function supervise(S, o, argv, childenv, what, is_lost, warn)
   proc.close(ctl)
   proc.close(stfd)
   if tty then proc.take_tty(tty) end
-  if not how then -- the keeper died without a word (someone killed it): its group at least goes
-    proc.kill_group(pid, "KILL")
-    errf("the keeper of the command's process tree ended unexpectedly (%s %s)", tostring(kdone),
-         tostring(kval))
+  if not how then -- the keeper died without a word (someone killed it): the tree was re-parented
+    -- here (zklock is a subreaper too); kill and reap it the way the keeper would have
+    errf("the keeper of the command's process tree ended unexpectedly (%s %s); killing the tree",
+         tostring(kdone), tostring(kval))
+    for _ = 1, 500 do -- bounded: 5 s
+      proc.reap()
+      if proc.kill_tree(pid) == 0 then break end
+      core.poll({}, 10)
+    end
     return EXIT.SOFTWARE
   end
   if lost_seen and not o.keep_running then return EXIT.LOST end
