@@ -130,6 +130,11 @@ describe("core.proc #fast", function()
     assert.is_nil(child[later_fd], "an fd opened after keep_fds() is closed on exec")
   end)
 
+  -- the commands run without the sanitizer preload (ps, for one, hangs under it): the ASan run
+  -- checks core.proc, not sh
+  local function sh_c(script)
+    return { "env", "-u", "LD_PRELOAD", "-u", "ASAN_OPTIONS", "sh", "-c", script }
+  end
   -- the pids listed in `file` (one a line), once it has n of them
   local function pids_in(file, n)
     local deadline = core.now() + 10000
@@ -151,9 +156,9 @@ describe("core.proc #fast", function()
 
   it("tree: the command's status, its own process group, and what it left behind killed", function()
     local out = tmpname()
-    local keeper, pid, ctl, st = proc.tree({ "sh", "-c", "echo $$ $(ps -o pgid= -p $$) >" .. out
+    local keeper, pid, ctl, st = proc.tree(sh_c("echo $$ $(ps -o pgid= -p $$) >" .. out
       .. "; (setsid sh -c 'echo $$ >>" .. out .. ".left; exec sleep 30' &); "
-      .. "i=0; while [ ! -s " .. out .. ".left ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done; exit 4" }, nil)
+      .. "i=0; while [ ! -s " .. out .. ".left ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done; exit 4"), nil)
     assert.truthy(keeper and pid, pid)
     assert.same({ "exited", 0 }, { reap(keeper) }) -- once nothing of the tree is left
     assert.same({ "exited", 4 }, { proc.tree_status(st) })
@@ -173,10 +178,10 @@ describe("core.proc #fast", function()
     local out = tmpname()
     -- the command stays (a loop) whatever USR1 does to its children; the pipeline's sleep
     -- ignores USR1
-    local keeper, _, ctl, st = proc.tree({ "sh", "-c", ("exec 2>/dev/null; "
+    local keeper, _, ctl, st = proc.tree(sh_c(("exec 2>/dev/null; "
       .. "trap 'echo USR1 >>%s.sig' USR1; echo $$ >>%s; "
       .. "(setsid sh -c 'echo $$ >>%s; exec sleep 30' &); (sh -c 'echo $$ >>%s; trap \"\" USR1; exec sleep 30' "
-      .. "| cat) & i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"):format(out, out, out, out) })
+      .. "| cat) & i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"):format(out, out, out, out)))
     local pids = pids_in(out, 3)
     for _, p in ipairs(pids) do assert.is_true(alive(p), "pid " .. p) end
     assert.is_true(proc.tree_send(ctl, "USR1"))
@@ -200,7 +205,7 @@ describe("core.proc #fast", function()
 
   it("tree: the control pipe closing (zklock gone) kills the whole tree", function()
     local out = tmpname()
-    local keeper, _, ctl, st = proc.tree({ "sh", "-c", "trap '' TERM; " .. TREE:format(out, out, out) })
+    local keeper, _, ctl, st = proc.tree(sh_c("trap '' TERM; " .. TREE:format(out, out, out)))
     local pids = pids_in(out, 3)
     proc.close(ctl)
     reap(keeper)
