@@ -14,7 +14,8 @@
 -- a reconnect before that moment cancels it.
 --   busted --lua=lua5.4 spec/96-cli-tree_spec.lua    (ZKLOCK_CLI_ROUNDS=N rounds a scenario, 3;
 --   ZKLOCK_CLI_PUSH_ROUNDS=N for the push case, 20;
---   ZKLOCK_CLI_BIN=/old/tree/bin/zklock to run an older command against these checks)
+--   ZKLOCK_CLI_BIN=/old/tree/bin/zklock to run an older command against these checks,
+--   ZKLOCK_CLI_BUILD=/old/tree/build for an older core under it)
 -- Every process is stopped in after_each (the watcher and any command that outlived its zklock
 -- are found by the FIFO they hold).
 local testing = require("zklock.testing")
@@ -41,7 +42,8 @@ local zk, c
 local fifos = {} -- FIFOs of this test: whatever holds one is killed in after_each
 local pids = {}  -- zklock processes and wrappers
 
-local function build_dir() return (fw.cpath():gsub("/%?%.so$", "")) end
+-- ZKLOCK_CLI_BUILD: the build the zklock processes load (default: this process's)
+local function build_dir() return os.getenv("ZKLOCK_CLI_BUILD") or (fw.cpath():gsub("/%?%.so$", "")) end
 
 local function zklock_words(args, hosts)
   local words = { "env", "ZKLOCK_HOSTS=" .. shq(hosts), "ZKLOCK_BUILD=" .. shq(build_dir()) }
