@@ -224,7 +224,9 @@ end
 describe("zklock run/elect: the command's tree is dead before the next holder's command starts "
   .. "#lua54 #nosan", function()
   setup(function()
-    zk = testing.server{ tick_ms = 500, min_session_ms = 1000 }
+    -- a short tick: the server expires a session close to its timeout (expiry is rounded up to a
+    -- tick), so a late kill shows
+    zk = testing.server{ tick_ms = 100, min_session_ms = 1000 }
     c = util.connect(zk.hosts, { session_timeout = 10, identity = "tree-spec", keepalive = true })
   end)
   after_each(kill_all)
