@@ -28,7 +28,8 @@ local ROOT = fw.ROOT
 local shq, sh, read_file = testing.shq, testing.sh, testing.read_file
 local function now() return core.now() / 1000 end
 
-local SESSION = 2
+-- ZKLOCK_CLI_SESSION=10: the same rounds with 10 s sessions (for a closing note; not in CI)
+local SESSION = tonumber(os.getenv("ZKLOCK_CLI_SESSION") or "") or 2
 local ROUNDS = tonumber(os.getenv("ZKLOCK_CLI_ROUNDS") or "") or 3
 -- the silence after a push is the case issue 21 found: 20 rounds (about 4 s each)
 local PUSH_ROUNDS = tonumber(os.getenv("ZKLOCK_CLI_PUSH_ROUNDS") or "") or 20
