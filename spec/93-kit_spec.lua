@@ -150,6 +150,25 @@ describe("zklock.testing kit #faults", function()
     obs:delete(path)
   end)
 
+  it("blackhole_after_push: the server's close of the expired session is kept from the client too", function()
+    local c1 = util.connect(net.hosts, { session_timeout = 1, identity = "short" })
+    local path = "/kit-push3-" .. testing.pid
+    assert(obs:create(path, "a"))
+    local eph = assert(c1:create(path .. "-e", "", { ephemeral = true }))
+    local _, _, w = c1:get(path, { watch = true })
+    net:blackhole_after_push(30)
+    assert(obs:set(path, "b"))
+    assert.are.equal("changed", (w:wait(2)))
+    -- the server expires c1's session (its ephemeral goes) and closes its connection
+    testing.eventually(function() return obs:exists(eph) == false end, 10,
+      { pump = function(s) obs:sleep(s) end, what = "the session's expiry at the server" })
+    testing.eventually(function() return net:status().closes_held >= 1 end, 5,
+      { pump = function(s) obs:sleep(s) end, what = "the server's close, kept back" })
+    assert.are.equal("blackhole", net:status().new)
+    net:heal()
+    obs:delete(path)
+  end)
+
   it("blackhole_after_push: no push, no silence; heal() disarms; bad arguments raise", function()
     net:blackhole_after_push(5)
     assert.truthy(c:exists("/", { timeout = 2 }))

@@ -261,5 +261,6 @@ static void heartbeat_reply(int rc, const struct Stat *st, const void *data) {
 void zkl__heartbeat(zkl_client *c) {
     if (!c->zh) return;
     c->heartbeats++;
-    zkl__aexists(c, "/", 0, heartbeat_reply, NULL);
+    if (zkl__aexists(c, "/", 0, heartbeat_reply, NULL) != ZOK)
+        c->issued_at = zkl__now(c); /* refused: try again a quarter timeout later, not at once */
 }

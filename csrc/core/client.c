@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -335,6 +336,17 @@ static int64_t heartbeat_due(const zkl_client *c) {
     return c->issued_at + session_limit(c) / 4;
 }
 
+/* The LOST deadline passed (nothing answered in time): the session is given up as expired. When
+ * the ZooKeeper client still counts its link as up (a server silent after a push, say), closing
+ * the handle would send closeSession and then wait up to 1.5 s for an answer that is not coming,
+ * inside process(), while every other client of the thread waits too. So the socket's read side
+ * is shut first: closeSession is still sent (it ends the session at once if the server can hear
+ * us), and the wait for its answer meets the end of input at once. */
+static void lost_by_timer(zkl_client *c) {
+    if (c->zh && zk_link_up(c) && c->zkfd >= 0) shutdown(c->zkfd, SHUT_RD);
+    session_expired(c);
+}
+
 static void suspend(zkl_client *c, int64_t now) {
     c->state = ZKL_STATE_SUSPENDED;
     c->suspended_at = now;
@@ -492,7 +504,7 @@ int zkl__process(zkl_client *c, int owner) {
     /* Before anything is read: if nothing answered in time (also when nobody drove this client
      * for that long, so nothing went out), the server may have expired the session. Say so
      * before a reply read now could report a stale lock. */
-    if (has_session(c) && zkl__now(c) >= lost_deadline(c)) session_expired(c);
+    if (has_session(c) && zkl__now(c) >= lost_deadline(c)) lost_by_timer(c);
     int ready_n = c->ready_n; /* what the wait just before this pass found (-1: nothing known) */
     c->ready_n = -1;
     if (!c->zh && c->reinit_at && zkl__now(c) >= c->reinit_at) open_handle(c);
@@ -529,7 +541,7 @@ int zkl__process(zkl_client *c, int owner) {
     int64_t now = zkl__now(c);
     fire_deadlines(c, now);
     if (has_session(c) && now >= lost_deadline(c))
-        session_expired(c); /* the server may have expired the session by now: assume the worst */
+        lost_by_timer(c); /* the server may have expired the session by now: assume the worst */
     else if (has_session(c) && zk_link_up(c) && now >= heartbeat_due(c))
         zkl__heartbeat(c);
     zkl__listings_flush(c); /* listings asked for by this round's replies and watches */
@@ -702,7 +714,7 @@ static void drain_replies(zkl_client *c) {
         const zkl_op *op = c->ops;
         while (op && op->refs <= 0)
             op = op->next;
-        if (!op) return; /* nothing in flight */
+        if (!op && !c->inflight_n) return; /* nothing in flight (a heartbeat counts) */
         int64_t left = end - zkl__now(c);
         if (left <= 0) return;
         struct epoll_event ev;

@@ -124,9 +124,9 @@ struct zkl_client {
     int64_t issued_at;
     zkl_inflight *inflight;
     size_t inflight_cap, inflight_free, inflight_n;
-    uint64_t heartbeats;    /* heartbeats sent (answered.c) */
-    int64_t connect_floor;  /* the call into the ZooKeeper client that sent the connect request
-                             * started then (0 unknown): the new session began no earlier */
+    uint64_t heartbeats;   /* heartbeats sent (answered.c) */
+    int64_t connect_floor; /* the call into the ZooKeeper client that sent the connect request
+                            * started then (0 unknown): the new session began no earlier */
     /* Requests are numbered as they are issued (issue_seq: the last number given). While
      * SUSPENDED, an answer to request resume_seq or a later one ends it: one sent since the link
      * came back (or since the silence began). answered_seq: the newest answered. */

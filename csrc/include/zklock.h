@@ -76,7 +76,9 @@
  *   - zkl_client_process() (and zkl_client_wait()) in one rare case: when the server answered
  *     nothing for a session timeout less the margin (see "Loss": a silent server, or a client not
  *     driven that long) while its ZooKeeper handle still counted as connected, process() retires
- *     that handle with zookeeper_close(), which may wait as in (3).
+ *     that handle with zookeeper_close(). The socket's read side is shut first, so the wait for
+ *     the closeSession answer in (3) ends at once; only its send may wait, and only when the
+ *     socket's send buffer is full.
  *   - Host name resolution: the ZooKeeper client resolves the hosts string with getaddrinfo() in
  *     zkl_client_new(), before each connection attempt while it has no socket, and once a minute
  *     while connected; it runs inside zkl_client_new(), zkl_client_process(), zkl_client_wait()

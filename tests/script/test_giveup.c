@@ -135,7 +135,7 @@ static void giveup_unknown_create(void) {
     zkl_client_process(c);
     EXPECT_EV(c, ZKL_EV_FAILED, id, ZKL_ECANCELED);
     EXPECT_NO_REQ(); /* nothing goes out while disconnected */
-    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
+    h_reconnect(c);  /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     fz_req *scan = EXPECT_REQ(FZ_CHILDREN, DIR);
     EXPECT_NO_REQ();

@@ -139,7 +139,7 @@ static void txn_lifecycle(void) {
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
     CHECK_INT(zkl_txn_start(c, ops, 2, 0, &id), ZKL_OK);
     EXPECT_NO_REQ(); /* waits for the link */
-    h_reconnect(c); /* the same session: RECONNECTED once its heartbeat is answered */
+    h_reconnect(c);  /* the same session: RECONNECTED once its heartbeat is answered */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
     fz_req *r = EXPECT_REQ(FZ_MULTI, "");
     EXPECT_NO_REQ();

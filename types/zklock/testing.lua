@@ -480,7 +480,9 @@ function net:drop_replies(seconds) end
 
 ---Forward as usual until the server pushes a watch notification to a client of this proxy
 ---(a frame with xid -1), forward that frame, then go silent at once: nothing either way, nothing
----closed (no reset), new connections swallowed, as `blackhole`. The silence heals by itself
+---closed (no reset), new connections swallowed, as `blackhole`; unlike `blackhole`, a close by
+---the server (when it expires the session) is not passed on either: the client sees its
+---connection close only when the fault heals. The silence heals by itself
 ---`seconds` after the push. The client hears the push and then nothing: it notices only by its
 ---own timeouts, and the server last heard from it before the push (the loss specs use this).
 ---`status().push_ms` is when it fired (`zklock.core.now()` milliseconds), `push_silenced` how
@@ -510,7 +512,8 @@ function net:heal() end
 ---The proxy's counters: `open`, `accepted`, `c2s`, `s2c`, `c2s_dropped`, `s2c_dropped`,
 ---`dropping`, `new` (`"pass"`, `"refuse"`, `"blackhole"`, `"drop"`), `delay`, `healing`, `applied`,
 ---`pushes` (watch notifications forwarded), `armed` (1 while `blackhole_after_push` waits),
----`push_silenced` (times it fired), `push_ms` (when it last fired, `zklock.core.now()` ms; -1 before).
+---`push_silenced` (times it fired), `push_ms` (when it last fired, `zklock.core.now()` ms; -1 before),
+---`closes_held` (server closes kept from a client silenced after a push).
 ---@return table<string, number|string>
 function net:status() end
 

@@ -22,16 +22,17 @@
 --   net:blackhole_after_push(seconds [, armed])
 --                                 forward as usual until the server pushes a watch notification
 --                                 to a client of this proxy; forward that frame, then blackhole
---                                 at once (silence both ways, no reset) and heal by itself
---                                 `seconds` later. Waits for the push at most `armed` seconds
---                                 (default config.net_fault_max), then disarms; heal() disarms.
+--                                 at once (silence both ways, no reset; a close by the server is
+--                                 not passed on either) and heal by itself `seconds` later.
+--                                 Waits for the push at most `armed` seconds (default
+--                                 config.net_fault_max), then disarms; heal() disarms.
 --                                 net:status().push_ms: when it fired (zklock.core.now() ms).
 --   net:reset()                   close every connection once; reconnects pass (no heal needed)
 --   net:heal()                    end every fault: broken connections are closed (the client
 --                                 reconnects through a clean proxy), delay 0
 -- Also: net:status() -> { open =, accepted =, c2s =, s2c =, c2s_dropped =, s2c_dropped =,
 -- delay =, new = "pass"|"refuse"|"blackhole"|"drop", pushes =, armed =, push_silenced =,
--- push_ms =, ... }, net:alive(), net:stop() (idempotent),
+-- push_ms =, closes_held =, ... }, net:alive(), net:stop() (idempotent),
 -- net:send(cmd [, timeout [, pump]]) (a raw proxy command, see proxy.py). net.pump, if set, is
 -- called as pump(0.01) while a command waits to be applied (so this process's clients go on).
 -- Every proxy exits with the process that started it (and after opts.max_seconds), and

@@ -43,8 +43,9 @@ Commands:
                   arm: connections (open now and later) forward as usual until the server sends
                   a client a watch notification (see Frames); that frame is forwarded whole, then
                   every connection goes `blackhole` at once (nothing more either way, nothing
-                  closed, later connections swallowed) and `heal` follows S seconds later by
-                  itself (this replaces a pending `heal_after`). Bytes of that connection that a
+                  closed, later connections swallowed; a close by the server is not passed on
+                  either: the client sees its connection close only at `heal`) and `heal`
+                  follows S seconds later by itself (this replaces a pending `heal_after`). Bytes of that connection that a
                   `delay` still holds back towards the client are forwarded before the push, the
                   ones towards the server are dropped. `heal` disarms.
     new MODE      how later connections are treated: pass (forward), blackhole (accept, connect
@@ -65,7 +66,8 @@ Status: CONTROL_FILE.status is rewritten (atomically) whenever a counter changed
 dropping (connections), new (mode), applied (last SEQ), delay (ms), healing (1 while a
 heal_after is pending), pushes (watch notifications forwarded so far), armed (1 while a
 blackhole_after_push waits for its push), push_silenced (how many times it fired), push_ms (the
-CLOCK_MONOTONIC time in ms at which it last fired, -1 before).
+CLOCK_MONOTONIC time in ms at which it last fired, -1 before), closes_held (server closes kept
+from a client silenced after a push).
 
 Closing: when one side closes, the other first gets what was already read for it (a ZooKeeper
 member writes its election handshake and closes at once when it expects a connect-back), then
@@ -127,6 +129,7 @@ class Conn:
         self.closing = False              # one side closed: flush what the other still gets, then close
         self.delayed = []                 # [due, to_server?, bytes] while a delay is set
         self.delayed_bytes = 0
+        self.silent = False               # silenced after a push: the server's close is kept back too
         # following the server's frames (see Frames in the module text)
         self.fr_len = bytearray()         # the current frame's length bytes read so far
         self.fr_left = -1                 # body bytes of the current frame still to come (-1: in its length)
@@ -291,6 +294,23 @@ class Conn:
                 self.close()
                 return
             if data is not None:
+                if not data and self.silent and sock is self.upstream:
+                    # silent after a push: the server's close is not passed on either (the client
+                    # hears nothing until heal closes its side)
+                    try:
+                        self.proxy.sel.unregister(sock)
+                    except (KeyError, ValueError):
+                        pass
+                    try:
+                        sock.close()
+                    except OSError:
+                        pass
+                    self.upstream = None
+                    self.to_server.clear()
+                    self.proxy.stats["closes_held"] += 1
+                    self.proxy.dirty = True
+                    self.update()
+                    return
                 if not data:
                     # either side closed: close both (the peer sees EOF), once the peer has what
                     # was already read for it (a ZooKeeper member writes its election handshake
@@ -375,7 +395,7 @@ class Proxy:
         self.push_armed = None            # seconds of silence after the next push, while armed
         self.push_ms = -1
         self.stats = {"accepted": 0, "c2s": 0, "s2c": 0, "c2s_dropped": 0, "s2c_dropped": 0,
-                      "pushes": 0, "push_silenced": 0}
+                      "pushes": 0, "push_silenced": 0, "closes_held": 0}
         self.routes = {}                  # listening socket -> (target, hello)
         ports = []
         for lport, ltarget, hello in [(port, target, None)] + list(routes):
@@ -443,6 +463,7 @@ class Proxy:
             else:
                 c.to_client.clear()
             c.drop_s2c = c.drop_c2s = True
+            c.silent = True
             c.to_server.clear()
             c.update()
         self.new_mode = "blackhole"
