@@ -45,6 +45,51 @@ local function number_in(lo, hi, what, integer, opt)
   end
 end
 
+-- Seconds for -w/--timeout: "inf" (or any number too large to wait out, 1e300) means forever,
+-- as in the library. -> seconds, math.huge for forever
+local FOREVER_S = 1e9
+local function seconds_or_forever(opt)
+  return function(s)
+    local l = s:lower()
+    if l == "inf" or l == "+inf" or l == "infinity" or l == "forever" then return math.huge end
+    local n = tonumber(s)
+    if not n or n ~= n then
+      return nil, ("%s: expected a number of seconds >= 0 (inf: forever), got '%s'"):format(opt, s)
+    end
+    if n < 0 then
+      return nil, ("%s: %s is out of range: expected a number of seconds >= 0 (inf: forever)"):format(opt, s)
+    end
+    return n >= FOREVER_S and math.huge or n
+  end
+end
+
+-- Options that take a value which may look like a negative number ("-w -1"): joined with it
+-- before parsing ("-w-1", "--timeout=-1"), so that the converter, not the parser, judges it.
+local VALUE_OPTS = {
+  ["-w"] = true, ["--timeout"] = true, ["-E"] = true, ["--conflict-exit-code"] = true,
+  ["--kill-grace"] = true, ["--semaphore"] = true, ["--session-timeout"] = true,
+  ["--connect-timeout"] = true, ["--min-age"] = true,
+}
+local function join_negative_values(args)
+  local out, i = {}, 1
+  while i <= #args do
+    local a, v = args[i], args[i + 1]
+    if a == "--" then
+      for j = i, #args do out[#out + 1] = args[j] end
+      break
+    end
+    if VALUE_OPTS[a] and v and v:match("^%-[%d%.]") then
+      out[#out + 1] = a:sub(1, 2) == "--" and (a .. "=" .. v) or (a .. v)
+      i = i + 2
+    else
+      out[#out + 1] = a
+      i = i + 1
+    end
+  end
+  return out
+end
+M.join_negative_values = join_negative_values
+
 local function common(cmd)
   cmd:option("--hosts", "ZooKeeper hosts, host:port[,host:port...][/chroot] (default $ZKLOCK_HOSTS, "
     .. "else 127.0.0.1:2181)")
@@ -70,9 +115,9 @@ local function build_parser()
   run:argument("path", "lock path, e.g. /locks/nightly-backup")
   run:argument("cmd", "command and arguments (after --)"):args("*")
   run:option("-c --command", "run this shell command with /bin/sh -c instead of CMD"):argname("<cmd>")
-  run:option("-w --timeout", "give up after this many seconds (fractions allowed; default: wait forever)")
+  run:option("-w --timeout", "give up after this many seconds (fractions allowed; default and inf: wait forever)")
     :argname("<s>")
-    :convert(number_in(0, 1e9, "a number of seconds >= 0", false, "--timeout"))
+    :convert(seconds_or_forever("--timeout"))
   run:flag("-n --nonblock", "try once; fail at once if the lock is held")
   run:option("-E --conflict-exit-code", "exit status when the lock was not taken"):argname("<n>")
     :convert(number_in(0, 255, "an integer 0..255", true, "--conflict-exit-code")):default("1")
@@ -82,36 +127,46 @@ local function build_parser()
   run:option("--semaphore", "take one of N leases (Curator InterProcessSemaphoreV2); all holders must agree on N")
     :convert(number_in(1, 2147483647, "an integer >= 1", true, "--semaphore"))
   run:option("--identity", "data stored in the lock node (default HOST:PID)")
-  run:option("--kill-grace", "seconds between SIGTERM and SIGKILL when the lock is lost")
-    :convert(number_in(0, 1e6, "a number of seconds >= 0", false, "--kill-grace")):default("5")
+  run:option("--kill-grace", "seconds between SIGTERM and SIGKILL when the lock may be lost (default: 5, "
+    .. "or less if the session timeout leaves less; see below)")
+    :convert(number_in(0, 1e6, "a number of seconds >= 0", false, "--kill-grace"))
   run:flag("--keep-running", "on lock loss, warn but leave the child running (etcdctl's behaviour)")
   run:flag("-q --quiet", "no warnings about the lock's state on stderr")
   common(run)
   run:epilog([[
 Exit status: the child's (128+N when signal N killed it); the conflict code (-E, default 1) when
 the lock was not taken (-n, -w); 64 bad usage; 69 no connection, or the session ended while
-waiting; 70 internal error; 75 the lock was lost while the child ran (it was sent SIGTERM, then
-SIGKILL after --kill-grace); 77 no permission; 126 the command cannot be executed; 127 not found;
-128+N when signal N (INT, TERM, HUP, QUIT, USR1, USR2) cancelled the wait.
-The child gets ZKLOCK_PATH, ZKLOCK_NODE (the lock node) and ZKLOCK_TOKEN (the fencing token).]])
+waiting; 70 internal error; 75 the lock was lost, or could no longer be guaranteed, while the
+child ran (its process tree was stopped); 77 no permission; 126 the command cannot be executed;
+127 not found; 128+N when signal N (INT, TERM, HUP, QUIT, USR1, USR2) cancelled the wait.
+The child gets ZKLOCK_PATH, ZKLOCK_NODE (the lock node) and ZKLOCK_TOKEN (the fencing token).
+It runs in a process group of its own under a keeper process; signals sent to zklock go to that
+group. Guaranteed: while zklock runs, the child's whole process tree is killed (SIGKILL) before
+the server can expire the session, hence before anyone else gets the lock; SIGTERM comes
+--kill-grace earlier once the connection is in doubt (SUSPENDED), cut to what the session
+leaves (a third of it less a margin); if zklock is killed, even with kill -9, the keeper kills
+the tree at once. Not guaranteed: a paused or SIGSTOPped zklock, zklock and its keeper killed
+together, a session the server ended while connected: pass $ZKLOCK_TOKEN to what the child
+writes (fencing) for those.]])
 
   local el = p:command("elect", "Run a command only while this process is the leader (Curator LeaderSelector).")
   el:argument("path", "election path, e.g. /elections/report-mailer")
   el:argument("cmd", "command and arguments (after --)"):args("*")
   el:option("-c --command", "run this shell command with /bin/sh -c instead of CMD"):argname("<cmd>")
   el:option("--id", "participant id, the node data Curator's LeaderSelector shows (default HOST:PID)")
-  el:option("-w --timeout", "give up when not elected within this many seconds (default: wait forever)")
+  el:option("-w --timeout", "give up when not elected within this many seconds (default and inf: wait forever)")
     :argname("<s>")
-    :convert(number_in(0, 1e9, "a number of seconds >= 0", false, "--timeout"))
+    :convert(seconds_or_forever("--timeout"))
   el:option("-E --conflict-exit-code", "exit status when not elected within --timeout"):argname("<n>")
     :convert(number_in(0, 255, "an integer 0..255", true, "--conflict-exit-code")):default("1")
-  el:option("--kill-grace", "seconds between SIGTERM and SIGKILL when leadership is lost")
-    :convert(number_in(0, 1e6, "a number of seconds >= 0", false, "--kill-grace")):default("5")
+  el:option("--kill-grace", "seconds between SIGTERM and SIGKILL when leadership may be lost (default as for run)")
+    :convert(number_in(0, 1e6, "a number of seconds >= 0", false, "--kill-grace"))
   el:flag("--keep-running", "on loss of leadership, warn but leave the child running")
   el:flag("-q --quiet", "no warnings on stderr")
   common(el)
   el:epilog("Exit status as for run (75: leadership lost while the child ran). The child gets ZKLOCK_PATH, "
-    .. "ZKLOCK_ID and ZKLOCK_TOKEN (the fencing token of this term).")
+    .. "ZKLOCK_ID and ZKLOCK_TOKEN (the fencing token of this term). Its process tree is stopped as for run "
+    .. "(see `zklock run --help`): dead before the server can expire the session, and with zklock.")
 
   local ls = p:command("ls", "List holders and waiters of the mutex, read-write lock, semaphore or latch at PATH.")
   ls:argument("path", "lock path")
@@ -256,6 +311,7 @@ local function open_session(o, env, identity)
   end
   S.client = client
   local fds = { client:fd(), sigfd }
+  S.fds = fds
   function S.pump(max_ms)
     local t = client:next_timeout_ms()
     local wait = max_ms
@@ -290,44 +346,132 @@ local function open_session(o, env, identity)
   return S
 end
 
--- Run argv while holding; forward signals; on loss SIGTERM, then SIGKILL after the grace.
+-- The kill schedule, planned backwards from the moment the core declares LOST (a margin before the
+-- earliest moment the server can expire the session, so before anyone else can be granted):
+--   SIGKILL to the whole tree at that moment, less KILL_EARLY;
+--   SIGTERM `grace` seconds before it, but only once ownership is uncertain (SUSPENDED): at
+--   max(SUSPENDED, LOST - grace); a RECONNECTED before that cancels it.
+-- On a silent network SUSPENDED comes after 2T/3 without an answer and LOST at T - margin, so
+-- only T/3 - margin may be left for the grace (`grace_window`).
+local KILL_EARLY = 0.05 -- s: SIGKILL this much before LOST (a poll that wakes late stays early)
+local function loss_margin(T) return math.min(T / 10, 1) end
+local function grace_window(T) return math.max(0, T / 3 - loss_margin(T) - KILL_EARLY) end
+M.grace_window = grace_window
+
+-- Seconds until the core declares LOST if the server answers nothing more (nil: no session).
+-- Without client:loss_deadline (an older core): while SUSPENDED, counted from the moment it was
+-- seen as on a silent network (the shortest case); while connected, no deadline yet.
+local function seconds_to_lost(client, st)
+  if client.loss_deadline then
+    local ok, left = pcall(client.loss_deadline, client)
+    if ok then return left end
+    return nil -- closed
+  end
+  if client.state == "SUSPENDED" then
+    local T = client:session_timeout()
+    return (st.suspended_at or now_s()) + T / 3 - loss_margin(T) - now_s()
+  end
+  if client.state == "CONNECTED" then return math.huge end
+  return nil
+end
+
+-- The --kill-grace in effect: the default 5 s shortened silently to what the session leaves; a
+-- configured one that cannot fit is shortened with one warning.
+local function effective_grace(o, client)
+  local window = grace_window(client:session_timeout())
+  if not o.kill_grace then return math.min(5, window) end
+  if o.kill_grace > window and not o.keep_running then
+    errf("warning: --kill-grace %g does not fit a %g s session: on a silent network only %.3g s "
+      .. "pass between SUSPENDED and the moment the child must be dead; SIGTERM may come that "
+      .. "little before SIGKILL", o.kill_grace, client:session_timeout(), window)
+  end
+  return o.kill_grace
+end
+
+-- Run argv while holding, its whole process tree under a keeper (core.proc's tree); forward
+-- signals; on possible loss stop it on the schedule above.
 --   is_lost() -> true once the hold is gone. -> exit status (before S.finish)
 local function supervise(S, o, argv, childenv, what, is_lost, warn)
-  local pid, perr, perrno = proc.spawn(argv, childenv)
-  if not pid then
-    errf("%s", perr)
-    return perrno == 2 and EXIT.NOTFOUND or EXIT.NOEXEC
+  local client = S.client
+  local grace = effective_grace(o, client)
+  local tty = proc.foreground_tty()
+  -- should the keeper itself be killed, the tree is re-parented here, not to init
+  proc.subreaper()
+  local keeper, pid, ctl, stfd = proc.tree(argv, childenv, tty)
+  if not keeper then
+    errf("%s", pid)
+    return ctl == 2 and EXIT.NOTFOUND or EXIT.NOEXEC
   end
-  local how, value, kill_at, killed, lost_seen
+  S.fds[#S.fds + 1] = stfd
+  local st = {}
+  client:on_session(function(state)
+    if state == "SUSPENDED" then st.suspended_at = st.suspended_at or now_s()
+    elseif state == "CONNECTED" then st.suspended_at = nil end
+  end)
+  local how, value, termed, killed, lost_seen, kdone, kval
   while true do
-    how, value = proc.wait(pid)
-    if how then break end
+    if not how then how, value = proc.tree_status(stfd) end
+    kdone, kval = proc.wait(keeper)
+    if kdone or kval then break end -- the keeper exits once nothing of the tree is left
     for _, sg in ipairs(S.pending) do
-      -- a signal the kernel sent (the terminal's ^C, a hangup) reached the child's process group
-      -- already; a kill() aimed at zklock alone is passed on
-      if sg.user then proc.kill(pid, sg.sig) end
+      -- with the child's group in the terminal's foreground a signal the kernel sent (^C, a
+      -- hangup) reached that group already; anything else is passed on to the group
+      if sg.user or not tty then proc.tree_send(ctl, sg.sig) end
     end
     S.pending = {}
-    if not lost_seen and is_lost() then
-      lost_seen = true
-      if o.keep_running then
-        warn("warning: %s was lost (the session ended); the command keeps running (--keep-running)", what)
-      else
-        errf("%s was lost (the session ended); sending SIGTERM to %d", what, pid)
-        proc.kill(pid, "TERM")
-        kill_at = now_s() + o.kill_grace
+    local next_at = math.huge
+    if not killed and not how then
+      local lost = is_lost()
+      if lost and not lost_seen then
+        lost_seen = true
+        if o.keep_running then
+          warn("warning: %s was lost (the session ended); the command keeps running (--keep-running)", what)
+        end
+      end
+      if not o.keep_running then
+        local left = not lost and seconds_to_lost(client, st) or nil
+        local t = now_s()
+        if left == nil or left <= KILL_EARLY then
+          errf("%s %s; sending SIGKILL to the command's process tree (pid %d)", what,
+               lost and "was lost" or "can no longer be guaranteed", pid)
+          proc.tree_send(ctl, "KILL_TREE")
+          killed, lost_seen = true, true
+        else
+          local kill_at = t + left - KILL_EARLY
+          next_at = kill_at
+          if client.state == "SUSPENDED" and not termed then
+            local term_at = kill_at - grace
+            if t >= term_at then
+              errf("%s may be lost (no answer from ZooKeeper); sending SIGTERM to the command "
+                .. "(pid %d): SIGKILL in %.3g s unless ZooKeeper answers", what, pid, kill_at - t)
+              proc.tree_send(ctl, "TERM")
+              termed, lost_seen = true, true
+            else
+              next_at = term_at
+            end
+          end
+        end
       end
     end
-    if kill_at and not killed and now_s() >= kill_at then
-      errf("%d still running %g s after SIGTERM; sending SIGKILL", pid, o.kill_grace)
-      proc.kill(pid, "KILL")
-      killed = true
-    end
     local max_ms = 250 -- a lost SIGCHLD record (full pipe) costs at most this long
-    if kill_at and not killed then
-      max_ms = math.max(0, math.min(max_ms, (kill_at - now_s()) * 1000))
-    end
+    if next_at < math.huge then max_ms = math.max(0, math.min(max_ms, (next_at - now_s()) * 1000)) end
     S.pump(max_ms)
+  end
+  if not how then how, value = proc.tree_status(stfd) end
+  table.remove(S.fds)
+  proc.close(ctl)
+  proc.close(stfd)
+  if tty then proc.take_tty(tty) end
+  if not how then -- the keeper died without a word (someone killed it): the tree was re-parented
+    -- here (zklock is a subreaper too); kill and reap it the way the keeper would have
+    errf("the keeper of the command's process tree ended unexpectedly (%s %s); killing the tree",
+         tostring(kdone), tostring(kval))
+    for _ = 1, 500 do -- bounded: 5 s
+      proc.reap()
+      if proc.kill_tree(pid) == 0 then break end
+      core.poll({}, 10)
+    end
+    return EXIT.SOFTWARE
   end
   if lost_seen and not o.keep_running then return EXIT.LOST end
   return how == "exited" and value or 128 + value
@@ -393,6 +537,7 @@ local function run(o, env)
   end)
 
   local timeout = o.nonblock and 0 or o.timeout
+  if timeout == math.huge then timeout = nil end
   local result, held_node, held_token
   local want_release = false
   client:spawn(function() -- holds belong to coroutines: this one takes, keeps and gives back
@@ -461,7 +606,7 @@ local function elect(o, env)
       warn("reconnected; %s is kept", what)
     end
   end)
-  local timeout = o.timeout
+  local timeout = o.timeout ~= math.huge and o.timeout or nil
   local deadline = timeout and now_s() + timeout
   local function stop() st.done = true; leader:close() end
   while not st.leading do
@@ -582,6 +727,8 @@ local function session_of(st)
   return "0x" .. o:gsub("^0+", "")
 end
 
+local PERSISTENT_OWNER = "0000000000000000"
+
 local function print_rows(out, rows)
   local header = { "ROLE", "KIND", "SEQ", "TOKEN", "SESSION", "AGE", "IDENTITY", "NODE" }
   local lines = { header }
@@ -633,12 +780,25 @@ local function ls(o, env, out)
     -- Curator InterProcessSemaphoreV2 / zklock semaphore: leases are held, the internal mutex's
     -- queue under locks/ are the waiters (its head is the one waiting for a free lease)
     layout = "semaphore (Curator InterProcessSemaphoreV2 layout: locks/ + leases/)"
+    local q = has.locks and queue(client, path .. "/locks") or {}
+    -- the head of locks/ holds the internal lock while it makes its lease node and waits for
+    -- the count to fall to the limit: a lease its session made after that lock node (a later
+    -- czxid; the leases it holds already are older) is still waiting. The limit itself is known
+    -- only to the clients.
+    local hst = q[1] and q[1].stat
+    local head = hst and hst.ephemeral_owner ~= PERSISTENT_OWNER and hst or nil
     if has.leases then
       local leases = queue(client, path .. "/leases") or {}
-      for _, it in ipairs(leases) do it.role = "holder"; it.kind = "lease"; rows[#rows + 1] = it end
+      for _, it in ipairs(leases) do
+        local lst = it.stat
+        local waiting = head and lst and lst.ephemeral_owner == head.ephemeral_owner
+          and (lst.czxid or 0) > (head.czxid or 0)
+        it.role = waiting and "waiter" or "holder"
+        it.kind = "lease"
+        rows[#rows + 1] = it
+      end
     end
     if has.locks then
-      local q = queue(client, path .. "/locks") or {}
       for i, it in ipairs(q) do
         it.role = i == 1 and "next" or "waiter"
         it.kind = "lease wait"
@@ -776,6 +936,7 @@ function M.main(args, env, out)
   env = env or os.getenv
   out = out or io.stdout
   local parser = build_parser()
+  args = join_negative_values(args)
   local ok, o = parser:pparse(args)
   if not ok then
     local sub = parser._zklock_commands[args[1]]

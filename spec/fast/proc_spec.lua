@@ -1,7 +1,10 @@
 -- core.proc (csrc/lua/l_proc.c), the process control under the zklock command, without a server:
 -- spawn with an environment, exec failures reported by errno, wait for exit and signal, kill,
 -- the self-pipe that records caught signals (and whether a process sent them), fds opened after
--- keep_fds() closed on exec, bad arguments. The command itself: spec/65-cli_spec.lua.
+-- keep_fds() closed on exec, bad arguments; tree(): the command under a keeper, in a group of
+-- its own, its exit status, signals to the group, the whole tree killed on request and when the
+-- control pipe closes (zklock gone), what it left behind killed when it exits.
+-- The command itself: spec/65-cli_spec.lua, spec/97-cli-tree_spec.lua.
 --   busted --lua=lua5.4 spec/fast/proc_spec.lua       busted --lua=luajit --run=luajit spec/fast/proc_spec.lua
 local core = require("zklock.core")
 local util = require("support.util")
@@ -125,6 +128,98 @@ describe("core.proc #fast", function()
     kept:close()
     assert.truthy(child[kept_fd], "an fd open before keep_fds() is inherited")
     assert.is_nil(child[later_fd], "an fd opened after keep_fds() is closed on exec")
+  end)
+
+  -- the commands run without the sanitizer preload (ps, for one, hangs under it): the ASan run
+  -- checks core.proc, not sh
+  local function sh_c(script)
+    return { "env", "-u", "LD_PRELOAD", "-u", "ASAN_OPTIONS", "sh", "-c", script }
+  end
+  -- the pids listed in `file` (one a line), once it has n of them
+  local function pids_in(file, n)
+    local deadline = core.now() + 10000
+    while core.now() < deadline do
+      local t = {}
+      for p in (read(file) or ""):gmatch("%d+") do t[#t + 1] = tonumber(p) end
+      if #t >= n then return t end
+      core.poll({}, 10)
+    end
+    error("the tree did not start")
+  end
+  local function alive(pid)
+    local st = read("/proc/" .. pid .. "/stat")
+    return st ~= nil and not st:match("^%d+ %b() Z")
+  end
+  -- a tree: sh (the command), a pipeline, and a daemon that left the group (setsid)
+  local TREE = "echo $$ >>%s; (setsid sh -c 'echo $$ >>%s; exec sleep 30' &); "
+    .. "sh -c 'echo $$ >>%s; exec sleep 30' | cat"
+
+  it("tree: the command's status, its own process group, and what it left behind killed", function()
+    local out = tmpname()
+    local keeper, pid, ctl, st = proc.tree(sh_c("echo $$ $(ps -o pgid= -p $$) >" .. out
+      .. "; (setsid sh -c 'echo $$ >>" .. out .. ".left; exec sleep 30' &); "
+      .. "i=0; while [ ! -s " .. out .. ".left ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done; exit 4"), nil)
+    assert.truthy(keeper and pid, pid)
+    assert.same({ "exited", 0 }, { reap(keeper) }) -- once nothing of the tree is left
+    assert.same({ "exited", 4 }, { proc.tree_status(st) })
+    local self, pgid = (read(out) or ""):match("(%d+)%s+(%d+)")
+    assert.equal(tostring(pid), self)
+    assert.equal(self, pgid) -- a process group of its own
+    local left = tonumber((read(out .. ".left") or ""):match("%d+"))
+    assert.truthy(left, "the daemon started")
+    assert.is_false(alive(left), "what the command left behind is gone with it")
+    proc.close(ctl)
+    proc.close(st)
+    os.remove(out)
+    os.remove(out .. ".left")
+  end)
+
+  it("tree: signals go to the group; KILL_TREE kills every descendant (setsid ones too)", function()
+    local out = tmpname()
+    -- the command stays (a loop) whatever USR1 does to its children; the pipeline's sleep
+    -- ignores USR1
+    local keeper, _, ctl, st = proc.tree(sh_c(("exec 2>/dev/null; "
+      .. "trap 'echo USR1 >>%s.sig' USR1; echo $$ >>%s; "
+      .. "(setsid sh -c 'echo $$ >>%s; exec sleep 30' &); (sh -c 'echo $$ >>%s; trap \"\" USR1; exec sleep 30' "
+      .. "| cat) & i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"):format(out, out, out, out)))
+    local pids = pids_in(out, 3)
+    for _, p in ipairs(pids) do assert.is_true(alive(p), "pid " .. p) end
+    assert.is_true(proc.tree_send(ctl, "USR1"))
+    local deadline = core.now() + 5000
+    while not read(out .. ".sig") and core.now() < deadline do core.poll({}, 10) end
+    assert.equal("USR1\n", read(out .. ".sig"))
+    assert.is_nil(proc.wait(keeper))
+    assert.is_true(proc.tree_send(ctl, "KILL_TREE"))
+    reap(keeper)
+    for _, p in ipairs(pids) do assert.is_false(alive(p), "pid " .. p .. " outlived the kill") end
+    assert.same({ "signaled", 9 }, { proc.tree_status(st) })
+    -- the keeper is gone: a request fails (EPIPE), it does not kill us with SIGPIPE
+    local ok, msg = proc.tree_send(ctl, "TERM")
+    assert.is_nil(ok)
+    assert.truthy(msg:match("send"), msg)
+    proc.close(ctl)
+    proc.close(st)
+    os.remove(out)
+    os.remove(out .. ".sig")
+  end)
+
+  it("tree: the control pipe closing (zklock gone) kills the whole tree", function()
+    local out = tmpname()
+    local keeper, _, ctl, st = proc.tree(sh_c("trap '' TERM; " .. TREE:format(out, out, out)))
+    local pids = pids_in(out, 3)
+    proc.close(ctl)
+    reap(keeper)
+    for _, p in ipairs(pids) do assert.is_false(alive(p), "pid " .. p .. " outlived zklock") end
+    assert.same({ "signaled", 9 }, { proc.tree_status(st) })
+    proc.close(st)
+    os.remove(out)
+  end)
+
+  it("tree: an exec failure is reported with its errno", function()
+    local keeper, msg, errno = proc.tree({ "/nonexistent/zklock-test" })
+    assert.is_nil(keeper)
+    assert.equal(2, errno)
+    assert.truthy(msg:match("/nonexistent/zklock%-test"), msg)
   end)
 
   it("names signals both ways", function()
