@@ -2,10 +2,8 @@
  * container parents of a node (made in one place for the queue, the semaphore's leases and
  * plain creates with ZKL_CREATE_PARENTS). */
 #define _GNU_SOURCE
-#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
-#include <unistd.h>
 
 #include "internal.h"
 
@@ -36,25 +34,6 @@ char *zkl__new_prefix(zkl_client *c, const char *token) {
     memset(c->rnd_pool + c->rnd_left, 0, sizeof rnd);
     if (zkl__protected_prefix_named(buf, sizeof buf, rnd, token) < 0) return NULL;
     return zkl__strdup(c, buf);
-}
-
-int zkl_uuid(char out[37]) {
-    unsigned char rnd[16];
-    char buf[48];
-    if (!out) return ZKL_EINVAL;
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) return ZKL_ESYSTEM;
-    /* "_c_<uuid>-" with an empty token: the uuid is the 36 characters after "_c_" */
-    if (zkl__protected_prefix_named(buf, sizeof buf, rnd, "") != 40) return ZKL_ESYSTEM;
-    memcpy(out, buf + 3, 36);
-    out[36] = '\0';
-    return ZKL_OK;
-}
-
-void zkl_host_name(char *buf, size_t size) {
-    if (!buf || size == 0) return;
-    if (gethostname(buf, size - 1) != 0) buf[0] = '\0';
-    buf[size - 1] = '\0';
-    if (buf[0] == '\0') snprintf(buf, size, "%s", "localhost");
 }
 
 void zkl__set_str(zkl_client *c, char **slot, char *value) {
