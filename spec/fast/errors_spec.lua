@@ -153,4 +153,28 @@ describe("hand-made parts replaced #fast", function()
     assert.is_string(core.hostname())
     assert.is_true(#core.hostname() > 0)
   end)
+
+  it("the binding gives the session id in decimal, as the WriteLock recipe's bignum computes it", function()
+    local s = require("support.scripted").new()
+    local ok, err = pcall(function()
+      local raw = require("zklock.client").recipe.core(s.client)
+      local zkl = require("zklock.zklock_recipes_lock")
+      local seen = {}
+      for i = 1, 2 do
+        local hex, dec = s.client:session(), raw:session_id_decimal()
+        assert.is_string(dec)
+        assert.matches("^%-?%d+$", dec)
+        assert.are.equal(zkl.session_decimal(type(hex) == "number" and ("%016x"):format(hex) or hex), dec)
+        seen[i] = dec
+        if i == 1 then
+          s:expire() -- no session until reconnected, then a new one: another id
+          assert.is_nil(raw:session_id_decimal())
+          s:reconnect()
+        end
+      end
+      assert.are_not.equal(seen[1], seen[2])
+    end)
+    s:close()
+    assert(ok, err)
+  end)
 end)
