@@ -10,7 +10,8 @@ local E = require("zklock.errors")
 
 -- Upper-case words in quotes that are not error codes: a session's state "EXPIRED"
 -- (client:on_session), an OpenResty worker's "EXITING" (ctx:stopping()), and "EUNKNOWN", the
--- name zkl_err_name gives a number that is not in the table (zklock.errors tests for it).
+-- name zkl_err_name gives a number that is not in the table (a status from a ZooKeeper newer
+-- than zklock's table: zklock.errors names it so, with the number in the message).
 local NOT_CODES = { EXPIRED = true, EXITING = true, EUNKNOWN = true }
 
 local function read(path)
@@ -120,10 +121,20 @@ describe("zklock.errors, the formatter #fast", function()
     assert.are.equal("ZBADVERSION", E.name(zklock.errno.ZBADVERSION))
   end)
 
-  it("raises for a code that is not in the table (a bug of zklock)", function()
+  it("raises for a code name that is not in the table (a bug of zklock)", function()
     assert.has_error(function() E.fail("EPLANTED", "x") end,
       "zklock: internal error: error code EPLANTED is not in zklock.errno (add it to ZKL_ERRNO_MAP in zklock.h)")
-    assert.has_error(function() E.message(-999999) end)
+    assert.has_error(function() E.message({}) end)
+    assert.has_error(function() E.message(1.5) end)
+  end)
+
+  it("names a status number the table lacks (a newer server's) EUNKNOWN, with its number", function()
+    assert.are.equal("EUNKNOWN: unknown error (code -125)", E.message(-125))
+    assert.are.equal("EUNKNOWN: create /x: quota", E.message(-125, "create /x: quota"))
+    local r, msg, code = E.fail(-125)
+    assert.is_nil(r)
+    assert.are.equal("EUNKNOWN: unknown error (code -125)", msg)
+    assert.are.equal("EUNKNOWN", code)
   end)
 end)
 
