@@ -30,6 +30,7 @@ local function resolve(code)
   if t == "string" then
     local n = errno[code]
     if n then return code, n end
+    if code == "EUNKNOWN" then return code, nil end -- passed on from a result named by E.name
   elseif t == "number" and code % 1 == 0 then
     return core.errname(code), code
   end
@@ -39,7 +40,7 @@ end
 
 -- the table's text for number n, or "unknown error (code N)"
 local function text_of(name, n)
-  if name == "EUNKNOWN" then return ("unknown error (code %d)"):format(n) end
+  if name == "EUNKNOWN" then return n and ("unknown error (code %d)"):format(n) or "unknown error" end
   return core.strerror(n)
 end
 
