@@ -6,7 +6,7 @@
 -- partition (check.mutex on the hold intervals), the nemesis's partition faults replay from
 -- their seed and end healed, a link's election route rewrites the handshake without losing the
 -- bytes of a sender that closes at once, and bad arguments raise naming the argument.
--- #lua54: the ensemble tests run in the Lua 5.4 suites only (like spec 90-faults-ensemble).
+-- #lua54: the ensemble tests run in the Lua 5.4 suites only (like spec 85-faults-ensemble).
 --   busted --lua=lua5.4 spec/95-kit-partitions_spec.lua      (~100-200 s on 2 busy cores)
 --   busted --lua=luajit --run=luajit --exclude-tags= spec/95-kit-partitions_spec.lua
 -- Every loop is bounded; the ensemble and its links are stopped in teardown, also on failure, and

@@ -102,8 +102,10 @@ function zklock.outcome_unknown(code) end
 ---@field metric_label? fun(path: string, recipe: string): string The `name` label of a lock object without a `metric` option, from its path and recipe (e.g. a path template). Default: `"-"` (raw paths never become labels unless this function returns them).
 ---@field lock_events? "none"|"error"|"warn"|"info"|"debug" Level at which lock events (granted, released, lost, suspended, timed out, failed: one line each with path, token and wait or hold time) go to the `log` function (default `"debug"`; shown only when `log_level` lets that level through).
 
----Error codes by name: zklock's own (`E...`, below -1000) and ZooKeeper's (`Z...`). Failures
----carry the name as their third return value; `zklock.strerror` gives the text.
+---Error codes by name: zklock's own (`E...`, below -1000) and ZooKeeper's (`Z...`). Every code a
+---zklock module returns is here (one table for C and Lua: `ZKL_ERRNO_MAP` in zklock.h). Failures
+---return `nil, "CODE: message", "CODE"`: the name is the third return value, and
+---`zklock.strerror` gives the table's text.
 ---@class zklock.errno
 ---@field OK integer 0: success
 ---@field ZSYSTEMERROR integer -1: ZooKeeper system error
@@ -151,6 +153,13 @@ function zklock.outcome_unknown(code) end
 ---@field ESYSTEM integer -1011: system call failed
 ---@field EOWNNODE integer -1012: the lock's own queue node disappeared
 ---@field EDEADLK integer -1013: would deadlock (acquiring the write side while holding the read side).
+---@field EFORMAT integer -1014: not in the wire format the recipe expects (a Curator queue item that is no `DistributedQueue` message).
+---@field EDATA integer -1015: the node's data is not what the recipe stores there (a shared count's or atomic long's node of the wrong size).
+---@field ERANGE integer -1016: value out of the range this Lua represents exactly (a long beyond 2^53 on a Lua without 64-bit integers).
+---@field ECONNECTING integer -1017: no session yet: the client is still connecting (`zookeeper_lock` started before the first session).
+---@field EEXIST integer -1018: already exists (a second OpenResty client in one worker).
+---@field ESTALE integer -1019: stale fencing token: older than one the resource took (`zklock.testing` fenced resource).
+---@field EBUSY integer -1020: the resource kept changing: attempts used up (`zklock.testing` fenced resource).
 zklock.errno = {}
 
 ---A retry policy: called after a failed attempt with the attempt number (1, 2, ...) and the

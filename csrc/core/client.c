@@ -553,8 +553,8 @@ int zkl__client_new_zk(const zkl_config *cfg, const zkl_zk *zk, zkl_client **out
             c->identity[c->identity_len] = '\0';
         }
     } else {
-        char host[256] = "";
-        gethostname(host, sizeof host - 1);
+        char host[256];
+        zkl_host_name(host, sizeof host);
         c->identity = zkl__strdup(c, host);
         c->identity_len = c->identity ? strlen(c->identity) : 0;
     }

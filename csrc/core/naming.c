@@ -1,10 +1,15 @@
 /* naming.c - Curator-compatible znode naming and ordering (see docs/wire-format notes in
- * docs/design.md). Everything here is a pure function of its arguments. */
+ * docs/design.md). Everything here is a pure function of its arguments, except zkl_uuid (random
+ * bytes from getrandom) and zkl_host_name (gethostname), the public name sources, which touch no
+ * client either. A leaf: calls no other file. */
+#define _GNU_SOURCE
 #include "naming.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #define TOKEN_MUTEX "lock-"
 #define TOKEN_READ "__READ__"
@@ -191,4 +196,23 @@ void zkl__pick_predecessor(const char *const *sorted, int n, const char *own, zk
         out->watch = prev; /* the immediate predecessor */
         out->watch_is_head = (r == ZKL_MUTEX || r == ZKL_LATCH) && prev == first;
     }
+}
+
+int zkl_uuid(char out[37]) {
+    unsigned char rnd[16];
+    char buf[48];
+    if (!out) return ZKL_EINVAL;
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) return ZKL_ESYSTEM;
+    /* "_c_<uuid>-" with an empty token: the uuid is the 36 characters after "_c_" */
+    if (zkl__protected_prefix_named(buf, sizeof buf, rnd, "") != 40) return ZKL_ESYSTEM;
+    memcpy(out, buf + 3, 36);
+    out[36] = '\0';
+    return ZKL_OK;
+}
+
+void zkl_host_name(char *buf, size_t size) {
+    if (!buf || size == 0) return;
+    if (gethostname(buf, size - 1) != 0) buf[0] = '\0';
+    buf[size - 1] = '\0';
+    if (buf[0] == '\0') snprintf(buf, size, "%s", "localhost");
 }

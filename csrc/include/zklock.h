@@ -111,16 +111,21 @@
  * that takes a zkl_client except these: zkl_client_fd() (a constant), and zkl_client_close() /
  * zkl_client_free() (which stop the thread first and then work alone); zkl_client_free_nowait()
  * takes it only to detach the log function. zkl_client_wait() takes it before and after its poll,
- * not during. zkl_strerror(), zkl_err_name(), zkl_path_error() and zkl_expire_session() touch no
- * client. The mutex does not make the API safe to call from several threads: results
- * (zkl_op_result) and the event queue belong to the owner.
+ * not during. zkl_strerror(), zkl_err_name(), zkl_path_error(), zkl_uuid(), zkl_host_name() and
+ * zkl_expire_session() touch no client. The mutex does not make the API safe to call from several
+ * threads: results (zkl_op_result) and the event queue belong to the owner.
  *
  * Errors. Functions return ZKL_OK (0) or a negative code from ZKL_ERRNO_MAP below: zklock's own
  * codes (below -1000) and ZooKeeper's codes, passed through with their numbers (zookeeper.h).
  * Event statuses use the same codes. Each function lists the codes it can return; the lists
  * below name the causes. ZKL_EOWNNODE is reserved (the core never reports it: an acquisition
- * whose queue node vanishes queues again) and ZKL_EDEADLK is used only by the Lua layer (a read
- * to write upgrade). The final status of an acquisition (ZKL_EV_FAILED) is one of:
+ * whose queue node vanishes queues again). The codes from ZKL_EDEADLK on are used only by the
+ * Lua layer, and are listed here so that one table names every code zklock returns (zklock.errno,
+ * zklock.strerror): EDEADLK (a read to write upgrade), EFORMAT (a queue item that is not a
+ * Curator message), EDATA (a shared count's or atomic long's node of the wrong size), ERANGE (a
+ * long beyond 2^53 on a Lua without 64-bit integers), ECONNECTING (zookeeper_lock before the
+ * first session), EEXIST (a second OpenResty client in one worker), ESTALE and EBUSY (the test
+ * kit's fenced resource). The final status of an acquisition (ZKL_EV_FAILED) is one of:
  *   ZKL_ETIMEDOUT  its timeout passed (or timeout 0 and the lock was not free at once)
  *   ZKL_ECANCELED  zkl_lock_cancel()
  *   ZKL_ESESSION   the session was lost (expired, or presumed lost) while it waited
@@ -169,6 +174,13 @@ extern "C" {
     XX(ESYSTEM, -1011, "system call failed")                                                       \
     XX(EOWNNODE, -1012, "the lock's own queue node disappeared")                                   \
     XX(EDEADLK, -1013, "would deadlock")                                                           \
+    XX(EFORMAT, -1014, "not in the wire format the recipe expects")                                \
+    XX(EDATA, -1015, "the node's data is not what the recipe stores there")                        \
+    XX(ERANGE, -1016, "value out of the range this Lua represents exactly")                        \
+    XX(ECONNECTING, -1017, "no session yet: the client is still connecting")                       \
+    XX(EEXIST, -1018, "already exists")                                                            \
+    XX(ESTALE, -1019, "stale fencing token: older than one the resource took")                     \
+    XX(EBUSY, -1020, "the resource kept changing: attempts used up")                               \
     XX(ZSYSTEMERROR, -1, "ZooKeeper system error")                                                 \
     XX(ZRUNTIMEINCONSISTENCY, -2, "ZooKeeper runtime inconsistency")                               \
     XX(ZDATAINCONSISTENCY, -3, "ZooKeeper data inconsistency")                                     \
@@ -493,6 +505,16 @@ ZKL_EXTERN int zkl_client_acl(zkl_client *c, const zkl_acl_entry *entries, int n
  * wrong (empty, relative, the root, longer than 1024 bytes, NUL or control characters, a trailing
  * '/', empty, '.' or '..' components, under /zookeeper). Touches no client. */
 ZKL_EXTERN const char *zkl_path_error(const char *path, size_t len);
+
+/* Write a fresh random UUID (version 4, lowercase canonical form: 36 characters and a NUL) into
+ * out, from getrandom(), formatted as the lock nodes' protected names format theirs. Returns
+ * ZKL_OK, or ZKL_ESYSTEM when getrandom() fails. Touches no client. */
+ZKL_EXTERN int zkl_uuid(char out[37]);
+
+/* Write this machine's host name (gethostname()) into buf (size bytes, NUL-terminated, cut to
+ * fit); "localhost" when it cannot be read or is empty. The client's default identity is this
+ * name. Touches no client. */
+ZKL_EXTERN void zkl_host_name(char *buf, size_t size);
 
 /* Start acquiring a lock on `path` with the given recipe.
  * timeout_ms: -1 wait forever; 0 try once (fail with ETIMEDOUT if not first); >0 deadline.

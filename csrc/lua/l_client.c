@@ -191,6 +191,17 @@ static int l_session(lua_State *L) {
     return 2;
 }
 
+/* c:session_id_decimal() -> the session id as Java prints a long (signed decimal, the form
+ * Curator and Kazoo put into node names) | nil before the first session */
+static int l_session_id_decimal(lua_State *L) {
+    char pw[16], dec[24];
+    int64_t id = zkl_client_session(check(L)->c, pw);
+    if (!id) return 0;
+    snprintf(dec, sizeof dec, "%lld", (long long)id);
+    lua_pushstring(L, dec);
+    return 1;
+}
+
 static int l_session_timeout(lua_State *L) {
     lua_pushinteger(L, zkl_client_session_timeout(check(L)->c));
     return 1;
@@ -583,6 +594,7 @@ static const luaL_Reg methods[] = {{"close", l_close},
                                    {"next_event", l_next_event},
                                    {"state", l_state},
                                    {"session", l_session},
+                                   {"session_id_decimal", l_session_id_decimal},
                                    {"session_timeout", l_session_timeout},
                                    {"session_count", l_session_count},
                                    {"loss_ms", l_loss_ms},

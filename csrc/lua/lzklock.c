@@ -52,6 +52,25 @@ static int l_outcome_unknown(lua_State *L) {
     return 1;
 }
 
+/* core.uuid() -> a fresh random UUID (v4, lowercase), the one the lock nodes' names use
+ * | nil, msg, code (ESYSTEM: getrandom failed) */
+static int l_uuid(lua_State *L) {
+    char out[37];
+    int rc = zkl_uuid(out);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, "getrandom");
+    lua_pushstring(L, out);
+    return 1;
+}
+
+/* core.hostname() -> this machine's host name ("localhost" when unknown): the client's default
+ * identity, and the one source every Lua module takes the host name from */
+static int l_hostname(lua_State *L) {
+    char host[256];
+    zkl_host_name(host, sizeof host);
+    lua_pushstring(L, host);
+    return 1;
+}
+
 /* core.path_error(path) -> message | nil */
 static int l_path_error(lua_State *L) {
     size_t len;
@@ -154,6 +173,8 @@ static const luaL_Reg funcs[] = {{"strerror", l_strerror},
                                  {"path_error", l_path_error},
                                  {"outcome_unknown", l_outcome_unknown},
                                  {"expire_session", l_expire_session},
+                                 {"uuid", l_uuid},
+                                 {"hostname", l_hostname},
                                  {NULL, NULL}};
 
 #define SETINT(name, value)                                                                        \

@@ -12,6 +12,7 @@
 -- loss) deletes its own node, so it neither counts for an enter nor holds up a leave.
 local core = require("zklock.core")
 local check = require("zklock.check")
+local E = require("zklock.errors")
 local Client = require("zklock.client").Client
 local R = require("zklock.client").recipe
 
@@ -24,29 +25,14 @@ M.Barrier = Barrier
 
 local READY = "ready"
 
+-- A member's name: the core's random UUID (getrandom, as the lock nodes' names use), so the
+-- host application's math.random is neither used nor reseeded.
 local function uuid()
-  local b = {}
-  for i = 1, 16 do b[i] = math.random(0, 255) end
-  b[7] = b[7] % 16 + 64  -- version 4
-  b[9] = b[9] % 64 + 128 -- variant 10
-  local h = {}
-  for i = 1, 16 do h[i] = ("%02x"):format(b[i]) end
-  local s = table.concat(h)
-  return ("%s-%s-%s-%s-%s"):format(s:sub(1, 8), s:sub(9, 12), s:sub(13, 16), s:sub(17, 20), s:sub(21, 32))
+  local id, msg = core.uuid()
+  if not id then check.raise("zklock: double_barrier: no member name: " .. tostring(msg)) end
+  return id
 end
 M.uuid = uuid
-
-local seeded = false
-local function seed()
-  if seeded then return end
-  seeded = true
-  local f = io.open("/dev/urandom", "rb")
-  local s = f and f:read(6)
-  if f then f:close() end
-  local n = core.now()
-  if s then for i = 1, #s do n = n * 256 + s:byte(i) end end
-  math.randomseed(math.floor(n % 2147483647))
-end
 
 local function b_check(self, fname)
   check.object(self, Barrier, "double_barrier", fname)
@@ -74,7 +60,7 @@ local UNKNOWN = setmetatable({}, { __index = function(_, code)
   return core.outcome_unknown(code) and not GONE[code]
 end })
 local UNKNOWN_ST = setmetatable({}, { __index = function(_, st)
-  return core.outcome_unknown(st) and not GONE[core.errname(st)]
+  return core.outcome_unknown(st) and not GONE[E.name(st)]
 end })
 
 -- delete our own node, whatever happened (give-up paths). A delete that fails (a connection
@@ -172,8 +158,8 @@ function enter(self, timeout, deadline)
       fired, msg, code = w:wait(left(deadline))
       if not fired then
         if code == "ETIMEDOUT" then
-          msg = ("ETIMEDOUT: double barrier %s: fewer than %d members arrived within %g s (this member's node"
-            .. " was removed)"):format(check.short(self.path), self.member_qty, timeout)
+          msg = E.message("ETIMEDOUT", ("double barrier %s: fewer than %d members arrived within %g s (this"
+            .. " member's node was removed)"):format(check.short(self.path), self.member_qty, timeout))
         end
         return give_up(self, msg, code)
       end
@@ -224,13 +210,13 @@ function leave(self, timeout, deadline)
     end
     if not mine and should_exist then
       self._node = nil
-      return give_up(self, ("ELOST: double barrier %s: this member's node is gone (its session ended)")
-        :format(check.short(self.path)), "ELOST")
+      return give_up(self, E.message("ELOST", ("double barrier %s: this member's node is gone (its session"
+        .. " ended)"):format(check.short(self.path))), "ELOST")
     end
     if #kids == 1 then
       if should_exist and kids[1] ~= self.id then
-        return give_up(self, ("ELOST: double barrier %s: the last member %s is not this one"):format(
-          check.short(self.path), kids[1]), "ELOST")
+        return give_up(self, E.message("ELOST", ("double barrier %s: the last member %s is not this one")
+          :format(check.short(self.path), kids[1])), "ELOST")
       end
       if should_exist then
         local ok
@@ -258,9 +244,9 @@ function leave(self, timeout, deadline)
     if stat then
       local rem = left(deadline)
       if rem and rem <= 0 then
-        result, rmsg, rcode = nil, ("ETIMEDOUT: double barrier %s: %d member(s) did not leave within %g s (this"
-          .. " member's node was removed)"):format(check.short(self.path), #kids - (should_exist and 1 or 0),
-          timeout), "ETIMEDOUT"
+        result, rmsg, rcode = E.fail("ETIMEDOUT", ("double barrier %s: %d member(s) did not leave within %g s"
+          .. " (this member's node was removed)"):format(check.short(self.path), #kids - (should_exist and 1 or 0),
+          timeout))
         break
       end
       local fired
@@ -302,7 +288,6 @@ function Client:double_barrier(path, member_qty)
      or math.floor(member_qty) ~= member_qty then
     check.argerror("double_barrier", 2, "member_qty: expected an integer >= 1, got " .. check.describe(member_qty))
   end
-  seed()
   local id = uuid()
   local base = path == "/" and "" or path
   return setmetatable({ client = self, path = path, member_qty = member_qty, id = id, _base = base,

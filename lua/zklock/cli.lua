@@ -477,12 +477,7 @@ local function supervise(S, o, argv, childenv, what, is_lost, warn)
   return how == "exited" and value or 128 + value
 end
 
-local function hostname()
-  local f = io.open("/proc/sys/kernel/hostname", "r")
-  local h = f and f:read("*l")
-  if f then f:close() end
-  return h or "localhost"
-end
+local function hostname() return core.hostname() end -- the one source (zkl_host_name)
 
 local function check_path_arg(name, path)
   local why = core.path_error(path)

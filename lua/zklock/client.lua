@@ -12,6 +12,7 @@
 -- coroutine.isyieldable() is true: an unknown resumer would receive the yield.
 local core = require("zklock.core")
 local check = require("zklock.check")
+local E = require("zklock.errors")
 local scheduler = require("zklock.scheduler")
 local watch = require("zklock.watch")
 local metrics = require("zklock.metrics")._internal
@@ -89,8 +90,8 @@ local function new_failed(hosts, msg, code)
     if not numeric_host(e[1]) then names[#names + 1] = e[1] end
   end
   if #names == 0 then return nil, msg, code end
-  return nil, ("ESYSTEM: could not resolve %s %s (DNS or /etc/hosts; hosts %s)")
-    :format(#names == 1 and "host" or "any of the hosts", table.concat(names, ", "), check.describe(hosts)), code
+  return E.fail(code, ("could not resolve %s %s (DNS or /etc/hosts; hosts %s)")
+    :format(#names == 1 and "host" or "any of the hosts", table.concat(names, ", "), check.describe(hosts)))
 end
 
 local function new(hosts, opts)
@@ -170,7 +171,7 @@ function Client:_wait_connected(ms)
   local deadline = ms >= 0 and now() + ms or math.huge
   while self.state ~= "CONNECTED" do
     if self.state == "AUTH_FAILED" or self.state == "CLOSED" then
-      return nil, ("ECLOSED: could not connect to %s: %s"):format(check.short(self.hosts), self.state), "ECLOSED"
+      return E.fail("ECLOSED", ("could not connect to %s: %s"):format(check.short(self.hosts), self.state))
     end
     local left = deadline - now()
     if left <= 0 then
@@ -181,8 +182,8 @@ function Client:_wait_connected(ms)
       elseif why:find("timed out", 1, true) or why:find("timeout", 1, true) then
         hint = "connection attempts timed out: host unreachable or firewalled?"
       end
-      return nil, ("ETIMEDOUT: could not connect to %s within %g s (%s)")
-        :format(check.short(self.hosts), ms / 1000, hint), "ETIMEDOUT"
+      return E.fail("ETIMEDOUT", ("could not connect to %s within %g s (%s)")
+        :format(check.short(self.hosts), ms / 1000, hint))
     end
     self:_pump(math.min(left, 100))
   end
@@ -233,7 +234,7 @@ function Client:_dispatch()
     elseif typ == core.EV_WATCH then
       watch.on_event(self, id, st)
     elseif typ == core.EV_WARNING then
-      self:_emit("warn", ("%s (operation %d)"):format(core.strerror(st), id))
+      self:_emit("warn", ("%s (operation %d)"):format(E.message(st), id))
     else
       local w = self._waiters[id]
       if w then
@@ -451,7 +452,7 @@ function Client:_discard(path, tries)
   local id, msg = self:_background(core.OP_DELETE, path, nil, 0, -1, function(st)
     if DISCARD_AGAIN[st] and tries < DISCARD_TRIES then return self:_discard(path, tries + 1) end
     if not DISCARD_DONE[st] then
-      self:_emit("warn", ("could not delete %s in the background: %s"):format(check.short(path), core.strerror(st)))
+      self:_emit("warn", ("could not delete %s in the background: %s"):format(check.short(path), E.message(st)))
     end
   end)
   if not id then
@@ -578,15 +579,14 @@ end
 local function op_result(self, w, what, path, ms)
   if not w.done then
     if what ~= "get" and what ~= "children" and what ~= "exists" then
-      return nil, ("ECLOSED: %s %s: the client was closed before its answer came; outcome unknown: the operation"
-        .. " may have been applied"):format(what, check.short(path)), "ECLOSED"
+      return E.fail("ECLOSED", ("%s %s: the client was closed before its answer came; outcome unknown: the"
+        .. " operation may have been applied"):format(what, check.short(path)))
     end
-    return nil, "ECLOSED: the client was closed", "ECLOSED"
+    return E.fail("ECLOSED", "the client was closed")
   end
   local st = w.status
   if st ~= 0 then
-    local name = core.errname(st)
-    local text = core.strerror(st)
+    local text = E.strerror(st)
     if st == core.errno.ETIMEDOUT then
       text = ("no answer within %g s (client option op_timeout, or the call's timeout option)"):format(ms / 1000)
     elseif st == core.errno.ESESSION then
@@ -597,7 +597,7 @@ local function op_result(self, w, what, path, ms)
       -- a write without the server's answer (zklock.outcome_unknown): it may have been applied
       text = text .. "; outcome unknown: the operation may have been applied"
     end
-    return nil, ("%s: %s %s: %s"):format(name, what, check.short(path), text), name
+    return E.fail(st, ("%s %s: %s"):format(what, check.short(path), text))
   end
   return w.result
 end

@@ -37,11 +37,8 @@ local arm_revoke, disarm_revoke -- revocation (below)
 local function log(client, level, msg) return R.log(client, level, msg) end
 M.log = log
 
--- nil, "NAME: text", "NAME" for a core error code
-local function fail(code, text)
-  local name = core.errname(code)
-  return nil, ("%s: %s"):format(name, text), name
-end
+-- nil, "NAME: text", "NAME" for an error code (zklock.errors: the one formatter)
+local fail = require("zklock.errors").fail
 M.fail = fail
 
 -- The owner key of the caller: its coroutine, or a fixed key for the main thread (LuaJIT's

@@ -104,9 +104,8 @@ function M.outcome_unknown(code)
   return r
 end
 
-function M.strerror(code)
-  if type(code) == "string" then code = core.errno[code] end
-  return code and core.strerror(code) or "unknown error"
-end
+-- zklock.strerror(code) -> the text of an error code (a name such as "EFORMAT" or a number from
+-- zklock.errno); "unknown error" for anything else. Every code a module returns is in zklock.errno.
+M.strerror = require("zklock.errors").strerror
 
 return M

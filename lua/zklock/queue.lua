@@ -34,6 +34,7 @@
 -- and is told ELOST, and fn's own writes can join that multi (msg:transaction()).
 local core = require("zklock.core")
 local check = require("zklock.check")
+local E = require("zklock.errors")
 local R = require("zklock.client").recipe
 local Client = require("zklock.client").Client
 
@@ -95,15 +96,14 @@ local TAKEN = "outcome unknown: the item may have been taken and lost (removed, 
 
 -- nil, msg, code for a failed request; `tail` is appended when its outcome is unknown
 local function fail(st, what, path, ms, tail)
-  local name = core.errname(st)
-  local text = core.strerror(st)
+  local text = E.strerror(st)
   if st == core.errno.ETIMEDOUT then
     text = ("no answer within %g s"):format(ms / 1000)
   elseif st == core.errno.ESESSION then
     text = "the ZooKeeper session was lost while it waited"
   end
   if tail and core.outcome_unknown(st) then text = text .. "; " .. tail end
-  return nil, ("%s: queue %s %s: %s"):format(name, what, check.short(path), text), name
+  return E.fail(st, ("queue %s %s: %s"):format(what, check.short(path), text))
 end
 
 -- Start core op `optype` on path (no watch) -> waiter | nil, msg, code
@@ -181,10 +181,10 @@ function Queue:_try_plain(name, ms)
   await(client, wg)
   await(client, wd)
   if closed(wd) then
-    return nil, ("ECLOSED: queue take %s: the client was closed before the answer came; %s"):format(check.short(node),
-      TAKEN), "ECLOSED"
+    return E.fail("ECLOSED", ("queue take %s: the client was closed before the answer came; %s"):format(
+      check.short(node), TAKEN))
   end
-  if closed(wg) then return nil, "ECLOSED: the client was closed", "ECLOSED" end
+  if closed(wg) then return E.fail("ECLOSED", "the client was closed") end
   if wd.status == 0 then
     -- ours: the get was answered before the delete, so it read this very node
     if wg.status ~= 0 then
@@ -194,8 +194,8 @@ function Queue:_try_plain(name, ms)
     if not self.curator then return data, name end
     local items, why = decode(data)
     if items then return items, name end
-    return nil, ("EFORMAT: queue item %s is not a Curator DistributedQueue message (%s); it was removed"
-      .. " (its bytes are the 4th result)"):format(check.short(node), why), "EFORMAT", data
+    return E.fail("EFORMAT", ("queue item %s is not a Curator DistributedQueue message (%s); it was removed"
+      .. " (its bytes are the 4th result)"):format(check.short(node), why), data)
   elseif wd.status ~= core.errno.ZNONODE then
     return fail(wd.status, "take", node, ms, TAKEN)
   end
@@ -301,7 +301,7 @@ function Queue:_try_locked(name, ms, fn)
   end
   await(client, wc)
   if wg then await(client, wg) end
-  if closed(wc) or (wg and closed(wg)) then return nil, "ECLOSED: the client was closed", "ECLOSED" end
+  if closed(wc) or (wg and closed(wg)) then return E.fail("ECLOSED", "the client was closed") end
   if wc.status == core.errno.ZNODEEXISTS then return "locked" end -- another consumer has it
   if wc.status == core.errno.ZNONODE then
     -- no lock path yet: make it (persistent, as Curator's consumers expect it to stay)
@@ -348,8 +348,8 @@ function Queue:_try_locked(name, ms, fn)
     end
     if client.state == "CLOSED" then
       -- fn closed the client: nothing can be removed any more; the lock node went with the session
-      return nil, ("ECLOSED: queue item %s: the client was closed inside fn; the item was not removed (it stays"
-        .. " for another consumer)"):format(check.short(node)), "ECLOSED"
+      return E.fail("ECLOSED", ("queue item %s: the client was closed inside fn; the item was not removed (it"
+        .. " stays for another consumer)"):format(check.short(node)))
     end
     if m._txn and not m._txn._committed then t = m._txn end
   end
@@ -358,23 +358,23 @@ function Queue:_try_locked(name, ms, fn)
   local r, em, ec = t:commit(ms > 0 and ms / 1000 or nil)
   if not r then
     if ec == "ELOST" then
-      em = ("ELOST: queue item %s: this consumer's lock node %s went (its session ended) before the item"
-        .. " was removed; the item stays for another consumer, and nothing of this transaction was written")
-        :format(check.short(node), check.short(lock))
+      em = E.message("ELOST", ("queue item %s: this consumer's lock node %s went (its session ended) before"
+        .. " the item was removed; the item stays for another consumer, and nothing of this transaction was"
+        .. " written"):format(check.short(node), check.short(lock)))
     elseif core.outcome_unknown(ec) then
       -- the removal got no answer: the server may have applied it (item gone, fn's writes
       -- made), or not (the item stays, and its lock goes: here, or with the session)
-      em = ("%s: queue item %s: the removal got no answer (%s); outcome unknown: the item may have been taken"
-        .. " (removed, with fn's writes) or may stay for another consumer"):format(ec, check.short(node),
-        core.strerror(core.errno[ec]))
+      em = E.message(ec, ("queue item %s: the removal got no answer (%s); outcome unknown: the item may have"
+        .. " been taken (removed, with fn's writes) or may stay for another consumer"):format(check.short(node),
+        E.strerror(ec)))
     end
     -- (ELOST, ESESSION, ECLOSED: the lock node went with the session)
     if ec ~= "ELOST" and ec ~= "ESESSION" and ec ~= "ECLOSED" then pcall(self._unlock, self, lock) end
     return nil, em, ec
   end
   if not items then
-    return nil, ("EFORMAT: queue item %s is not a Curator DistributedQueue message (%s); it was removed"
-      .. " (its bytes are the 4th result)"):format(check.short(node), why), "EFORMAT", data
+    return E.fail("EFORMAT", ("queue item %s is not a Curator DistributedQueue message (%s); it was removed"
+      .. " (its bytes are the 4th result)"):format(check.short(node), why), data)
   end
   return items, name
 end
@@ -429,7 +429,7 @@ function Queue:_keep_if_orphaned(wg, wd)
     -- CREATE_PARENTS: the emptied queue node may have been reaped meanwhile
     local id, msg = R.background(client, core.OP_CREATE, path .. "/" .. (self.curator and CPREFIX or PREFIX), data,
       core.CREATE_SEQUENTIAL + core.CREATE_PARENTS, -1, function(st)
-        if st ~= 0 then warn(core.strerror(st)) end
+        if st ~= 0 then warn(E.message(st)) end
       end)
     if not id then warn(tostring(msg)) end
   end
@@ -504,7 +504,7 @@ function Queue:_take(ms, fn, made)
   local op_ms = R.op_ms(client)
   local stale = (op_ms > 0 and op_ms or 30000) + 1000 -- a listing this old was given up
   local function timed_out()
-    return nil, ("ETIMEDOUT: queue %s: no item within %g s"):format(check.short(self.path), ms / 1000), "ETIMEDOUT"
+    return E.fail("ETIMEDOUT", ("queue %s: no item within %g s"):format(check.short(self.path), ms / 1000))
   end
   while true do
     local data, name, code, raw = self:_take_cached(op_ms, fn)
@@ -619,8 +619,8 @@ function Queue:peek()
     if data and self.curator then
       local items, why = decode(data)
       if items then return items, name end
-      return nil, ("EFORMAT: queue item %s/%s is not a Curator DistributedQueue message (%s)")
-        :format(check.short(self.path), name, why), "EFORMAT", data
+      return E.fail("EFORMAT", ("queue item %s/%s is not a Curator DistributedQueue message (%s)")
+        :format(check.short(self.path), name, why), data)
     end
     if data then return data, name end
     if gcode ~= "ZNONODE" then return nil, gmsg, gcode end

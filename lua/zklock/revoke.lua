@@ -5,6 +5,7 @@
 -- makeRevocable) is told and decides what to do. Any client may ask, for any recipe whose node
 -- it can name (mutex, read-write lock sides, semaphore leases and the semaphore mutex).
 local check = require("zklock.check")
+local E = require("zklock.errors")
 local hold = require("zklock.hold")
 local Client = require("zklock.client").Client
 
@@ -28,22 +29,21 @@ function Client:revoke(node, opts)
   opts = check.options("revoke", 2, opts, OPTIONS)
   local stat, msg, code = self:exists(node, opts)
   if stat == false then
-    return nil, ("ZNONODE: revoke %s: no such node (its holder released it, or it is not a holder's node)")
-      :format(check.short(node)), "ZNONODE"
+    return E.fail("ZNONODE", ("revoke %s: no such node (its holder released it, or it is not a holder's node)")
+      :format(check.short(node)))
   end
   if not stat then return nil, msg, code end
   local owner = stat.ephemeral_owner -- the session id in hex, all zeros for a persistent node
   if owner == 0 or (type(owner) == "string" and owner:match("^0*$")) then
-    return nil, ("EINVAL: revoke %s: not a lock or lease node (it is not ephemeral); pass a holder's node, "
-      .. "e.g. from participants()"):format(check.short(node)), "EINVAL"
+    return E.fail("EINVAL", ("revoke %s: not a lock or lease node (it is not ephemeral); pass a holder's node, "
+      .. "e.g. from participants()"):format(check.short(node)))
   end
   -- the version read above: a node deleted and made again meanwhile is left alone
   local ok
   ok, msg, code = self:set(node, REVOKE, stat.version, opts)
   if ok then return true end
   if code == "ZNONODE" then
-    return nil, ("ZNONODE: revoke %s: the node went away (its holder released it)"):format(check.short(node)),
-      "ZNONODE"
+    return E.fail("ZNONODE", ("revoke %s: the node went away (its holder released it)"):format(check.short(node)))
   end
   if code == "ZBADVERSION" then -- its data changed meanwhile (another request): ask again
     ok, msg, code = self:set(node, REVOKE, -1, opts)

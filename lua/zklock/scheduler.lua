@@ -8,6 +8,7 @@
 -- suspend on a wait of this client; any other caller blocks (while driving the client).
 local core = require("zklock.core")
 local check = require("zklock.check")
+local E = require("zklock.errors")
 
 local M = {}
 
@@ -221,7 +222,7 @@ function M.run(clients, timeout, fname, argn)
     if deadline then
       local left = deadline - now()
       if left <= 0 then
-        return nil, ("ETIMEDOUT: %d coroutines still running after %g s"):format(left_tasks, timeout), "ETIMEDOUT"
+        return E.fail("ETIMEDOUT", ("%d coroutines still running after %g s"):format(left_tasks, timeout))
       end
       if left < wait then wait = left end
     end

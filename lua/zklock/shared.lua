@@ -12,6 +12,7 @@
 -- result (add, increment) that would leave the range. Arguments beyond it raise.
 local core = require("zklock.core")
 local check = require("zklock.check")
+local E = require("zklock.errors")
 local watch = require("zklock.watch")
 local retry = require("zklock.retry")
 local client_mod = require("zklock.client")
@@ -110,7 +111,7 @@ local function check_version(fname, argn, v)
   return v
 end
 
-local function fail(msg, code) return nil, msg, code end
+local fail = E.fail
 
 ---------------------------------------------------------------- SharedCount
 
@@ -126,8 +127,8 @@ local function sc_check(self, fname)
 end
 
 local function corrupt_int(path, data)
-  return fail(("EDATA: %s holds %d byte(s), not a 4-byte count (a shared count's node holds a big-endian int)")
-    :format(check.short(path), #data), "EDATA")
+  return fail("EDATA", ("%s holds %d byte(s), not a 4-byte count (a shared count's node holds a big-endian int)")
+    :format(check.short(path), #data))
 end
 
 -- Make the node with the seed if it is missing (Curator's SharedCount.start): true | nil, msg, code
@@ -152,8 +153,7 @@ function SharedCount:get()
     ok, msg, code = sc_create(self)
     if not ok then return nil, msg, code end
   end
-  return fail(("ZNONODE: %s: the node was deleted again each time it was made"):format(check.short(self.path)),
-    "ZNONODE")
+  return fail("ZNONODE", ("%s: the node was deleted again each time it was made"):format(check.short(self.path)))
 end
 
 -- sc:try_set(value, version) -> true, new version | false (the count changed since `version`)
@@ -181,7 +181,7 @@ function SharedCount:set(value)
     if ok then return true, 0 end
     if code ~= "ZNODEEXISTS" then return nil, msg, code end
   end
-  return fail(("ZNONODE: set %s: the node kept disappearing"):format(check.short(self.path)), "ZNONODE")
+  return fail("ZNONODE", ("set %s: the node kept disappearing"):format(check.short(self.path)))
 end
 
 local function sc_notify(self, value, version)
@@ -311,11 +311,11 @@ end
 
 local function al_corrupt(self, data, why)
   if why == "range" then
-    return fail(("ERANGE: %s holds a long beyond +-(2^53 - 1), which this Lua (no 64-bit integers) cannot"
-      .. " represent exactly; use Lua 5.3+"):format(check.short(self.path)), "ERANGE")
+    return fail("ERANGE", ("%s holds a long beyond +-(2^53 - 1), which this Lua (no 64-bit integers) cannot"
+      .. " represent exactly; use Lua 5.3+"):format(check.short(self.path)))
   end
-  return fail(("EDATA: %s holds %d byte(s), not an 8-byte long (an atomic long's node holds a big-endian"
-    .. " long, or nothing)"):format(check.short(self.path), #data), "EDATA")
+  return fail("EDATA", ("%s holds %d byte(s), not an 8-byte long (an atomic long's node holds a big-endian"
+    .. " long, or nothing)"):format(check.short(self.path), #data))
 end
 
 -- read: value, version (-1: no node) | nil, msg, code
@@ -408,8 +408,8 @@ local function adder(delta)
   return function(pre)
     local post = pre + delta
     if not INT64 and (post > SAFE or post < -SAFE) then
-      return nil, ("ERANGE: %s + %s leaves +-(2^53 - 1), which this Lua (no 64-bit integers) cannot represent"
-        .. " exactly; use Lua 5.3+"):format(tostring(pre), tostring(delta)), "ERANGE"
+      return fail("ERANGE", ("%s + %s leaves +-(2^53 - 1), which this Lua (no 64-bit integers) cannot represent"
+        .. " exactly; use Lua 5.3+"):format(tostring(pre), tostring(delta)))
     end
     return post
   end

@@ -13,6 +13,7 @@
 --   -- code "ELOST": the lock was no longer held, nothing was written
 local core = require("zklock.core")
 local check = require("zklock.check")
+local E = require("zklock.errors")
 local R = require("zklock.client").recipe
 local Client = require("zklock.client").Client
 
@@ -128,7 +129,7 @@ function Txn:commit(timeout)
   local guard = self._guard
   if guard and not guard.live() then
     self._committed = true
-    return nil, ("ELOST: %s is not held (any more): the transaction was not sent"):format(guard.what), "ELOST"
+    return E.fail("ELOST", ("%s is not held (any more): the transaction was not sent"):format(guard.what))
   end
   local all = self:_all()
   local size = 0
@@ -139,8 +140,8 @@ function Txn:commit(timeout)
   if not id then return nil, msg, code end
   local w = R.await(client, R.waiter(client, id))
   if not w.done then
-    return nil, ("ECLOSED: transaction of %d op(s): the client was closed before its answer came; %s")
-      :format(#self._ops, M.UNKNOWN), "ECLOSED"
+    return E.fail("ECLOSED", ("transaction of %d op(s): the client was closed before its answer came; %s")
+      :format(#self._ops, M.UNKNOWN))
   end
   local r = w.result or { rc = w.status, results = {} }
   local off = guard and #guard_nodes(guard) or 0
@@ -148,7 +149,7 @@ function Txn:commit(timeout)
   for i = 1 + off, #all do
     local x = r.results[i] or { rc = w.status }
     results[#results + 1] = { op = NAMES[all[i][1]], path = all[i][2], created = x.path, version = x.version,
-                              code = x.rc ~= 0 and core.errname(x.rc) or nil }
+                              code = x.rc ~= 0 and E.name(x.rc) or nil }
   end
   if w.status == 0 then return results end
   local st = w.status
@@ -156,24 +157,23 @@ function Txn:commit(timeout)
     local x = r.results[i]
     if x and x.rc == core.errno.ZNONODE then
       if guard.gone then guard.gone(i) end -- the holder's node is gone: its hold is LOST now
-      return nil, ("ELOST: %s is no longer held (its node %s is gone): nothing was written")
-        :format(guard.what, check.short(all[i][2])), "ELOST", results
+      return E.fail("ELOST", ("%s is no longer held (its node %s is gone): nothing was written")
+        :format(guard.what, check.short(all[i][2])), results)
     end
   end
-  local name = core.errname(st)
   if core.outcome_unknown(st) and r.sent == false then
     -- it ended before it could be sent (no connection meanwhile): nothing was applied
     local why = st == core.errno.ETIMEDOUT and ("not sent within %g s (no connection)"):format(ms / 1000)
-      or ("%s before it could be sent"):format(core.strerror(st))
+      or ("%s before it could be sent"):format(E.strerror(st))
     if guard and st == core.errno.ESESSION then
-      return nil, ("ELOST: %s was lost with the session before the transaction could be sent: nothing was written")
-        :format(guard.what), "ELOST", results
+      return E.fail("ELOST", ("%s was lost with the session before the transaction could be sent: nothing was"
+        .. " written"):format(guard.what), results)
     end
-    return nil, ("%s: transaction of %d op(s): %s; nothing was applied"):format(name, #results, why), name, results
+    return E.fail(st, ("transaction of %d op(s): %s; nothing was applied"):format(#results, why), results)
   end
   if core.outcome_unknown(st) then
     -- no answer of the server: it may have applied all of it (never a part)
-    local why = core.strerror(st)
+    local why = E.strerror(st)
     if st == core.errno.ETIMEDOUT then
       why = ("no answer within %g s"):format(ms / 1000)
     elseif st == core.errno.ESESSION then
@@ -181,16 +181,16 @@ function Txn:commit(timeout)
     elseif st == core.errno.ECLOSED then
       why = "the client was closed before its answer came"
     end
-    return nil, ("%s: transaction of %d op(s): %s; %s"):format(name, #results, why, M.UNKNOWN), name, results
+    return E.fail(st, ("transaction of %d op(s): %s; %s"):format(#results, why, M.UNKNOWN), results)
   end
   -- the server answered: a multi is applied all or none, so none of it was
   for i, x in ipairs(results) do
     if x.code and x.code ~= "ZRUNTIMEINCONSISTENCY" then
-      return nil, ("%s: transaction op %d (%s %s): %s; nothing was applied")
-        :format(x.code, i, x.op, check.short(x.path), core.strerror(core.errno[x.code])), x.code, results
+      return E.fail(x.code, ("transaction op %d (%s %s): %s; nothing was applied")
+        :format(i, x.op, check.short(x.path), E.strerror(x.code)), results)
     end
   end
-  return nil, ("%s: transaction: %s"):format(name, core.strerror(st)), name, results
+  return E.fail(st, "transaction: " .. E.strerror(st), results)
 end
 
 function Txn:__tostring()

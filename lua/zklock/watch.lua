@@ -14,6 +14,7 @@
 -- again with a watch of its own.)
 local core = require("zklock.core")
 local check = require("zklock.check")
+local E = require("zklock.errors")
 
 local M = {}
 
@@ -261,18 +262,16 @@ function Watch:wait(timeout)
   local st = self._status
   if st == nil then
     if client.state == "CLOSED" then
-      return nil, ("ECLOSED: the client was closed while waiting for the watch on %s"):format(check.short(self.path)),
-        "ECLOSED"
+      return E.fail("ECLOSED", ("the client was closed while waiting for the watch on %s")
+        :format(check.short(self.path)))
     end
-    return nil, ("ETIMEDOUT: the watch on %s did not fire within %g s"):format(check.short(self.path), ms / 1000),
-      "ETIMEDOUT"
+    return E.fail("ETIMEDOUT", ("the watch on %s did not fire within %g s"):format(check.short(self.path), ms / 1000))
   end
   local name = TYPE_NAMES[st]
   if name then return name end
-  local code = core.errname(st)
   local text = st == core.errno.ESESSION and "the ZooKeeper session was lost (its watches went with it)"
-    or core.strerror(st)
-  return nil, ("%s: watch on %s: %s"):format(code, check.short(self.path), text), code
+    or E.strerror(st)
+  return E.fail(st, ("watch on %s: %s"):format(check.short(self.path), text))
 end
 
 -- watch:fired() -> the type it fired with ("changed", ...), the error code name when it ended
@@ -281,12 +280,12 @@ function Watch:fired()
   check.object(self, Watch, "watch", "fired")
   local st = self._status
   if st == nil then return nil end
-  return TYPE_NAMES[st] or core.errname(st)
+  return TYPE_NAMES[st] or E.name(st)
 end
 
 function Watch:__tostring()
   return ("zklock.watch(%s %s, %s)"):format(self.kind, self.path, self._status == nil and "armed"
-    or (TYPE_NAMES[self._status] or core.errname(self._status)))
+    or (TYPE_NAMES[self._status] or E.name(self._status)))
 end
 
 return M

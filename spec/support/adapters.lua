@@ -1,6 +1,6 @@
--- spec/support/adapters.lua: what the host adapter specs (spec/60-adapters-*_spec.lua) share:
--- the contention test of 1,000 coroutines on 10 locks with an unrelated timer in the same loop,
--- its tally and checks, and the timer lateness meter.
+-- spec/support/adapters.lua: what the host adapter specs (spec/NN-adapters-*_spec.lua, numbered
+-- 60, 68 and 69) share: the contention test of 1,000 coroutines on 10 locks with an unrelated
+-- timer in the same loop, its tally and checks, and the timer lateness meter.
 local zklock = require("zklock")
 local core = require("zklock.core")
 local assert = require("luassert") -- the spec files get it from busted; a required module does not

@@ -1,6 +1,7 @@
--- spec/support/faults.lua: what the fault specs (spec/90-faults-*_spec.lua) share: the session
--- timeout they use, state recorders, a child-name watcher and sampler, the interval report, a small
--- concurrent workload, and the fixture of a server behind a fault-injecting proxy.
+-- spec/support/faults.lua: what the fault specs (spec/NN-faults-*_spec.lua, numbered 84 to 90)
+-- share: the session timeout they use, state recorders, a child-name watcher and sampler, the
+-- interval report, a small concurrent workload, and the fixture of a server behind a
+-- fault-injecting proxy.
 -- The fault specs run against real ZooKeeper servers (test catalogue 1H, 1I, 2, 3): lost create
 -- replies (ghost nodes, through the public fault proxy testing.proxy), session expiry during
 -- recovery, connection resets, server restart, leader failover, quorum loss, and a client process
@@ -130,7 +131,7 @@ end
 
 ------------------------------------------------------------------------------------------------
 
--- The fixture of "faults: lost replies ..." (spec/90-faults-replies, -connection): one server for
+-- The fixture of "faults: lost replies ..." (spec/87-faults-replies, -connection): one server for
 -- the describe (its ephemeral count at start in baseline_ephemerals); before each test a fresh
 -- proxy (testing.proxy, the public fault proxy) in front of it and an observer client straight to the server; after
 -- each, the proxy heals (so close() ends the clients' sessions at once), clients close, the proxy

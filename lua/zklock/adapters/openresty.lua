@@ -484,12 +484,7 @@ local ONE_WORKER_OPTS = {
   acl = check.acl_option,
 }
 
-local function host_name()
-  local f = io.open("/proc/sys/kernel/hostname", "r")
-  local name = f and f:read("*l")
-  if f then f:close() end
-  return (name and name ~= "") and name or "nginx"
-end
+local function host_name() return require("zklock.core").hostname() end -- the one source (zkl_host_name)
 
 function M.one_worker(path, fn, opts)
   check.path("one_worker", 1, path)

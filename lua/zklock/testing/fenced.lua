@@ -10,6 +10,8 @@
 --
 -- With opts.recorder (a zklock.testing.check recorder), every write logs `accept` or `reject`
 -- with token= and, for an accept, zxid= (the znode's mzxid, the order check.fenced uses).
+local E = require("zklock.errors")
+
 local M = {}
 
 local Fenced = {}
@@ -65,8 +67,8 @@ function Fenced:write(token, value)
       local have = decode(cur)
       if have and have > token then
         note(self, "reject", token)
-        return nil, ("ESTALE: fencing token %.0f is older than %.0f, the newest this resource took"):format(
-          token, have), "ESTALE"
+        return E.fail("ESTALE", ("fencing token %.0f is older than %.0f, the newest this resource took"):format(
+          token, have))
       end
       local st, msg, scode = c:set(self.path, data, stat.version, opts)
       if st then
@@ -76,7 +78,7 @@ function Fenced:write(token, value)
       if scode ~= "ZBADVERSION" then return nil, msg, scode end
     end
   end
-  return nil, "EBUSY: the resource kept changing under 50 attempts", "EBUSY"
+  return E.fail("EBUSY", "the resource kept changing under 50 attempts")
 end
 
 -- read() -> value, token | nil, msg, code (value nil and token nil when never written)

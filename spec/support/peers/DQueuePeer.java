@@ -1,5 +1,5 @@
 // spec/support/peers/DQueuePeer.java: producers and consumers of Curator 5.4's DistributedQueue
-// for the distributed-queue specs (56-distributed-queue, 75-distributed-queue-interop), on a
+// for the distributed-queue specs (53-distributed-queue, 77-distributed-queue-interop), on a
 // queue path shared with zklock's client:queue(path, { format = "curator", lock_path = ... }).
 // Compiled and started by spec/support/queue_peers.lua (qp.dqueue).
 //

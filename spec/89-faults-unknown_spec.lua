@@ -10,8 +10,8 @@
 -- without fn is refused, a take on a missing queue that gets nothing leaves no node behind (the
 -- container it made to watch is deleted again), client:close() inside
 -- a lock-safe fn makes take return ECLOSED.
---   busted --lua=lua5.4 spec/90-faults-unknown_spec.lua
---   busted --lua=luajit --run=luajit spec/90-faults-unknown_spec.lua
+--   busted --lua=lua5.4 spec/89-faults-unknown_spec.lua
+--   busted --lua=luajit --run=luajit spec/89-faults-unknown_spec.lua
 local zklock = require("zklock")
 local testing = require("zklock.testing")
 local util = require("support.util")

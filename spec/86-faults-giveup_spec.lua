@@ -5,8 +5,8 @@
 -- until the session ended: it counted as a barrier member, it held up the WriteLock queue); a
 -- member whose create of "ready" loses its answer is through instead of giving up with "ready"
 -- left behind. Through the public fault proxy (testing.proxy); every loop bounded.
---   busted --lua=lua5.4 spec/90-faults-giveup_spec.lua
---   busted --lua=luajit --run=luajit spec/90-faults-giveup_spec.lua
+--   busted --lua=lua5.4 spec/86-faults-giveup_spec.lua
+--   busted --lua=luajit --run=luajit spec/86-faults-giveup_spec.lua
 local util = require("support.util")
 local H = require("support.faults")
 

@@ -1,7 +1,7 @@
 -- Fault injection, a three-node ensemble: leader failover and quorum loss (SX-10, SX-11).
 -- #lua54: the ensemble tests run under Lua 5.4 only.
---   busted --lua=lua5.4 spec/90-faults-ensemble_spec.lua
---   busted --lua=luajit --run=luajit spec/90-faults-ensemble_spec.lua
+--   busted --lua=lua5.4 spec/85-faults-ensemble_spec.lua
+--   busted --lua=luajit --run=luajit spec/85-faults-ensemble_spec.lua
 -- Shared helpers and the proxy fixture: spec/support/faults.lua (it lists the known bugs these
 -- tests exposed). Every server, proxy and worker process is stopped in teardown, also when a
 -- test fails; every loop is bounded.

@@ -12,7 +12,7 @@
 --     queue, and another consumer finishes it again. That is Curator's at-least-once gap, and
 --     the only repetition allowed: the earlier finish must be among the last items (one
 --     message, up to 3) the killed Curator consumer finished.
---   busted --lua=lua5.4 spec/75-distributed-queue-interop_spec.lua
+--   busted --lua=lua5.4 spec/77-distributed-queue-interop_spec.lua
 local testing = require("zklock.testing")
 local util = require("support.util")
 local qp = require("support.queue_peers")

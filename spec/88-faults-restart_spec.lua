@@ -1,6 +1,6 @@
 -- Fault injection, a server restarted within the session timeout (SX-03, SX-04).
---   busted --lua=lua5.4 spec/90-faults-restart_spec.lua
---   busted --lua=luajit --run=luajit spec/90-faults-restart_spec.lua
+--   busted --lua=lua5.4 spec/88-faults-restart_spec.lua
+--   busted --lua=luajit --run=luajit spec/88-faults-restart_spec.lua
 -- Shared helpers and the proxy fixture: spec/support/faults.lua (it lists the known bugs these
 -- tests exposed). Every server, proxy and worker process is stopped in teardown, also when a
 -- test fails; every loop is bounded.

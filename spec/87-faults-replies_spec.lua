@@ -1,7 +1,7 @@
 -- Fault injection, lost create replies (ghost nodes, through the public fault proxy testing.proxy)
 -- and a session that expires during the recovery (test catalogue 1H, 1I, 2).
---   busted --lua=lua5.4 spec/90-faults-replies_spec.lua
---   busted --lua=luajit --run=luajit spec/90-faults-replies_spec.lua
+--   busted --lua=lua5.4 spec/87-faults-replies_spec.lua
+--   busted --lua=luajit --run=luajit spec/87-faults-replies_spec.lua
 -- Shared helpers and the proxy fixture: spec/support/faults.lua (it lists the known bugs these
 -- tests exposed). Every server, proxy and worker process is stopped in teardown, also when a
 -- test fails; every loop is bounded.

@@ -13,7 +13,7 @@
 --     is removed in the background, only if it is this session's);
 --     a consumer process killed with kill -9 mid-processing leaves its item for another consumer;
 --   * bad input.
---   busted --lua=lua5.4 spec/56-distributed-queue_spec.lua
+--   busted --lua=lua5.4 spec/53-distributed-queue_spec.lua
 local zklock = require("zklock")
 local testing = require("zklock.testing")
 local util = require("support.util")

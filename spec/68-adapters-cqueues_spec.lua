@@ -4,8 +4,8 @@
 -- (loaded by LuaJIT) and 5.4, so every describe block runs in both busted runs; the cqueues and
 -- luv blocks are skipped when their module is missing (spec/support/deps.lua: a failure under CI=true).
 -- This file: zklock inside a cqueues controller.
---   busted --lua=lua5.4 spec/60-adapters-cqueues_spec.lua
---   busted --lua=luajit --run=luajit spec/60-adapters-cqueues_spec.lua
+--   busted --lua=lua5.4 spec/68-adapters-cqueues_spec.lua
+--   busted --lua=luajit --run=luajit spec/68-adapters-cqueues_spec.lua
 -- Shared contention test and timer meter: spec/support/adapters.lua.
 local zklock = require("zklock")
 local fixture = require("support.fixture")

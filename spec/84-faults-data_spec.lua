@@ -3,8 +3,8 @@
 -- unknown outcome, and is never sent a second time: no item put twice, none handed out twice, no
 -- increment counted twice. The delaying proxy holds every answer 0.6 s, long enough to see the
 -- request applied on a direct connection and then drop the connection. Every loop bounded.
---   busted --lua=lua5.4 spec/90-faults-data_spec.lua
---   busted --lua=luajit --run=luajit spec/90-faults-data_spec.lua
+--   busted --lua=lua5.4 spec/84-faults-data_spec.lua
+--   busted --lua=luajit --run=luajit spec/84-faults-data_spec.lua
 local util = require("support.util")
 local H = require("support.faults")
 
