@@ -792,6 +792,12 @@ end
 -- client:cache(path, opts) -> a node or tree held in memory, kept current by watches (zklock.cache)
 function Client:cache(path, opts) return require("zklock.cache").new(self, path, opts) end
 
+-- client:member(path, data, opts) -> an ephemeral node made again after a session loss (zklock.member)
+function Client:member(path, data, opts) return require("zklock.member").new(self, path, data, opts) end
+
+-- client:group(path, opts) -> the members under path and their data, with changes (zklock.group)
+function Client:group(path, opts) return require("zklock.group").new(self, path, opts) end
+
 ---------------------------------------------------------------- session
 
 -- fn(state, client) on every session change: "CONNECTED", "SUSPENDED", "EXPIRED", "CLOSED".
