@@ -165,6 +165,7 @@ describe("client:member and client:group", function()
       io.stdout:flush()
       for _ = 1, 6000 do c:sleep(0.02) end
     ]] }
+    finally(function() w:stop() end)
     assert.is_true(util.wait_until(function() return g:members().worker ~= nil end, 20, { o }),
       "the worker's member did not join: " .. w:output())
     local _, st = o:get("/mem/kill/worker")
