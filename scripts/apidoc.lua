@@ -452,6 +452,8 @@ E.zkl = E.client:zookeeper_lock("/apidoc/zklock")
 E.leader = E.client:leader("/apidoc/leader", function() end, { id = "apidoc" })
 E.latch = E.client:latch("/apidoc/latch", { id = "apidoc" })
 E.cache = E.client:cache("/apidoc/cache")
+E.member = E.client:member("/apidoc/members/m", "x")
+E.group = E.client:group("/apidoc/members")
 
 local function load_adapter(name)
   local stubs = {}
@@ -502,6 +504,8 @@ local TARGETS = {
   { class = "zklock.Leader", value = E.leader },
   { class = "zklock.Latch", value = E.latch },
   { class = "zklock.Cache", value = E.cache },
+  { class = "zklock.Member", value = E.member },
+  { class = "zklock.Group", value = E.group },
   { class = "zklock.testing", value = testing },
   { class = "zklock.testing.Config", value = testing.config },
   { class = "zklock.testing.Server", value = require("zklock.testing.servers").Server, methods = true },
@@ -632,6 +636,8 @@ local PROBES = {
   ["zklock.Client:atomic_long"] = function(o) return E.client:atomic_long("/apidoc/p", o) end,
   ["zklock.Client:queue"] = function(o) return E.client:queue("/apidoc/p", o) end,
   ["zklock.Client:cache"] = function(o) return E.client:cache("/apidoc/p", o) end,
+  ["zklock.Client:member"] = function(o) return E.client:member("/apidoc/p", "", o) end,
+  ["zklock.Client:group"] = function(o) return E.client:group("/apidoc/p", o) end,
   ["zklock.Client:zookeeper_lock"] = function(o) return E.client:zookeeper_lock("/apidoc/p", o) end,
   ["zklock.Lock:acquire"] = function(o) return E.mutex:acquire(0, o) end,
   ["zklock.Semaphore:acquire"] = function(o) return E.sem:acquire(0, o) end,

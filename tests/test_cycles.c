@@ -48,7 +48,7 @@ static int wait_connected(zkl_client *c, int ms) {
 }
 
 static int children_count(zkl_client *c, const char *path) {
-    zkl_op_args a = {ZKL_OP_CHILDREN, path, NULL, 0, 0, -1, 0, 0, 0};
+    zkl_op_args a = {ZKL_OP_CHILDREN, path, NULL, 0, 0, -1, 0, 0, 0, 0};
     uint64_t id;
     int st = 0;
     if (zkl_op_start(c, &a, &id) != ZKL_OK) return -1;

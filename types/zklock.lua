@@ -59,7 +59,7 @@ function zklock.run(clients, timeout) end
 
 ---What kind of zklock object `x` is.
 ---@param x any
----@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|"queue"|"cache"|nil kind `nil` for anything else.
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|"queue"|"cache"|"member"|"group"|nil kind `nil` for anything else.
 function zklock.type(x) end
 
 ---The text of an error code.
@@ -500,6 +500,31 @@ function client:transaction() end
 ---@return zklock.Cache cache
 function client:cache(path, opts) end
 
+---An ephemeral node that stays: made at `path` (its missing parents as containers), and made
+---again whenever it is found deleted (someone deleted it, its session ended) and after every
+---reconnection, at the name it got first; its data can be changed (`member:set`). On the wire
+---this is Curator's `PersistentNode` in an ephemeral mode, and `GroupMember` when `path` is
+---`<group>/<member id>` (see `zklock.Member`). Returns at once; `member:await(timeout)` waits
+---for the node.
+---
+---Errors: raises on a bad path (`"/"` included), data that is not a string, a bad option or a
+---closed client.
+---@param path string The node (with `protected`/`sequential`: the name the generated one is made from).
+---@param data? string Its data (default `""`).
+---@param opts? zklock.MemberOptions
+---@return zklock.Member member
+function client:member(path, data, opts) end
+
+---The members of a group (the children of `path`) and their data, kept current with a cache
+---of depth 1 (`client:cache`), as Curator's `GroupMember` keeps them: a member's id is its
+---node's name. Returns at once; `group:await(timeout)` waits for the first sync.
+---
+---Errors: raises on a bad path, a bad option or a closed client.
+---@param path string
+---@param opts? zklock.GroupOptions
+---@return zklock.Group group
+function client:group(path, opts) end
+
 ---A shared count on the wire like Curator's `SharedCount`: the node's data is a 4-byte big-endian
 ---signed int. Nothing is sent until a call; the first call that finds the node missing makes it
 ---(and its missing parents, as containers) holding `seed`.
@@ -582,6 +607,7 @@ function client:queue(path, opts) end
 ---@field container? boolean A container node (the server removes it once its last child goes); not with `ephemeral` or `sequential`.
 ---@field parents? boolean Make missing ancestors first, as containers with the same ACL (again if the server reaps one before the node is made).
 ---@field acl? zklock.ACL ACL of the node (and of the parents made), default `"open"`.
+---@field ttl? number A TTL node (ZooKeeper's `PERSISTENT_WITH_TTL`, or `PERSISTENT_SEQUENTIAL_WITH_TTL` with `sequential`): the server deletes it once it has had no child and no change for this many seconds (its container reaper, every `znode.container.checkIntervalMs`, default 60 s, does it: it may stay that much longer). Not with `ephemeral` or `container`. The server must run with `-Dzookeeper.extendedTypesEnabled=true` (`zklock.testing` servers: `extended_types = true`); without it the create fails with `ZUNIMPLEMENTED` and a message that says so.
 ---@field timeout? number Seconds before the call gives up with `ETIMEDOUT` (default: the client's `op_timeout`; `math.huge`: never). A create that timed out may still be applied.
 
 ---Options of the znode calls `set`, `delete` and `revoke`.

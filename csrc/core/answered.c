@@ -157,6 +157,15 @@ int zkl__acreate2(zkl_client *c, const char *path, const char *value, int len,
                                   CTX(s, data)));
 }
 
+int zkl__acreate2_ttl(zkl_client *c, const char *path, const char *value, int len,
+                      const struct ACL_vector *acl, int mode, int64_t ttl_ms,
+                      string_stat_completion_t done, const void *data) {
+    TAKE(c, K_STRING_STAT, done, data, ss);
+    return issued(c, s,
+                  c->zk->acreate2_ttl(c->zh, path, value, len, acl, mode, ttl_ms,
+                                      s ? string_stat_done : done, CTX(s, data)));
+}
+
 int zkl__adelete(zkl_client *c, const char *path, int version, void_completion_t done,
                  const void *data) {
     TAKE(c, K_VOID, done, data, v);

@@ -188,6 +188,9 @@ int zkl__server_answered(int rc);
 int zkl__acreate2(zkl_client *c, const char *path, const char *value, int len,
                   const struct ACL_vector *acl, int mode, string_stat_completion_t done,
                   const void *data);
+int zkl__acreate2_ttl(zkl_client *c, const char *path, const char *value, int len,
+                      const struct ACL_vector *acl, int mode, int64_t ttl_ms,
+                      string_stat_completion_t done, const void *data);
 int zkl__adelete(zkl_client *c, const char *path, int version, void_completion_t done,
                  const void *data);
 int zkl__aexists(zkl_client *c, const char *path, int watch, stat_completion_t done,

@@ -215,8 +215,15 @@ static void plain_kick(zkl_client *c, zkl_op *op) {
             P(op)->parents_tried++;
             zkl__make_parents(c, op, a->path, ZKL_PARENTS_ANCESTORS, a->acl);
         }
-        rc = zkl__acreate2(c, a->path, a->data, (int)a->len, zkl__acl(c, a->acl), mode,
-                           plain_create_reply, t);
+        if (a->ttl_ms > 0)
+            rc = zkl__acreate2_ttl(c, a->path, a->data, (int)a->len, zkl__acl(c, a->acl),
+                                   (a->flags & ZKL_CREATE_SEQUENTIAL)
+                                       ? ZOO_PERSISTENT_SEQUENTIAL_WITH_TTL
+                                       : ZOO_PERSISTENT_WITH_TTL,
+                                   a->ttl_ms, plain_create_reply, t);
+        else
+            rc = zkl__acreate2(c, a->path, a->data, (int)a->len, zkl__acl(c, a->acl), mode,
+                               plain_create_reply, t);
         break;
     }
     default:
@@ -237,6 +244,11 @@ int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
     if (args->path[0] != '/' || args->acl < 0 || args->acl > c->nacls || args->timeout_ms < 0 ||
         (args->flags & ~(ZKL_CREATE_EPHEMERAL | ZKL_CREATE_SEQUENTIAL | ZKL_CREATE_CONTAINER |
                          ZKL_CREATE_PARENTS)))
+        return ZKL_EINVAL;
+    /* a TTL node is a persistent one (sequential or not) made by a create */
+    if (args->ttl_ms < 0 ||
+        (args->ttl_ms > 0 && (args->type != ZKL_OP_CREATE ||
+                              (args->flags & (ZKL_CREATE_EPHEMERAL | ZKL_CREATE_CONTAINER)))))
         return ZKL_EINVAL;
     if (args->watch != 0 &&
         (args->watch != 1 || (args->type != ZKL_OP_GET && args->type != ZKL_OP_CHILDREN &&

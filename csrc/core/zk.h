@@ -56,6 +56,10 @@ typedef struct zkl_zk {
     /* exists with a watcher of our own (plain-op watches, plain.c) */
     int (*awexists)(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
                     stat_completion_t done, const void *data);
+    /* create of a TTL node (plain.c, zkl_op_args.ttl_ms) */
+    int (*acreate2_ttl)(zhandle_t *zh, const char *path, const char *value, int len,
+                        const struct ACL_vector *acl, int mode, int64_t ttl,
+                        string_stat_completion_t done, const void *data);
 } zkl_zk;
 
 /* the ZooKeeper C client itself, and CLOCK_MONOTONIC */

@@ -33,4 +33,5 @@ const zkl_zk zkl__zk_real = {
     zoo_aremove_all_watches,
     mono_ms,
     zoo_awexists,
+    zoo_acreate2_ttl,
 };

@@ -674,6 +674,10 @@ typedef struct zkl_op_args {
     int acl;        /* create: an ACL id from zkl_client_acl; 0 = open to everyone */
     int timeout_ms; /* > 0: end with ZKL_ETIMEDOUT after this long; 0: no limit */
     int watch;      /* GET, EXISTS, CHILDREN: 1 arms a one-shot ZooKeeper watch (see below) */
+    int64_t ttl_ms; /* CREATE: > 0 makes a TTL node (ZooKeeper's PERSISTENT[_SEQUENTIAL]_WITH_TTL:
+                       the server deletes it once it has had no child for this long and was not
+                       changed; not EPHEMERAL or CONTAINER). The server must run with
+                       zookeeper.extendedTypesEnabled=true, else the create ends ZUNIMPLEMENTED. */
 } zkl_op_args;
 
 /* Watches. A GET, EXISTS or CHILDREN started with watch = 1 arms a one-shot watch on its path
@@ -695,7 +699,7 @@ enum {
 
 /* Errors: ZKL_ECLOSED, ZAUTHFAILED (the client is in ZKL_STATE_AUTH_FAILED), ZKL_EINVAL (path
  * NULL or not starting with '/', unknown type or flags, ACL id unknown, negative timeout, watch
- * not 0 or 1, or 1 on a write; other
+ * not 0 or 1, or 1 on a write, ttl_ms < 0, or > 0 on anything but a persistent create; other
  * path problems come back as OP_DONE with ZBADARGUMENTS), ZKL_ENOMEM. */
 ZKL_EXTERN int zkl_op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id);
 

@@ -390,8 +390,9 @@ static int l_info(lua_State *L) {
     return 5;
 }
 
-/* c:op(type, path, data|nil, flags, version, acl, timeout_ms, watch) -> id | nil, msg, code (acl:
- * an id from c:acl; watch: arm a one-shot watch, GET/EXISTS/CHILDREN only) */
+/* c:op(type, path, data|nil, flags, version, acl, timeout_ms, watch, ttl_ms) -> id | nil, msg,
+ * code (acl: an id from c:acl; watch: arm a one-shot watch, GET/EXISTS/CHILDREN only; ttl_ms > 0:
+ * a create of a TTL node) */
 static int l_op(lua_State *L) {
     lclient *u = check(L);
     zkl_op_args a;
@@ -404,6 +405,7 @@ static int l_op(lua_State *L) {
     a.acl = (int)luaL_optinteger(L, 7, 0);
     a.timeout_ms = (int)luaL_optinteger(L, 8, 0);
     a.watch = lua_toboolean(L, 9);
+    a.ttl_ms = (int64_t)luaL_optinteger(L, 10, 0);
     uint64_t id;
     int rc = zkl_op_start(u->c, &a, &id);
     if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);

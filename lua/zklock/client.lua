@@ -593,6 +593,9 @@ local function op_result(self, w, what, path, ms)
       text = "the ZooKeeper session was lost while it waited"
     end
     if what == "create" then text = text .. self:_explain(st) end
+    if w.ttl and st == core.errno.ZUNIMPLEMENTED then
+      text = text .. "; the server refused a TTL node: it must run with -Dzookeeper.extendedTypesEnabled=true"
+    end
     if what ~= "get" and what ~= "children" and what ~= "exists" and core.outcome_unknown(st) then
       -- a write without the server's answer (zklock.outcome_unknown): it may have been applied
       text = text .. "; outcome unknown: the operation may have been applied"
@@ -652,10 +655,12 @@ end
 
 -- giveup: a give-up record (recipe.waiting) whose create this is: its waiter carries the
 -- record's orphan function and is known to the record while it waits.
-local function plain(self, fname, optype, path, ms, data, flags, version, acl, giveup)
-  local id, msg, code = self._c:op(optype, path, data, flags, version, acl, ms > 0 and ms or 0)
+-- ttl_ms: a create's TTL (a TTL node), else nil.
+local function plain(self, fname, optype, path, ms, data, flags, version, acl, giveup, ttl_ms)
+  local id, msg, code = self._c:op(optype, path, data, flags, version, acl, ms > 0 and ms or 0, false, ttl_ms)
   if not id then return nil, msg, code end
   local w = self:_waiter(id)
+  w.ttl = ttl_ms
   if giveup then
     w.orphan = giveup.orphan
     giveup.create_w = w
@@ -720,9 +725,14 @@ function Client:exists(path, opts)
 end
 
 local CREATE_OPTIONS = { ephemeral = check.is.boolean, sequential = check.is.boolean, container = check.is.boolean,
-                         parents = check.is.boolean, acl = check.acl_option, timeout = PLAIN_OPTIONS.timeout }
+                         parents = check.is.boolean, acl = check.acl_option, timeout = PLAIN_OPTIONS.timeout,
+                         ttl = function(v)
+                           return type(v) == "number" and v > 0 and v * 1000 < 2 ^ 53, "a number of seconds > 0"
+                         end }
 
--- client:create(path, data, { ephemeral=, sequential=, container=, parents=, acl= }) -> created path
+-- client:create(path, data, { ephemeral=, sequential=, container=, parents=, acl=, ttl= }) -> created path
+--   ttl = s: a TTL node (persistent; the server deletes it once it has been childless and
+--   unchanged for that long; the server needs -Dzookeeper.extendedTypesEnabled=true).
 --   parents = true creates missing ancestors first (as containers, like lock parents, with the
 --   same ACL). acl: "open" (default), "creator" or a list of { scheme, id, perms }, as for locks.
 function Client:create(path, data, opts)
@@ -740,6 +750,9 @@ function Client:_create(path, data, opts, giveup)
   if opts.container and (opts.ephemeral or opts.sequential) then
     check.argerror("create", 3, "options: a container cannot be ephemeral or sequential")
   end
+  if opts.ttl and (opts.ephemeral or opts.container) then
+    check.argerror("create", 3, "options: a TTL node (option 'ttl') is persistent: not ephemeral or a container")
+  end
   if data ~= nil and type(data) ~= "string" then
     check.argerror("create", 2, "data: expected a string or nil, got " .. check.describe(data))
   end
@@ -751,7 +764,7 @@ function Client:_create(path, data, opts, giveup)
   local flags = (opts.ephemeral and core.CREATE_EPHEMERAL or 0) + (opts.sequential and core.CREATE_SEQUENTIAL or 0)
     + (opts.container and core.CREATE_CONTAINER or 0) + (opts.parents and core.CREATE_PARENTS or 0)
   local r, msg, code = plain(self, "create", core.OP_CREATE, path, ms, data or "", flags, -1,
-                             recipe_acl_id(self, opts.acl), giveup)
+                             recipe_acl_id(self, opts.acl), giveup, opts.ttl and math.ceil(opts.ttl * 1000))
   if r then return r.data, r end -- r: the stat of the node made (czxid, ...), for recipes
   return nil, msg, code
 end
@@ -779,6 +792,12 @@ end
 
 -- client:cache(path, opts) -> a node or tree held in memory, kept current by watches (zklock.cache)
 function Client:cache(path, opts) return require("zklock.cache").new(self, path, opts) end
+
+-- client:member(path, data, opts) -> an ephemeral node made again after a session loss (zklock.member)
+function Client:member(path, data, opts) return require("zklock.member").new(self, path, data, opts) end
+
+-- client:group(path, opts) -> the members under path and their data, with changes (zklock.group)
+function Client:group(path, opts) return require("zklock.group").new(self, path, opts) end
 
 ---------------------------------------------------------------- session
 

@@ -27,6 +27,8 @@ local barrier_mod = require("zklock.barrier") -- client:double_barrier
 local zkl_mod = require("zklock.zklock_recipes_lock") -- client:zookeeper_lock
 local leader_mod = require("zklock.leader")
 local cache_mod = require("zklock.cache") -- the cache object (client:cache)
+local member_mod = require("zklock.member") -- client:member
+local group_mod = require("zklock.group") -- client:group
 
 local M = {
   _NAME = "zklock",
@@ -65,7 +67,8 @@ end
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
 --                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" |
 --                   "shared count" | "atomic long" | "double barrier" |
---                   "zookeeper lock" | "leader" | "leader latch" | "queue" | "cache" | nil
+--                   "zookeeper lock" | "leader" | "leader latch" | "queue" | "cache" |
+--                   "member" | "group" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
@@ -82,6 +85,8 @@ function M.type(x)
   if mt == leader_mod.Latch then return "leader latch" end
   if mt == queue_mod.Queue then return "queue" end
   if mt == cache_mod.Cache then return "cache" end
+  if mt == member_mod.Member then return "member" end
+  if mt == group_mod.Group then return "group" end
   return nil
 end
 

@@ -813,6 +813,14 @@ static int t_acreate2(zhandle_t *zh, const char *path, const char *value, int le
     return ZOK;
 }
 
+/* a TTL create is recorded as a create with its mode (ZOO_PERSISTENT*_WITH_TTL) */
+static int t_acreate2_ttl(zhandle_t *zh, const char *path, const char *value, int len,
+                          const struct ACL_vector *acl, int mode, int64_t ttl,
+                          string_stat_completion_t done, const void *data) {
+    if (ttl <= 0) return ZBADARGUMENTS;
+    return t_acreate2(zh, path, value, len, acl, mode, done, data);
+}
+
 static int t_awexists(zhandle_t *zh, const char *path, watcher_fn watcher, void *wctx,
                       stat_completion_t done, const void *data) {
     if (!usable(zh)) return ZINVALIDSTATE;
@@ -927,7 +935,7 @@ const zkl_zk fz_table = {
     t_adelete,     t_aexists,       t_aget,
     t_awget,       t_aget_children, t_awget_children,
     t_aset,        t_amulti,        t_aremove_all_watches,
-    t_now_ms,      t_awexists,
+    t_now_ms,      t_awexists,      t_acreate2_ttl,
 };
 
 /* ------------------------------------------------------------------ tree server */

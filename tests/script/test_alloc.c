@@ -132,7 +132,7 @@ static void sc_locks(void) {
     uint64_t ab[2] = {0, 0}, w = 0, r = 0, op = 0, wop = 0;
     int ok[2];
     /* an exists watch on the (missing) mutex dir: the locks below create it */
-    zkl_op_args wargs = {ZKL_OP_EXISTS, "/m", NULL, 0, 0, -1, 0, 0, 1};
+    zkl_op_args wargs = {ZKL_OP_EXISTS, "/m", NULL, 0, 0, -1, 0, 0, 1, 0};
     int wok = started(zkl_op_start(C, &wargs, &wop));
     drive();
     ok[0] = started(zkl_lock_acquire(C, ZKL_MUTEX, "/m", -1, 0, &ab[0]));
@@ -148,7 +148,7 @@ static void sc_locks(void) {
         }
     }
     acquire_release(ZKL_READ, "/d/rw");
-    zkl_op_args args = {ZKL_OP_CHILDREN, "/m", NULL, 0, 0, -1, 0, 0, 0};
+    zkl_op_args args = {ZKL_OP_CHILDREN, "/m", NULL, 0, 0, -1, 0, 0, 0, 0};
     if (started(zkl_op_start(C, &args, &op))) {
         drive();
         int n = 0;

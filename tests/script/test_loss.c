@@ -22,7 +22,7 @@ static uint64_t hold(zkl_client *c) {
 }
 
 static uint64_t start_op(zkl_client *c, zkl_op_type type, const char *path, int watch) {
-    zkl_op_args a = {type, path, "x", 1, 0, -1, 0, 0, watch};
+    zkl_op_args a = {type, path, "x", 1, 0, -1, 0, 0, watch, 0};
     uint64_t id = 0;
     CHECK_INT(zkl_op_start(c, &a, &id), ZKL_OK);
     return id;

@@ -381,7 +381,7 @@ static void mutex_late_arrivals(void) {
 static void plain_ops(void) {
     zkl_client *c = h_client();
     uint64_t id = 0;
-    zkl_op_args a = {ZKL_OP_CREATE, "/p", "v1", 2, 1 | 2, -1, 0, 0, 0};
+    zkl_op_args a = {ZKL_OP_CREATE, "/p", "v1", 2, 1 | 2, -1, 0, 0, 0, 0};
     CHECK_INT(zkl_op_start(c, &a, &id), ZKL_OK);
     fz_req *r = EXPECT_REQ(FZ_CREATE, "/p");
     CHECK_INT(r->mode, ZOO_EPHEMERAL_SEQUENTIAL);
@@ -394,7 +394,7 @@ static void plain_ops(void) {
     CHECK_STR(res.data, "/p0000000009");
     CHECK_INT(res.czxid, 0x99);
 
-    zkl_op_args g = {ZKL_OP_GET, "/p0000000009", NULL, 0, 0, -1, 0, 0, 0};
+    zkl_op_args g = {ZKL_OP_GET, "/p0000000009", NULL, 0, 0, -1, 0, 0, 0, 0};
     CHECK_INT(zkl_op_start(c, &g, &id), ZKL_OK);
     r = EXPECT_REQ(FZ_GET, "/p0000000009");
     CHECK_INT(r->watch, 0);
@@ -413,7 +413,7 @@ static void plain_ops(void) {
     CHECK_INT((int)res.len, 2);
     CHECK(res.data && memcmp(res.data, "v1", 2) == 0);
 
-    zkl_op_args ch = {ZKL_OP_CHILDREN, "/", NULL, 0, 0, -1, 0, 0, 0};
+    zkl_op_args ch = {ZKL_OP_CHILDREN, "/", NULL, 0, 0, -1, 0, 0, 0, 0};
     CHECK_INT(zkl_op_start(c, &ch, &id), ZKL_OK);
     fz_children_v(EXPECT_REQ(FZ_CHILDREN, "/"), "p0000000009", "q", NULL);
     h_pump(c);
@@ -423,7 +423,7 @@ static void plain_ops(void) {
     CHECK(res.nchildren == 2 && strcmp(res.children[1], "q") == 0);
 
     /* a delete is not retried: its outcome is unknown */
-    zkl_op_args d = {ZKL_OP_DELETE, "/p0000000009", NULL, 0, 0, 3, 0, 0, 0};
+    zkl_op_args d = {ZKL_OP_DELETE, "/p0000000009", NULL, 0, 0, 3, 0, 0, 0, 0};
     CHECK_INT(zkl_op_start(c, &d, &id), ZKL_OK);
     r = EXPECT_REQ(FZ_DELETE, "/p0000000009");
     CHECK_INT(r->mode, 3);
@@ -432,7 +432,7 @@ static void plain_ops(void) {
     EXPECT_EV(c, ZKL_EV_OP_DONE, id, ZKL_ZCONNECTIONLOSS); /* its completion runs first */
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
     EXPECT_NO_REQ();
-    CHECK_INT(zkl_op_start(c, &(zkl_op_args){ZKL_OP_GET, "nope", NULL, 0, 0, -1, 0, 0, 0}, &id),
+    CHECK_INT(zkl_op_start(c, &(zkl_op_args){ZKL_OP_GET, "nope", NULL, 0, 0, -1, 0, 0, 0, 0}, &id),
               ZKL_EINVAL);
     h_free(c);
 }

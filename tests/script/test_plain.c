@@ -6,7 +6,7 @@
 #include "harness.h"
 
 static zkl_op_args create_args(const char *path, int flags, int timeout_ms) {
-    zkl_op_args a = {ZKL_OP_CREATE, path, "v", 1, flags, -1, 0, timeout_ms, 0};
+    zkl_op_args a = {ZKL_OP_CREATE, path, "v", 1, flags, -1, 0, timeout_ms, 0, 0};
     return a;
 }
 
@@ -91,7 +91,7 @@ static void create_parent_refused(void) {
  * request is in flight or waiting for the link; a late reply changes nothing */
 static void timeouts(void) {
     zkl_client *c = h_client();
-    zkl_op_args g = {ZKL_OP_GET, "/t", NULL, 0, 0, -1, 0, 500, 0};
+    zkl_op_args g = {ZKL_OP_GET, "/t", NULL, 0, 0, -1, 0, 500, 0, 0};
     uint64_t id;
     CHECK_INT(zkl_op_start(c, &g, &id), ZKL_OK);
     fz_req *r = EXPECT_REQ(FZ_GET, "/t");
@@ -122,7 +122,40 @@ static void bad_args(void) {
     a = create_args("/a", 0, 0);
     a.acl = 7;
     CHECK_INT(zkl_op_start(c, &a, &id), ZKL_EINVAL); /* unknown ACL id */
+    a = create_args("/a", ZKL_CREATE_EPHEMERAL, 0);
+    a.ttl_ms = 1000;
+    CHECK_INT(zkl_op_start(c, &a, &id), ZKL_EINVAL); /* a TTL on an ephemeral node */
+    a = create_args("/a", ZKL_CREATE_CONTAINER, 0);
+    a.ttl_ms = 1000;
+    CHECK_INT(zkl_op_start(c, &a, &id), ZKL_EINVAL); /* ... or on a container */
+    a = create_args("/a", 0, 0);
+    a.ttl_ms = -1;
+    CHECK_INT(zkl_op_start(c, &a, &id), ZKL_EINVAL); /* a negative TTL */
+    zkl_op_args g = {ZKL_OP_GET, "/a", NULL, 0, 0, -1, 0, 0, 0, 1000};
+    CHECK_INT(zkl_op_start(c, &g, &id), ZKL_EINVAL); /* a TTL on a read */
     EXPECT_NO_REQ();
+    h_free(c);
+}
+
+/* ttl_ms > 0: the create goes out as a TTL create, sequential or not */
+static void create_ttl(void) {
+    zkl_client *c = h_client();
+    uint64_t id, id2;
+    zkl_op_args a = create_args("/t", 0, 0);
+    a.ttl_ms = 1500;
+    CHECK_INT(zkl_op_start(c, &a, &id), ZKL_OK);
+    a = create_args("/s-", ZKL_CREATE_SEQUENTIAL, 0);
+    a.ttl_ms = 1500;
+    CHECK_INT(zkl_op_start(c, &a, &id2), ZKL_OK);
+    fz_req *r = EXPECT_REQ(FZ_CREATE, "/t");
+    CHECK_INT(r->mode, ZOO_PERSISTENT_WITH_TTL);
+    r = EXPECT_REQ(FZ_CREATE, "/s-");
+    CHECK_INT(r->mode, ZOO_PERSISTENT_SEQUENTIAL_WITH_TTL);
+    EXPECT_NO_REQ();
+    fz_serve_all();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_OP_DONE, id, ZOK);
+    EXPECT_EV(c, ZKL_EV_OP_DONE, id2, ZOK);
     h_free(c);
 }
 
@@ -211,5 +244,5 @@ static void txn_timeout_and_bad_args(void) {
 H_DEFINE_GROUP(g_plain, {"create_with_parents", create_with_parents},
                {"create_parents_reaped", create_parents_reaped},
                {"create_parent_refused", create_parent_refused}, {"timeouts", timeouts},
-               {"bad_args", bad_args}, {"txn_lifecycle", txn_lifecycle},
+               {"bad_args", bad_args}, {"create_ttl", create_ttl}, {"txn_lifecycle", txn_lifecycle},
                {"txn_timeout_and_bad_args", txn_timeout_and_bad_args});

@@ -485,7 +485,7 @@ static void auth_failed_is_terminal(void) {
     fz_req *cr, *ls;
     uint64_t id = start(c, &cr, &ls);
     (void)ls;
-    zkl_op_args a = {ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0, 0, 0};
+    zkl_op_args a = {ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0, 0, 0, 0};
     uint64_t get;
     CHECK_INT(zkl_op_start(c, &a, &get), ZKL_OK);
     fz_auth_fail();
@@ -512,7 +512,7 @@ static void auth_failed_is_terminal(void) {
  * one still waiting for the link both end with ESESSION (they used to wait for ever). */
 static void expiry_fails_plain_calls(void) {
     zkl_client *c = h_client();
-    zkl_op_args a = {ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0, 0, 0};
+    zkl_op_args a = {ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0, 0, 0, 0};
     uint64_t sent, waiting;
     CHECK_INT(zkl_op_start(c, &a, &sent), ZKL_OK);
     EXPECT_REQ(FZ_GET, "/x");

@@ -153,7 +153,7 @@ static void plain_applied_answer_lost(void) {
         for (int j = 0; j < 3; j++) {
             zkl_client *c = h_client();
             if (kinds[j] != ZKL_OP_CREATE) fz_tree_add("/p", 0);
-            zkl_op_args a = {kinds[j], "/p", "v", 1, 0, -1, 0, 0, 0};
+            zkl_op_args a = {kinds[j], "/p", "v", 1, 0, -1, 0, 0, 0, 0};
             uint64_t id;
             CHECK_INT(zkl_op_start(c, &a, &id), ZKL_OK);
             fz_req *r = fz_next();

@@ -6,7 +6,7 @@
 #include "harness.h"
 
 static uint64_t start_read(zkl_client *c, zkl_op_type type, const char *path) {
-    zkl_op_args a = {type, path, NULL, 0, 0, -1, 0, 0, 1};
+    zkl_op_args a = {type, path, NULL, 0, 0, -1, 0, 0, 1, 0};
     uint64_t id = 0;
     CHECK_INT(zkl_op_start(c, &a, &id), ZKL_OK);
     return id;
@@ -184,10 +184,10 @@ static void bad_args(void) {
     uint64_t id = 0;
     static const zkl_op_type writes[] = {ZKL_OP_CREATE, ZKL_OP_SET, ZKL_OP_DELETE};
     for (int i = 0; i < 3; i++) {
-        zkl_op_args a = {writes[i], "/w", "v", 1, 0, -1, 0, 0, 1};
+        zkl_op_args a = {writes[i], "/w", "v", 1, 0, -1, 0, 0, 1, 0};
         CHECK_INT(zkl_op_start(c, &a, &id), ZKL_EINVAL);
     }
-    zkl_op_args a = {ZKL_OP_GET, "/w", NULL, 0, 0, -1, 0, 0, 2};
+    zkl_op_args a = {ZKL_OP_GET, "/w", NULL, 0, 0, -1, 0, 0, 2, 0};
     CHECK_INT(zkl_op_start(c, &a, &id), ZKL_EINVAL);
     a.watch = -1;
     CHECK_INT(zkl_op_start(c, &a, &id), ZKL_EINVAL);

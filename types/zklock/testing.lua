@@ -35,7 +35,8 @@ function testing.server(opts) end
 ---@field tick_ms? integer `tickTime` (default 500).
 ---@field min_session_ms? integer `minSessionTimeout` (default 1000).
 ---@field max_session_ms? integer `maxSessionTimeout` (default 60000).
----@field container_check_ms? integer `-Dznode.container.checkIntervalMs` (default 100).
+---@field container_check_ms? integer `-Dznode.container.checkIntervalMs` (default 100): how often the server reaps empty containers and expired TTL nodes.
+---@field extended_types? boolean `-Dzookeeper.extendedTypesEnabled=true` (default false): the server accepts TTL nodes (`client:create`'s `ttl`).
 ---@field port? integer Client port (default: a random free port in `config.port_min..port_max`, retried on a bind failure). Ignored by `ensemble`, which picks its own.
 ---@field timeout? number Seconds to wait for the server to serve (default 20; 30 for an ensemble).
 ---@field config? table<string, any> Extra zoo.cfg lines: `{ ["key"] = value }`.

@@ -25,7 +25,8 @@
 --     opts.tick_ms (500)                tickTime
 --     opts.min_session_ms (1000)        minSessionTimeout
 --     opts.max_session_ms (60000)       maxSessionTimeout
---     opts.container_check_ms (100)     -Dznode.container.checkIntervalMs
+--     opts.container_check_ms (100)     -Dznode.container.checkIntervalMs (also the TTL node reaper)
+--     opts.extended_types (false)       -Dzookeeper.extendedTypesEnabled=true (TTL nodes)
 --     opts.port (nil = random free port in 20000-40000; retried on bind failure)
 --     opts.timeout (20)                 seconds to wait for `ruok` -> `imok`
 --     opts.config                       extra zoo.cfg lines: { ["key"] = value, ... }

@@ -107,6 +107,8 @@ function Server:_spawn()
   local argv = { shq(cfg.java) }
   for _, a in ipairs(cfg.jvm_opts) do argv[#argv + 1] = shq(a) end
   argv[#argv + 1] = shq("-Dznode.container.checkIntervalMs=" .. self.opts.container_check_ms)
+  -- TTL nodes (client:create's ttl option) need the server's extended types
+  if self.opts.extended_types then argv[#argv + 1] = shq("-Dzookeeper.extendedTypesEnabled=true") end
   for _, a in ipairs(self.opts.jvm_opts or {}) do argv[#argv + 1] = shq(a) end
   -- ZKL_TEST_TAG (set by .ci/run) marks the servers of one run, so a check for servers left
   -- behind looks only at its own
@@ -321,6 +323,9 @@ local function defaults(opts, timeout)
   if o.port then o.port = math.floor(o.port) end
   if o.config ~= nil and type(o.config) ~= "table" then
     error("zklock.testing: option config must be a table of zoo.cfg key = value, got " .. type(o.config), 3)
+  end
+  if o.extended_types ~= nil and type(o.extended_types) ~= "boolean" then
+    error("zklock.testing: option extended_types must be a boolean, got " .. type(o.extended_types), 3)
   end
   if o.jvm_opts ~= nil and type(o.jvm_opts) ~= "table" then
     error("zklock.testing: option jvm_opts must be a list of strings, got " .. type(o.jvm_opts), 3)

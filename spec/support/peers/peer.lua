@@ -144,6 +144,17 @@ function M.curator_shared(hosts, opts)
   end, opts)
 end
 
+-- MemberPeer.java: Curator's GroupMember and PersistentNode (spec/78-curator-member_spec.lua);
+-- same protocol as M.curator.
+function M.curator_member(hosts, opts)
+  local classes, cp = M.curator_classes("MemberPeer")
+  return start_peer("curator-member", function(dir, parent, max, session)
+    return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx192m -XX:+UseSerialGC "
+      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s MemberPeer %s %s %d %d %d"):format(
+      shq(classes .. ":" .. cp), shq(hosts), shq(dir), parent, max, session)
+  end, opts)
+end
+
 function M.kazoo(hosts, opts)
   return start_peer("kazoo", function(dir, parent, max, session)
     return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS %s %s %s %s %d %d %d"):format(
