@@ -451,6 +451,7 @@ E.bar = E.client:double_barrier("/apidoc/barrier", 2)
 E.zkl = E.client:zookeeper_lock("/apidoc/zklock")
 E.leader = E.client:leader("/apidoc/leader", function() end, { id = "apidoc" })
 E.latch = E.client:latch("/apidoc/latch", { id = "apidoc" })
+E.election = E.client:election("/apidoc/election")
 
 local function load_adapter(name)
   local stubs = {}
@@ -500,6 +501,7 @@ local TARGETS = {
   { class = "zklock.ZookeeperLock", value = E.zkl },
   { class = "zklock.Leader", value = E.leader },
   { class = "zklock.Latch", value = E.latch },
+  { class = "zklock.Election", value = E.election },
   { class = "zklock.testing", value = testing },
   { class = "zklock.testing.Config", value = testing.config },
   { class = "zklock.testing.Server", value = require("zklock.testing.servers").Server, methods = true },

@@ -26,6 +26,7 @@ local shared_mod = require("zklock.shared") -- client:shared_count, client:atomi
 local barrier_mod = require("zklock.barrier") -- client:double_barrier
 local zkl_mod = require("zklock.zklock_recipes_lock") -- client:zookeeper_lock
 local leader_mod = require("zklock.leader")
+local election_mod = require("zklock.election") -- client:election (a read-only view)
 
 local M = {
   _NAME = "zklock",
@@ -64,7 +65,7 @@ end
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
 --                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" |
 --                   "shared count" | "atomic long" | "double barrier" |
---                   "zookeeper lock" | "leader" | "leader latch" | "queue" | nil
+--                   "zookeeper lock" | "leader" | "leader latch" | "election" | "queue" | nil
 function M.type(x)
   local mt = getmetatable(x)
   if mt == Client then return "client" end
@@ -79,6 +80,7 @@ function M.type(x)
   if mt == zkl_mod.ZkLock then return "zookeeper lock" end
   if mt == leader_mod.Leader then return "leader" end
   if mt == leader_mod.Latch then return "leader latch" end
+  if mt == election_mod.Election then return "election" end
   if mt == queue_mod.Queue then return "queue" end
   return nil
 end

@@ -209,7 +209,19 @@ local ENGINE_OPTIONS = {
 function M.engine(client, path, opts)
   check.open(client, "engine")
   check.path("engine", 2, path)
-  opts = check.options("engine", 3, opts, ENGINE_OPTIONS)
+  -- an internal call (client:leader and one_worker build on it), checked here rather than
+  -- through check.options, which is for the documented API (scripts/apidoc.lua)
+  if type(opts) ~= "table" then
+    check.argerror("engine", 3, "options: expected a table, got " .. check.describe(opts))
+  end
+  for k, v in pairs(opts) do
+    local valid = ENGINE_OPTIONS[k]
+    if not valid then check.argerror("engine", 3, ("unknown option '%s'"):format(tostring(k))) end
+    local ok, what = valid(v)
+    if not ok then
+      check.argerror("engine", 3, ("option '%s': expected %s, got %s"):format(k, what, check.describe(v)))
+    end
+  end
   if not opts.run then check.argerror("engine", 3, "option 'run' is required (a function(engine, term))") end
   local o = {}
   for k, v in pairs(opts) do o[k] = v end
