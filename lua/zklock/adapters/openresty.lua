@@ -59,6 +59,7 @@
 --   zngx.one_worker(path, job, opts) -> handle | nil, msg, code
 --       keeps `job` running in exactly one nginx worker of all the nginx instances (all the
 --       processes) that call it with the same ZooKeeper `path`. Call it in init_worker_by_lua*:
+--       it runs zklock.leader's election engine (client:leader's) with suspended = "stop":
 --       every worker queues on a mutex at `path` (Curator's LeaderSelector protocol: an
 --       InterProcessMutex whose node data is the participant id) under a session of its own;
 --       the holder runs job(ctx) in a light thread, releases when it returns, raises or is told
