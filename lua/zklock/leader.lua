@@ -173,9 +173,14 @@ local function turn(e)
       pause = r and true or false
     end
   end
-  if hold.of(m) then -- held, or lost: a lost hold is cleared by its release (ELOST)
-    local rok, rmsg, rcode = m:release()
-    if not rok and rcode ~= "ELOST" then elog(e, "warn", "giving leadership back failed: " .. tostring(rmsg)) end
+  if m:is_held() then
+    local rok, rmsg = m:release()
+    if not rok then elog(e, "warn", "giving leadership back failed: " .. tostring(rmsg)) end
+  else
+    -- lost with the session (its node goes with it): forget it at once, without a request; a
+    -- release would wait for the reconnection, and spec/64 measured the next turn 3 s later
+    local h = hold.of(m)
+    if h then h:drop() end
   end
   m:on_lost(nil)
   if pause and o.retry_delay and not e.closed then o.pause(e, o.retry_delay) end
