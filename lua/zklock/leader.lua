@@ -76,6 +76,7 @@ end
 -- is the participant id (Curator's LeaderSelector on the wire), runs a term once it holds it,
 -- gives the mutex back when the term is over and queues again if asked. What the callers differ
 -- in is options, not code:
+--   id, acl                      the node data (participant id) and the nodes' ACL
 --   suspended = "keep" | "stop"  what a SUSPENDED during a term does: "keep" leaves the term
 --                                running (LOST still ends it: see the module comment); "stop"
 --                                tells the term to stop (term.why = "SUSPENDED")
