@@ -110,6 +110,30 @@ describe("election observer", function()
     e:close()
   end)
 
+  it("after its own session expired, it looks again on the new session and reports what changed", function()
+    local path = "/obs/expire"
+    local co, c1, c2 = connect("obs"), connect("a"), connect("b")
+    local e, seen = recorder(co, path)
+    local p1 = participant(c1, path, "p1")
+    assert.is_true(util.drive_until({ co, c1 }, function() return p1.token and #seen >= 2 end, 20))
+    local t1 = p1.token
+    local p2 = participant(c2, path, "p2")
+    assert.is_true(util.drive_until({ co, c1, c2 }, function() return util.child_count(c1, path) == 2 end, 20))
+    local sid = co:session()
+    assert(require("zklock.testing").expire(co))
+    -- the hand-over happens while the observer's session is gone (its client is not driven)
+    p1.release()
+    assert.is_true(util.drive_until({ c1, c2 }, function() return p2.token ~= nil end, 20))
+    local n = #seen
+    assert.is_true(util.drive_until({ co, c1, c2 }, function() return #seen >= n + 2 end, 30))
+    assert.are_not.equal(sid, co:session())
+    assert.are.same({ "ended p1 " .. t1, "leader p2 " .. p2.token }, { seen[n + 1], seen[n + 2] })
+    assert.are.same({ e:leader() }, { "p2", p2.token })
+    p2.release()
+    assert.is_true(util.drive_until({ co, c1, c2 }, function() return seen[#seen] == "none" end, 20))
+    e:close()
+  end)
+
   it("on_change(nil) removes the handler; close() stops reports; a closed election says ECLOSED", function()
     local path = "/obs/handler"
     local co, c1 = connect("obs"), connect("a")
