@@ -454,6 +454,7 @@ E.latch = E.client:latch("/apidoc/latch", { id = "apidoc" })
 E.cache = E.client:cache("/apidoc/cache")
 E.member = E.client:member("/apidoc/members/m", "x")
 E.group = E.client:group("/apidoc/members")
+E.election = E.client:election("/apidoc/election")
 
 local function load_adapter(name)
   local stubs = {}
@@ -506,6 +507,7 @@ local TARGETS = {
   { class = "zklock.Cache", value = E.cache },
   { class = "zklock.Member", value = E.member },
   { class = "zklock.Group", value = E.group },
+  { class = "zklock.Election", value = E.election },
   { class = "zklock.testing", value = testing },
   { class = "zklock.testing.Config", value = testing.config },
   { class = "zklock.testing.Server", value = require("zklock.testing.servers").Server, methods = true },

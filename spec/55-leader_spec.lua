@@ -300,3 +300,58 @@ describe("leader latch", function()
     assert.matches("on a closed client", util.error_of(c.latch, c, "/x"), 1, true)
   end)
 end)
+
+describe("leader SUSPENDED policies", function()
+  local zk
+  local fx = fixture.server({}, { own = "pauses its server", each = true }, function(s) zk = s end)
+
+  it('"stop" ends leadership at SUSPENDED and gives it back; "keep" (default) leads on', function()
+    local S = 6 -- s: SUSPENDED after 2/3 S of silence (4 s), LOST only after 0.9 S (5.4 s)
+    local ck = fx.connect({ identity = "keep", session_timeout = S })
+    local cs = fx.connect({ identity = "stop", session_timeout = S })
+    local all = { ck, cs }
+    local keep, stop = { states = {} }, { states = {} }
+    local function lead(st)
+      return function(l)
+        st.token = l:token()
+        while l:sleep(0.02) do end
+        st.ended_at = util.now()
+        st.leader_after = l:is_leader()
+      end
+    end
+    local kl = ck:leader("/el/keep", lead(keep), { id = "k" })
+    local sl = cs:leader("/el/stop", lead(stop), { id = "s", suspended = "stop" })
+    kl:on_lost(function(state) keep.states[#keep.states + 1] = state end)
+    sl:on_lost(function(state)
+      stop.states[#stop.states + 1] = state
+      if state == "SUSPENDED" then stop.suspended_at = util.now() end
+    end)
+    assert.is_true(util.drive_until(all, function() return kl:is_leader() and sl:is_leader() end, 20))
+    assert.truthy(ck:exists("/") and cs:exists("/")) -- fresh contact: the silence starts now
+    local t0 = util.now()
+    zk:pause()
+    local suspended = util.drive_until(all, function() return #keep.states >= 1 and #stop.states >= 1 end, S)
+    local t_resume = util.now()
+    zk:resume()
+    assert.is_true(suspended, "no SUSPENDED within the session timeout")
+    assert.is_true(t_resume - t0 < 0.85 * S, "resumed too late to expect RECONNECTED")
+    assert.is_true(util.drive_until(all, function() return #keep.states >= 2 and stop.ended_at ~= nil end, 2 * S))
+    -- "stop": leadership ended at SUSPENDED (sleep returned false at once), the node is given back
+    assert.are.equal("SUSPENDED", stop.states[1])
+    assert.is_false(stop.leader_after)
+    assert.is_true(stop.ended_at - stop.suspended_at < 1, ("the term ended %.2f s after SUSPENDED")
+      :format(stop.ended_at - stop.suspended_at))
+    assert.is_false(sl:is_leader())
+    assert.is_true(util.drive_until(all, function() return util.child_count(cs, "/el/stop") == 0 end, 20))
+    assert.are.equal(1, sl:terms())
+    -- "keep": the same term leads on through the cut
+    assert.are.same({ "SUSPENDED", "RECONNECTED" }, keep.states)
+    assert.is_nil(keep.ended_at)
+    assert.is_true(kl:is_leader())
+    assert.are.equal(keep.token, kl:token())
+    assert.matches("bad argument #3 to 'leader' (option 'suspended': expected one of keep, stop",
+      util.error_of(ck.leader, ck, "/x", function() end, { suspended = "drop" }), 1, true)
+    kl:close()
+    assert.is_true(util.drive_until(all, function() return util.child_count(ck, "/el/keep") == 0 end, 20))
+  end)
+end)

@@ -59,7 +59,7 @@ function zklock.run(clients, timeout) end
 
 ---What kind of zklock object `x` is.
 ---@param x any
----@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|"queue"|"cache"|"member"|"group"|nil kind `nil` for anything else.
+---@return "client"|"mutex"|"read lock"|"write lock"|"semaphore"|"semaphore mutex"|"lease"|"multi-lock"|"transaction"|"watch"|"leader"|"leader latch"|"election"|"shared count"|"atomic long"|"double barrier"|"zookeeper lock"|"queue"|"cache"|"member"|"group"|nil kind `nil` for anything else.
 function zklock.type(x) end
 
 ---The text of an error code.
@@ -323,8 +323,10 @@ function client:multilock(locks, opts) end
 ---while it holds the mutex, runs `fn(leader)`; the term ends when `fn` returns or raises (the
 ---node is deleted) or when the hold is `LOST` (`is_leader()` turns false at once; zklock cannot
 ---interrupt a coroutine, so `fn` should wait through `leader:sleep` or check `is_leader()`).
----`SUSPENDED` keeps leadership (LOST is reported before the server can expire the session);
----see the README. With `requeue = true` it queues again after each term.
+---By default (`suspended = "keep"`) `SUSPENDED` keeps leadership (LOST is reported before the
+---server can expire the session); `suspended = "stop"` ends it for `is_leader()` and
+---`leader:sleep()` at once, as OpenResty's `one_worker` does (the same election engine runs
+---both); see the README. With `requeue = true` it queues again after each term.
 ---
 ---```lua
 ---local l = client:leader("/election/jobs", function(l)
@@ -344,6 +346,27 @@ function client:leader(path, fn, opts) end
 ---@field id? string The participant id, written as the node data (default: the client's `identity`).
 ---@field requeue? boolean Queue again after each term (Curator's `autoRequeue`; default false).
 ---@field acl? zklock.ACL ACL of the nodes (default `"open"`).
+---@field suspended? "keep"|"stop" What `SUSPENDED` does to a term: `"keep"` (default) leaves it leading (`LOST` ends it); `"stop"` makes `is_leader()` false and `leader:sleep()` return false at once (`fn` should return then; the node is deleted when it does).
+
+---A read-only view of the leader election at `path`: who leads (the participant id and the
+---fencing token of the head node), that nobody does, and every change, without joining (it
+---creates no node and is not among the participants). It sees zklock's and Curator's
+---participants alike: `LeaderSelector` / `client:leader` (mutex nodes) and `LeaderLatch` /
+---`client:latch` (latch nodes), ordered as they order themselves. One children watch on the
+---election dir, armed again after every change (an exists watch while the dir is missing);
+---reports run from the client's event dispatch, so the client must be pumped (a blocking call,
+---`client:run`, a host adapter).
+---
+---```lua
+---local e = client:election("/election/jobs")
+---e:on_change(function(_, event, id, token) print(event, id, token) end) -- "leader" | "ended" | "none"
+---local id, token = e:leader()                                        -- false: nobody leads
+---```
+---
+---Errors: raises on a closed client or an invalid path.
+---@param path string The election path (of a `client:leader` / `client:latch` / Curator election).
+---@return zklock.Election election
+function client:election(path) end
 
 ---Join the leader latch at `path` (Curator `LeaderLatch`: `_c_<uuid>-latch-<seq10>` nodes whose
 ---data is the `id`; the first leads, on a node the core checked to be owned by the current
@@ -1270,7 +1293,8 @@ function leader:sleep(seconds) end
 function leader:requeue() end
 
 ---`fn(state, leader)` for the connection and session events of a term: `SUSPENDED` (leadership
----kept), `RECONNECTED`, `LOST` (the term is over). Replaces the previous handler.
+---kept under `suspended = "keep"`, ended under `"stop"`), `RECONNECTED`, `LOST` (the term is
+---over). Replaces the previous handler.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
 ---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", leader: zklock.Leader)
@@ -1281,6 +1305,57 @@ function leader:on_lost(fn) end
 ---background); a running term ends as `is_leader()` turns false, and its node is deleted when
 ---`fn` returns. Idempotent.
 function leader:close() end
+
+---A read-only view of a leader election (`client:election`).
+---@class zklock.Election
+---@field client zklock.Client
+---@field path string The election path.
+local election = {}
+
+---The leader as last listed: its participant id and token (the czxid of its node), or `false`
+---when nobody leads. Waits (up to the client's `op_timeout`) only for the first listing; drives
+---the client first.
+---
+---Errors: `nil, msg, code` when there is no view yet (the first read failed: its code, or
+---`ETIMEDOUT`) or the election is closed (`ECLOSED`).
+---@return string|false|nil id
+---@return integer|string|nil token_or_msg The token when a leader is known, else the message.
+---@return string? code
+function election:leader() end
+
+---`fn(election, event, id, token)` for each change, in order: `"leader", id, token` (a term
+---began; also the first view when someone leads), `"ended", id, token` (the term seen before
+---ended: resigned, lost or its node deleted; always reported before the next `"leader"` or
+---`"none"`) and `"none"` (nobody leads; also the first view of an empty or missing election).
+---Runs from the client's dispatch; it must not wait. Replaces the previous handler; nil removes it.
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(election: zklock.Election, event: "leader"|"ended"|"none", id?: string, token?: integer)
+---@return zklock.Election election
+function election:on_change(fn) end
+
+---Wait until a change is reported after this call.
+---
+---Errors: `nil, "ETIMEDOUT: ...", "ETIMEDOUT"`; `nil, "ECLOSED: ...", "ECLOSED"` when the
+---election or its client is (or gets) closed. Raises on an invalid timeout.
+---@param timeout? number Seconds; nil = forever.
+---@return true? ok
+---@return string? msg
+---@return string? code
+function election:wait(timeout) end
+
+---The participants' ids (node data), leader first: a fresh read (a listing and a read per
+---node), not the watched view.
+---
+---Errors: `nil, msg, code` from the listing (`ZNONODE` gives `{}`). Raises on a closed client.
+---@return string[]? ids
+---@return string? msg
+---@return string? code
+function election:participants() end
+
+---Stop watching: no more reports, the watch is forgotten. Idempotent.
+---@return true
+function election:close() end
 
 ---A participant of a leader latch (`client:latch`).
 ---@class zklock.Latch

@@ -29,6 +29,7 @@ local leader_mod = require("zklock.leader")
 local cache_mod = require("zklock.cache") -- the cache object (client:cache)
 local member_mod = require("zklock.member") -- client:member
 local group_mod = require("zklock.group") -- client:group
+local election_mod = require("zklock.election") -- client:election (a read-only view)
 
 local M = {
   _NAME = "zklock",
@@ -67,7 +68,7 @@ end
 -- zklock.type(x) -> "client" | "mutex" | "read lock" | "write lock" | "semaphore" |
 --                   "semaphore mutex" | "lease" | "multi-lock" | "transaction" | "watch" |
 --                   "shared count" | "atomic long" | "double barrier" |
---                   "zookeeper lock" | "leader" | "leader latch" | "queue" | "cache" |
+--                   "zookeeper lock" | "leader" | "leader latch" | "election" | "queue" | "cache" |
 --                   "member" | "group" | nil
 function M.type(x)
   local mt = getmetatable(x)
@@ -83,6 +84,7 @@ function M.type(x)
   if mt == zkl_mod.ZkLock then return "zookeeper lock" end
   if mt == leader_mod.Leader then return "leader" end
   if mt == leader_mod.Latch then return "leader latch" end
+  if mt == election_mod.Election then return "election" end
   if mt == queue_mod.Queue then return "queue" end
   if mt == cache_mod.Cache then return "cache" end
   if mt == member_mod.Member then return "member" end

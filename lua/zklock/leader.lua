@@ -1,21 +1,22 @@
 -- zklock.leader: leader election (Curator LeaderSelector) and the leader latch (Curator
 -- LeaderLatch), wire-compatible with both on the same paths.
 --
--- Election: a mutex on the leader path whose node data is the participant id (exactly what
--- Curator's LeaderSelector writes into its InterProcessMutex). The participant's function runs
--- in a coroutine spawned on the client while the mutex is held; leadership ends when it returns
--- or raises, or when the hold is LOST.
+-- Election: the election engine below (M.engine): a mutex on the leader path whose node data is
+-- the participant id (exactly what Curator's LeaderSelector writes into its InterProcessMutex);
+-- a term runs while the mutex is held, where a hook says (client:leader: the participant's
+-- function in a coroutine spawned on the client; OpenResty's one_worker: an ngx light thread its
+-- supervisor can kill); leadership ends when the term returns or raises, or when the hold is LOST.
 --
 -- Latch: ZKL_LATCH queue nodes `_c_<uuid>-latch-<seq10>` (data = participant id); leader while
 -- first. The core grants leadership only on a node owned by the current session.
 --
--- Loss (both recipes): SUSPENDED (connection lost, same session may come back) keeps leadership;
--- LOST ends it. zklock reports LOST before the server can expire the session (a session timeout
--- less a margin after the server was last heard from), so no other participant can be made
--- leader while this one still believes it leads; ending leadership on every SUSPENDED, as
--- Curator does, would turn each brief connection cut into a leadership change. Work that must
--- stop on SUSPENDED can watch it with on_lost / on_change's state argument, and every write
--- should carry the fencing token.
+-- Loss: by default (suspended = "keep", both recipes) SUSPENDED (connection lost, same session
+-- may come back) keeps leadership; LOST ends it. zklock reports LOST before the server can
+-- expire the session (a session timeout less a margin after the server was last heard from), so
+-- no other participant can be made leader while this one still believes it leads; ending
+-- leadership on every SUSPENDED, as Curator does, would turn each brief connection cut into a
+-- leadership change. An election whose term must stop on SUSPENDED takes suspended = "stop"
+-- (one_worker does); every write should carry the fencing token either way.
 local core = require("zklock.core")
 local check = require("zklock.check")
 local hold = require("zklock.hold")
@@ -68,119 +69,275 @@ local function check_id(client, fname, argn, path, id)
   return hold.check_data(client, fname, argn, path, id)
 end
 
+---------------------------------------------------------------- the election engine
+--
+-- One LeaderSelector loop for every election that runs a term: client:leader (and so the CLI's
+-- `zklock elect`) and OpenResty's one_worker. It queues on a mutex at the path whose node data
+-- is the participant id (Curator's LeaderSelector on the wire), runs a term once it holds it,
+-- gives the mutex back when the term is over and queues again if asked. What the callers differ
+-- in is options, not code:
+--   id, acl                      the node data (participant id) and the nodes' ACL
+--   suspended = "keep" | "stop"  what a SUSPENDED during a term does: "keep" leaves the term
+--                                running (LOST still ends it: see the module comment); "stop"
+--                                tells the term to stop (term.why = "SUSPENDED")
+--   run(engine, term)            where a term runs (the hook): returns once the term is over;
+--                                a true return asks for a pause of retry_delay before queueing again
+--   tell(term, why)              a stop reason arrived for the running term: wake it
+--   spawn(loop)                  where the engine's own loop runs (default: a client coroutine)
+--   pause(engine, s)             wait s before queueing again (default: client:sleep)
+--   waiting(engine)              called as an acquire starts; may return a function called when
+--                                it ends (one_worker watches for the worker's exit meanwhile)
+--   retry_delay                  nil: an acquire failure other than a lost connection ends the
+--                                election; seconds: queue again after that pause, whatever failed
+--   requeue                      queue again after each term
+--   on_state(state, term)        every SUSPENDED / RECONNECTED / LOST of a held term (after the policy)
+--   on_exit(engine)              the loop ended for good
+--   log(level, msg), what        where messages go, and what they call the election
+-- A term (engine.term while it runs) has token, node, id, path, number, why (nil while it may go
+-- on, else the first stop reason: "SUSPENDED", "LOST", "CLOSED" or the reason given to close)
+-- and lost (true once the session is gone: the server may hand the mutex on any moment).
+
+local Engine = {}
+Engine.__index = Engine
+Engine.__name = "zklock.election_engine"
+M.Engine = Engine
+
+local SUSPENDED_POLICIES = { keep = true, stop = true }
+
+local function elog(e, level, msg)
+  local o = e._o
+  if o.log then return o.log(level, msg) end
+  hold.log(e.client, level, ("%s: %s"):format(o.what, msg))
+end
+
+-- Record a stop reason for term (the first one wins) and wake it if it runs.
+local function tell(e, term, why)
+  if term.why == nil then term.why = why end
+  if why == "LOST" then term.lost = true end
+  if term.running and e._o.tell then e._o.tell(term, why) end
+end
+
+local function transient(code)
+  return code == "ESESSION" or code == "ZOPERATIONTIMEOUT" or (code ~= nil and code:match("^ZCONNECTION") ~= nil)
+end
+
+-- One turn: queue, run a term, give the mutex back. -> queue again?
+local function turn(e)
+  local o, client = e._o, e.client
+  if e.closed or client.state == "CLOSED" then return false end
+  -- a mutex object per turn: nothing of a turn that failed (an expired session) carries over
+  local m = client:mutex(e.path, { acl = o.acl, data = o.id })
+  m:on_lost(e._on_lost)
+  e._mutex = m
+  -- the term's record exists before the grant: a SUSPENDED or LOST reported in the same round
+  -- as the grant is kept
+  local term = { id = e.id, path = e.path }
+  e._next = term
+  local queued = o.waiting and o.waiting(e)
+  local ok, msg, code
+  if e.closed then -- closed by the waiting hook itself: do not queue
+    ok, code = false, "ECANCELED"
+  else
+    ok, msg, code = m:acquire(nil)
+  end
+  if queued then queued() end
+  e._next = nil
+  if not ok then
+    if e.closed or code == "ECANCELED" or code == "ECLOSED" or client.state == "CLOSED" then return false end
+    if o.retry_delay then
+      elog(e, "warn", ("acquiring failed, queueing again in %g s: %s"):format(o.retry_delay, msg))
+      o.pause(e, o.retry_delay)
+      return true
+    end
+    if transient(code) then return true end -- the session went while waiting: queue on the next one
+    e.error = msg
+    elog(e, "error", "acquiring failed: " .. tostring(msg))
+    return false
+  end
+  term.token, term.node = m:token(), m:node()
+  if e.closed then tell(e, term, e.closed) end
+  local pause = false
+  -- granted as the election closed, with the connection down under "stop", or lost at once:
+  -- hand it on without running
+  if not (term.why or not m:is_held() or (o.suspended == "stop" and client.state ~= "CONNECTED")) then
+    e.terms = e.terms + 1
+    term.number = e.terms
+    term.running = true
+    e.term = term
+    local rok, r = pcall(o.run, e, term)
+    term.running = false
+    e.term = nil
+    if not rok then
+      elog(e, "error", "the term failed: " .. tostring(r))
+      pause = true
+    else
+      pause = r and true or false
+    end
+  end
+  if m:is_held() then
+    local rok, rmsg = m:release()
+    if not rok then elog(e, "warn", "giving leadership back failed: " .. tostring(rmsg)) end
+  else
+    -- lost with the session (its node goes with it): forget it at once, without a request; a
+    -- release would wait for the reconnection, and spec/64 measured the next turn 3 s later
+    local h = hold.of(m)
+    if h then h:drop() end
+  end
+  m:on_lost(nil)
+  if pause and o.retry_delay and not e.closed then o.pause(e, o.retry_delay) end
+  return o.requeue and not e.closed
+end
+
+local function run_loop(e)
+  while true do
+    -- never raise out of the loop (it would surface in whoever pumps the client)
+    local ok, more = pcall(turn, e)
+    if not ok then
+      if e.client.state ~= "CLOSED" then elog(e, "error", tostring(more)) end
+      break
+    end
+    if not more or e.client.state == "CLOSED" then break end
+  end
+  e.running = false
+  if e._o.on_exit then e._o.on_exit(e) end
+end
+
+local ENGINE_OPTIONS = {
+  id = check.is.string, acl = check.acl_option, requeue = check.is.boolean,
+  suspended = function(v) return SUSPENDED_POLICIES[v] ~= nil, '"keep" or "stop"' end,
+  run = check.is.func, tell = check.is.func, spawn = check.is.func,
+  pause = check.is.func, retry_delay = check.is.nonneg, on_state = check.is.func,
+  on_exit = check.is.func, waiting = check.is.func, log = check.is.func, what = check.is.string,
+}
+
+-- leader.engine(client, path, opts) -> engine (not started: engine:start()). opts: above; run is
+-- required, id is the node data.
+function M.engine(client, path, opts)
+  check.open(client, "engine")
+  check.path("engine", 2, path)
+  -- an internal call (client:leader and one_worker build on it), checked here rather than
+  -- through check.options, which is for the documented API (scripts/apidoc.lua)
+  if type(opts) ~= "table" then
+    check.argerror("engine", 3, "options: expected a table, got " .. check.describe(opts))
+  end
+  for k, v in pairs(opts) do
+    local valid = ENGINE_OPTIONS[k]
+    if not valid then check.argerror("engine", 3, ("unknown option '%s'"):format(tostring(k))) end
+    local ok, what = valid(v)
+    if not ok then
+      check.argerror("engine", 3, ("option '%s': expected %s, got %s"):format(k, what, check.describe(v)))
+    end
+  end
+  if not opts.run then check.argerror("engine", 3, "option 'run' is required (a function(engine, term))") end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.suspended = o.suspended or "keep"
+  o.what = o.what or ("election " .. check.short(path))
+  o.spawn = o.spawn or function(fn) client:spawn(fn) return true end
+  o.pause = o.pause or function(_, s) client:sleep(s) end
+  local e = setmetatable({ client = client, path = path, id = o.id, terms = 0, running = false, closed = false,
+                           _o = o }, Engine)
+  e._on_lost = function(state)
+    local term = e.term or e._next
+    if term then
+      if state == "LOST" or (state == "SUSPENDED" and o.suspended == "stop") then tell(e, term, state) end
+    end
+    if o.on_state then o.on_state(state, term) end
+  end
+  return e
+end
+
+-- Start the loop (again, after a loop without requeue ended). -> true | false (running, closed)
+-- | nil, msg (the spawn hook failed)
+function Engine:start()
+  if self.running or self.closed or self.client.state == "CLOSED" then return false end
+  self.running = true
+  local ok, err = self._o.spawn(function() run_loop(self) end)
+  if not ok then
+    self.running = false
+    return nil, err
+  end
+  return true
+end
+
+-- Leave for good: a queued acquire is withdrawn (its node deleted in the background), a running
+-- term is told `why` (default "CLOSED"); the mutex is given back once the term is over. Idempotent.
+function Engine:close(why)
+  if self.closed then return end
+  self.closed = why or "CLOSED"
+  local term = self.term
+  if term then tell(self, term, self.closed) end
+  if self._mutex and self.client.state ~= "CLOSED" then self._mutex:cancel() end
+end
+
 ---------------------------------------------------------------- election
 
 local Leader = {}
 Leader.__index = Leader
 M.Leader = Leader
 
-local function log(self, level, msg) hold.log(self.client, level, msg) end
-
--- One turn in the queue: acquire, lead (run fn), give back. -> continue? (false: stop for good)
-local function turn(self)
-  local m = self._mutex
-  if self._closed or self.client.state == "CLOSED" then return false end
-  local ok, msg, code = m:acquire(nil)
-  if not ok then
-    if self._closed or code == "ECANCELED" or code == "ECLOSED" then return false end
-    if code == "ESESSION" or (code and code:match("^ZCONNECTION")) or code == "ZOPERATIONTIMEOUT" then
-      return true -- the session went while waiting: queue again on the next one
-    end
-    self._error = msg
-    log(self, "error", ("leader %s: acquiring failed: %s"):format(check.short(self.path), msg))
-    return false
-  end
-  if self._closed then m:release() return false end
-  self._lost = false
-  self._token = m:token()
-  self._leading = true
-  self._terms = self._terms + 1
-  local fok, ferr = pcall(self._fn, self)
-  self._leading = false
-  self._token = nil
-  watch.notify(self._changed) -- another coroutine in leader:sleep() hears the term is over
-  if not fok then
-    log(self, "error", ("leader %s: the leader function raised: %s"):format(check.short(self.path), tostring(ferr)))
-  end
-  if hold.of(m) then -- held, or lost: a lost hold is cleared by its release (ELOST)
-    local rok, rmsg, rcode = m:release()
-    if not rok and rcode ~= "ELOST" then
-      log(self, "error", ("leader %s: giving leadership back failed: %s"):format(check.short(self.path), rmsg))
-    end
-  end
-  return self._requeue and not self._closed
+-- The term the engine runs now, if it may go on (no stop reason yet).
+local function current(self)
+  local t = self._engine.term
+  if t and t.why == nil then return t end
+  return nil
 end
 
-local function loop(self)
-  while true do
-    -- never raise out of the scheduler (that would surface in whoever pumps the client)
-    local ok, more = pcall(turn, self)
-    if not ok then
-      if self.client.state ~= "CLOSED" then
-        log(self, "error", ("leader %s: %s"):format(check.short(self.path), tostring(more)))
-      end
-      break
-    end
-    if not more or self.client.state == "CLOSED" then break end
-  end
-  self._running = false
-end
-
-local function start(self)
-  if self._running or self._closed then return end
-  self._running = true
-  self.client:spawn(loop, self)
-end
-
--- client:leader(path, fn, { id =, requeue =, acl = }) -> leader object
---   Joins the election at `path` at once: a coroutine spawned on the client queues on the
---   path's mutex and, once it holds it, runs fn(leader); leadership ends when fn returns or
---   raises (then the node is deleted) or the hold is LOST. requeue = true queues again after
---   each term (Curator's autoRequeue); default false: one term.
+-- client:leader(path, fn, { id =, requeue =, acl =, suspended = }) -> leader object
+--   Joins the election at `path` at once: the election engine's coroutine, spawned on the
+--   client, queues on the path's mutex and, once it holds it, runs fn(leader); leadership ends
+--   when fn returns or raises (then the node is deleted) or the hold is LOST. requeue = true
+--   queues again after each term (Curator's autoRequeue); default false: one term.
+--   suspended = "keep" (default: a SUSPENDED term goes on; LOST ends it) or "stop" (is_leader()
+--   turns false and leader:sleep() returns false at SUSPENDED; fn should return then).
 function Client:leader(path, fn, opts)
   check.open(self, "leader")
   check.path("leader", 1, path)
   if type(fn) ~= "function" then
     check.argerror("leader", 2, "expected a function (run while leader), got " .. check.describe(fn))
   end
-  opts = check.options("leader", 3, opts, { id = id_option, requeue = check.is.boolean, acl = check.acl_option })
+  opts = check.options("leader", 3, opts, { id = id_option, requeue = check.is.boolean, acl = check.acl_option,
+                                            suspended = check.is.oneof("keep", "stop") })
   check_id(self, "leader", 3, path, opts.id)
-  local lo = { client = self, path = path, id = opts.id, _fn = fn, _requeue = opts.requeue == true,
-               _terms = 0, _leading = false, _closed = false,
-               _changed = watch.signal(self) } -- notified when the term may have ended
-  local mopts = { acl = opts.acl, data = opts.id }
-  lo._mutex = self:mutex(path, mopts)
-  lo._mutex:on_lost(function(state)
-    if state == "LOST" then
-      lo._lost = true
-      watch.notify(lo._changed)
-    end
-    local handler = lo._on_lost
-    if handler then
+  local lo = setmetatable({ client = self, path = path, id = opts.id, _running = true,
+                            _changed = watch.signal(self) }, Leader) -- notified when the term may have ended
+  local what = "leader " .. check.short(path)
+  local engine = M.engine(self, path, {
+    id = opts.id, acl = opts.acl, requeue = opts.requeue == true, suspended = opts.suspended or "keep", what = what,
+    run = function(e)
+      lo._mutex = e._mutex -- the mutex of this term (spec helpers read its node)
+      local ok, err = pcall(fn, lo)
+      watch.notify(lo._changed) -- another coroutine in leader:sleep() hears the term is over
+      if not ok then hold.log(self, "error", ("%s: the leader function raised: %s"):format(what, tostring(err))) end
+    end,
+    tell = function() watch.notify(lo._changed) end,
+    on_state = function(state)
+      local handler = lo._on_lost
+      if not handler then return end
       local ok, err = pcall(handler, state, lo)
       if not ok then
-        log(lo, "error", ("on_lost handler of leader %s failed (%s): %s")
-          :format(check.short(path), state, tostring(err)))
+        hold.log(self, "error", ("on_lost handler of %s failed (%s): %s"):format(what, state, tostring(err)))
       end
-    end
-  end)
-  setmetatable(lo, Leader)
-  start(lo)
+    end,
+    on_exit = function() lo._running = false end,
+  })
+  lo._engine = engine
+  engine:start()
   return lo
 end
 
--- Leading now (fn is running, the hold is not lost, the leader not closed)? Drives the client
--- first, so a loss nobody pumped for is noticed.
+-- Leading now (fn is running and was not told to stop: not lost, not SUSPENDED under "stop",
+-- not closed)? Drives the client first, so a loss nobody pumped for is noticed.
 function Leader:is_leader()
   check.object(self, Leader, "leader", "is_leader")
-  if self._leading and not self._closed and not self._lost then hold.refresh(self.client) end
-  return self._leading and not self._closed and not self._lost and self.client.state ~= "CLOSED"
+  if current(self) then hold.refresh(self.client) end
+  return current(self) ~= nil and self.client.state ~= "CLOSED"
 end
 
 -- The fencing token of the current term (czxid of our node), nil when not leading.
 function Leader:token()
   check.object(self, Leader, "leader", "token")
-  if self:is_leader() then return self._token end
+  if self:is_leader() then return current(self).token end
   return nil
 end
 
@@ -198,8 +355,9 @@ function Leader:leader()
   return p[1]
 end
 
--- fn(state, leader) for the connection and session events of a term: "SUSPENDED" (leadership is
--- kept: see the module comment), "RECONNECTED", "LOST" (the term is over). nil: none.
+-- fn(state, leader) for the connection and session events of a term: "SUSPENDED" (under
+-- "keep" leadership is kept: see the module comment), "RECONNECTED", "LOST" (the term is over).
+-- nil: none.
 function Leader:on_lost(fn)
   check.object(self, Leader, "leader", "on_lost")
   if fn ~= nil and type(fn) ~= "function" then
@@ -212,7 +370,7 @@ end
 -- Terms led so far.
 function Leader:terms()
   check.object(self, Leader, "leader", "terms")
-  return self._terms
+  return self._engine.terms
 end
 
 -- Sleep up to `seconds` while leading: returns true after the whole time if still leader, false
@@ -229,9 +387,11 @@ end
 -- false when already queued or leading, or closed.
 function Leader:requeue()
   check.object(self, Leader, "leader", "requeue")
-  if self._closed or self._running or self.client.state == "CLOSED" then return false end
-  start(self)
-  return true
+  if self._engine.closed or self._running or self.client.state == "CLOSED" then return false end
+  self._running = true
+  if self._engine:start() then return true end
+  self._running = false
+  return false
 end
 
 -- Leave the election: a queued participant withdraws at once (its node is deleted in the
@@ -239,10 +399,9 @@ end
 -- returns. Idempotent.
 function Leader:close()
   check.object(self, Leader, "leader", "close")
-  if self._closed then return end
-  self._closed = true
+  if self._engine.closed then return end
+  self._engine:close()
   watch.notify(self._changed) -- a term sleeping in leader:sleep() ends now
-  if self.client.state ~= "CLOSED" then self._mutex:cancel() end
 end
 
 function Leader:__tostring()

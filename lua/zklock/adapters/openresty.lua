@@ -59,6 +59,7 @@
 --   zngx.one_worker(path, job, opts) -> handle | nil, msg, code
 --       keeps `job` running in exactly one nginx worker of all the nginx instances (all the
 --       processes) that call it with the same ZooKeeper `path`. Call it in init_worker_by_lua*:
+--       it runs zklock.leader's election engine (client:leader's) with suspended = "stop":
 --       every worker queues on a mutex at `path` (Curator's LeaderSelector protocol: an
 --       InterProcessMutex whose node data is the participant id) under a session of its own;
 --       the holder runs job(ctx) in a light thread, releases when it returns, raises or is told
@@ -73,6 +74,7 @@ if type(ngx) ~= "table" or not ngx.timer then
 end
 local zklock = require("zklock")
 local check = require("zklock.check")
+local leader = require("zklock.leader")
 local semaphore = require("ngx.semaphore")
 
 local ngx = ngx
@@ -277,11 +279,11 @@ end
 
 ---------------------------------------------------------------- one worker across the fleet
 --
--- Election: every worker's supervisor (a timer) queues on a zklock mutex at `path` under a
--- client of its own (node data = the participant id: Curator's LeaderSelector on the wire). The
--- holder runs the job in a light thread it spawned, so it can stop it; `elect` and the body of
--- `run_term` are the only places that know it is a mutex (a leader-election call that runs a
--- function while leader can replace `elect` + `run_term`'s release).
+-- A thin layer on the election engine (zklock.leader's M.engine): every worker's supervisor (a
+-- timer) runs the engine under a client of its own, with suspended = "stop" and a `run` hook
+-- that starts the job in a light thread the supervisor can kill: told to stop (SUSPENDED,
+-- EXITING, CLOSED) it gets stop_grace to return; LOST kills it at once (the server may hand the
+-- job to another worker any moment).
 
 local POLL = 0.1        -- s: how often a supervisor looks at ngx.worker.exiting() and the job
 local RETRY_DELAY = 1   -- s: before queueing again after a failed acquire or a job that raised
@@ -294,16 +296,12 @@ local Fleet = {}
 Fleet.__index = Fleet
 Fleet.__name = "zklock.adapters.openresty.OneWorker"
 
--- Why this worker's supervisor must stop for good (nil: it goes on).
-local function ending(st)
-  if st.closed then return "CLOSED" end
-  if ngx.worker.exiting() then return "EXITING" end
-  if st.client.state == "CLOSED" then return "CLOSED" end
-  return nil
-end
-
 local function flog(st, level, ...)
   ngx.log(level, "zklock: one_worker ", st.path, ": ", ...)
+end
+
+local function post_once(sema)
+  if sema:count() < 1 then sema:post(1) end
 end
 
 -- nil while the job may run; otherwise why it must stop: "SUSPENDED" (the connection dropped:
@@ -312,8 +310,8 @@ end
 function Job:stopping()
   if getmetatable(self) ~= Job then check.raise("zklock: use job:stopping() (with a colon)") end
   if not self._why then
-    local why = ending(self._st)
-    if why then self._why = why end
+    self._why = self._term.why or (ngx.worker.exiting() and "EXITING")
+      or (self.client.state == "CLOSED" and "CLOSED") or nil
   end
   return self._why
 end
@@ -337,143 +335,58 @@ function Job:sleep(s)
   end
 end
 
--- Tell the job to stop (first reason wins) and wake it and its supervisor, once per term: a
--- semaphore with a resource left makes wait() return without yielding, so posting again from
--- the supervisor's own loop would spin it.
-local function tell(st, job, why)
-  if not job._why then job._why = why end
+-- Wake the job's threads waiting in job:sleep and the supervisor, once per term: a semaphore
+-- with a resource left makes wait() return without yielding, so posting again from the
+-- supervisor's own loop would spin it.
+local function wake(st, job)
   if job._told then return end
   job._told = true
-  local n = -job._wake:count() -- the job's threads waiting in job:sleep
+  local n = -job._wake:count()
   job._wake:post(n > 0 and n or 1)
-  if st.kick:count() < 1 then st.kick:post(1) end
+  post_once(st.kick)
 end
 
--- Queue for the job; -> the mutex, held by the calling coroutine, and the term's loss record
--- ({ why = "SUSPENDED" | "LOST", lost = bool, job = ctx once it runs }), or nil, msg, code.
--- The loss handler is set before the acquire: a SUSPENDED that arrives between the grant and the
--- start of the job is kept. While waiting, a light thread cancels the acquire when the worker
--- exits or close() is called.
-local function elect(st)
-  local m = st.client:mutex(st.path, { acl = st.acl })
-  local term = {}
-  m:on_lost(function(state)
-    if state ~= "SUSPENDED" and state ~= "LOST" then return end
-    term.why = term.why or state
-    local job = term.job
-    if job then tell(st, job, state) end
-    if state == "LOST" and not term.lost then
-      term.lost = true -- the supervisor kills the job at once
-      if st.kick:count() < 1 then st.kick:post(1) end
-    end
-  end)
-  local waiting, done = true, assert(semaphore.new(0))
-  st.watch = done -- close() posts it too
-  ngx.thread.spawn(function()
-    while waiting do
-      if ending(st) then m:cancel() return end
-      done:wait(POLL)
-    end
-  end)
-  local ok, msg, code = m:acquire()
-  waiting = false
-  st.watch = nil
-  done:post(1) -- the watcher ends now, not at its next poll
-  if not ok then
-    m:on_lost(nil)
-    return nil, msg, code
-  end
-  return m, term
-end
-
--- Run one term of the job on the held mutex m; returns once the job ended and m is released.
-local function run_term(st, m, term)
+-- The engine's run hook: one term of the job in a light thread, supervised. -> true (the job
+-- raised: pause before queueing again)
+local function run_job(st, term)
+  -- granted just as this worker began to exit: hand it on without running
+  if ngx.worker.exiting() then return false end
   local job = setmetatable({
-    token = m:token(), node = m:node(), id = st.id, path = st.path, client = st.client,
-    pid = ngx.worker.pid(), worker = ngx.worker.id(),
-    _st = st, _wake = assert(semaphore.new(0)),
+    token = term.token, node = term.node, id = st.id, path = st.path, client = st.client,
+    pid = ngx.worker.pid(), worker = ngx.worker.id(), _st = st, _term = term, _wake = assert(semaphore.new(0)),
   }, Job)
-  local why = ending(st)
-  if why or term.why or st.client.state ~= "CONNECTED" or not m:is_held() then
-    -- granted just as this worker began to exit, or while the connection is down (or lost at
-    -- once): hand it on without running
-    m:on_lost(nil)
-    if m:is_held() then m:release() end
-    return
-  end
-  term.job = job
-  st.job = job
+  term.job, st.job = job, job
   flog(st, ngx.NOTICE, "worker ", job.pid, " runs the job (token ", tostring(job.token), ", id ", st.id, ")")
   local done, failed = false, nil
   local thread, err = ngx.thread.spawn(function()
     local ok, e = xpcall(st.fn, debug.traceback, job)
     if not ok then failed = e end
     done = true
-    if st.kick:count() < 1 then st.kick:post(1) end
+    post_once(st.kick)
   end)
-  if not thread then
-    failed, done = "cannot spawn the job thread: " .. tostring(err), true
-  end
+  if not thread then failed, done = "cannot spawn the job thread: " .. tostring(err), true end
   local kill_at, outcome
   while not done do
-    why = job:stopping()
+    local why = job:stopping()
     if why then
-      tell(st, job, why)
+      wake(st, job)
       ngx.update_time()
       local t = ngx.now()
       kill_at = kill_at or (t + st.stop_grace)
-      -- LOST: the server may hand the job to another worker any moment now: no grace left
       if term.lost or t >= kill_at then
         ngx.thread.kill(thread)
-        outcome = term.lost and ("killed at once: the session was lost (told to stop: %s)"):format(job._why)
-          or ("killed: it did not return within %g s of being told to stop (%s)"):format(st.stop_grace, job._why)
+        outcome = term.lost and ("killed at once: the session was lost (told to stop: %s)"):format(why)
+          or ("killed: it did not return within %g s of being told to stop (%s)"):format(st.stop_grace, why)
         break
       end
     end
     st.kick:wait(POLL)
   end
   st.job = nil
-  if failed then
-    flog(st, ngx.ERR, "the job raised in worker ", job.pid, ": ", tostring(failed))
-  end
+  if failed then flog(st, ngx.ERR, "the job raised in worker ", job.pid, ": ", tostring(failed)) end
   flog(st, outcome and ngx.WARN or ngx.NOTICE, "worker ", job.pid, " ended the job (token ",
     tostring(job.token), "): ", outcome or (job._why and ("told to stop: " .. job._why)) or "it returned")
-  m:on_lost(nil)
-  if m:is_held() then
-    local ok, msg = m:release()
-    if not ok then flog(st, ngx.WARN, "release: ", tostring(msg)) end
-  end
   return failed ~= nil
-end
-
-local function supervise(premature, st)
-  if not premature then
-    local ok, err = pcall(function()
-      while not ending(st) do
-        local m, term, code = elect(st)
-        local pause = false
-        if m then
-          pause = run_term(st, m, term)
-        elseif code ~= "ECANCELED" and code ~= "ECLOSED" then
-          flog(st, ngx.WARN, "acquire failed, queueing again in ", RETRY_DELAY, " s: ", tostring(term))
-          pause = true
-        end
-        if pause then
-          ngx.update_time()
-          local until_t = ngx.now() + RETRY_DELAY
-          while not ending(st) and ngx.now() < until_t do
-            st.kick:wait(POLL)
-            ngx.update_time()
-          end
-        end
-      end
-    end)
-    if not ok then flog(st, ngx.ERR, "supervisor failed: ", tostring(err)) end
-  end
-  st.stopped = true
-  -- closing the session deletes our queue node at once: the next worker does not wait for
-  -- the session to expire
-  if st.client.state ~= "CLOSED" then st.client:close() end
 end
 
 local ONE_WORKER_OPTS = {
@@ -485,6 +398,8 @@ local ONE_WORKER_OPTS = {
 }
 
 local function host_name() return require("zklock.core").hostname() end -- the one source (zkl_host_name)
+
+local NGX_LEVEL = { error = ngx.ERR, warn = ngx.WARN, info = ngx.INFO, debug = ngx.DEBUG }
 
 function M.one_worker(path, fn, opts)
   check.path("one_worker", 1, path)
@@ -500,8 +415,7 @@ function M.one_worker(path, fn, opts)
     check.argerror("one_worker", 3, "option 'stop_grace': expected a number of seconds >= 0 (finite), got "
       .. check.describe(opts.stop_grace))
   end
-  local phase = ngx.get_phase()
-  if phase == "init" then
+  if ngx.get_phase() == "init" then
     check.raise("zklock: one_worker must be called in init_worker_by_lua* (or later), not in init_by_lua*:"
       .. " the master process runs no job")
   end
@@ -514,15 +428,51 @@ function M.one_worker(path, fn, opts)
   -- the pump closes the session at worker exit only if the supervisor did not (it releases as
   -- soon as the job returned, at most stop_grace after the exit began)
   M.attach(client, { exit_grace = stop_grace + 5 })
-  local st = {
-    path = path, fn = fn, id = id, acl = opts.acl, client = client, stop_grace = stop_grace,
-    kick = assert(semaphore.new(0)), watch = nil, job = nil, closed = false, stopped = false,
-  }
-  local ok, err = ngx.timer.at(0, supervise, st)
+  local st = { path = path, fn = fn, id = id, client = client, stop_grace = stop_grace,
+               kick = assert(semaphore.new(0)), job = nil }
+  local engine
+  engine = leader.engine(client, path, {
+    id = id, acl = opts.acl, requeue = true, suspended = "stop", retry_delay = RETRY_DELAY,
+    run = function(_, term) return run_job(st, term) end,
+    tell = function(term) if term.job then wake(st, term.job) end end,
+    log = function(level, text) flog(st, NGX_LEVEL[level] or ngx.WARN, text) end,
+    pause = function(e, s)
+      ngx.update_time()
+      local until_t = ngx.now() + s
+      while not e.closed and not ngx.worker.exiting() and ngx.now() < until_t do
+        st.kick:wait(POLL)
+        ngx.update_time()
+      end
+    end,
+    -- while queued, a light thread withdraws the acquire when the worker exits (a running job
+    -- hears of the exit from job:stopping())
+    waiting = function(e)
+      local queued, bell = true, assert(semaphore.new(0))
+      ngx.thread.spawn(function()
+        while queued do
+          if ngx.worker.exiting() then e:close("EXITING") return end
+          bell:wait(POLL)
+        end
+      end)
+      return function() queued = false; bell:post(1) end -- the watcher ends now, not at its next poll
+    end,
+    -- the supervisor: a timer running the engine's loop
+    spawn = function(loop)
+      return ngx.timer.at(0, function(premature)
+        if premature then engine:close("EXITING") end
+        loop()
+        -- closing the session deletes our queue node at once: the next worker does not wait
+        -- for the session to expire
+        if client.state ~= "CLOSED" then client:close() end
+      end)
+    end,
+  })
+  local ok, err = engine:start()
   if not ok then
     client:close()
     return nil, "ESYSTEM: one_worker: cannot start the supervisor timer: " .. tostring(err), "ESYSTEM"
   end
+  st.engine = engine
   return setmetatable({ _st = st }, Fleet)
 end
 
@@ -530,14 +480,13 @@ end
 function Fleet:running()
   if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:running() (with a colon)") end
   local job = self._st.job
-  return job ~= nil and not job._why
+  return job ~= nil and not job._term.why and not job._why
 end
 
 -- The fencing token of the job this worker runs now, or nil.
 function Fleet:token()
   if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:token() (with a colon)") end
-  local job = self._st.job
-  return job and not job._why and job.token or nil
+  return self:running() and self._st.job.token or nil
 end
 
 -- This worker leaves the election for good: a running job is told "CLOSED" (killed after
@@ -545,10 +494,8 @@ end
 function Fleet:close()
   if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:close() (with a colon)") end
   local st = self._st
-  st.closed = true
-  if st.job then tell(st, st.job, "CLOSED") end
-  if st.kick:count() < 1 then st.kick:post(1) end
-  if st.watch and st.watch:count() < 1 then st.watch:post(1) end
+  st.engine:close("CLOSED")
+  post_once(st.kick)
 end
 
 -- the classes, for scripts/apidoc.lua (not an API)
