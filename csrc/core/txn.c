@@ -195,12 +195,12 @@ int zkl__txn_result_get(zkl_client *c, uint64_t id, zkl_txn_result *out, int n) 
     for (; out && k < n && k < t->n; k++) {
         memset(&out[k], 0, sizeof out[k]);
         /* without the server's answer (timeout, connection or session loss, close) each op
-         * carries the transaction's status */
+         * carries the transaction's status, and zres was never filled in */
         out[k].rc = t->per_op ? t->zres[k].err : t->rc;
         out[k].sent = t->sent;
-        if (t->args[k].type == ZKL_OP_CREATE && t->zres[k].err == ZOK && t->bufs[k][0])
+        if (t->per_op && t->args[k].type == ZKL_OP_CREATE && t->zres[k].err == ZOK && t->bufs[k][0])
             out[k].path = t->bufs[k];
-        if (t->args[k].type == ZKL_OP_SET && t->zres[k].err == ZOK) {
+        if (t->per_op && t->args[k].type == ZKL_OP_SET && t->zres[k].err == ZOK) {
             out[k].version = t->stats[k].version;
             out[k].mzxid = t->stats[k].mzxid;
         }

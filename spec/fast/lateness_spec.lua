@@ -45,7 +45,9 @@ describe("adapter timer lateness check #fast", function()
 
   it("passes a loop that does a little work between timer runs", function()
     local tm = run_with(function() busy(0.005) end)
-    assert.is_true(tm.ticks >= 10)
+    -- the meter ran (about 20 ticks in 0.4 s; a process the machine starves sees fewer, which
+    -- the lateness below forgives and so may this count)
+    assert.is_true(tm.ticks >= 5, ("%d ticks"):format(tm.ticks))
     assert.is_true(tm.max_late < H.lateness_limit(0.5), ("%.3f s"):format(tm.max_late))
   end)
 
