@@ -6,7 +6,7 @@
 --   zklock ls PATH                              holders and waiters of the lock(s) at PATH
 --   zklock reap PATH [--yes]                    nodes no recipe will ever delete (dry run by default)
 --
--- Exit status (docs in README, "The zklock command"): the child's (128+N when signal N killed it);
+-- Exit status (docs in docs/cli.md): the child's (128+N when signal N killed it);
 -- the conflict code (-E, default 1) when the lock was not taken; 64 usage; 69 no connection or the
 -- session ended while waiting; 70 internal error; 75 the lock was lost while the child ran; 77 no
 -- permission (ACL, auth); 126/127 the command could not be executed / was not found; 128+N when
@@ -109,7 +109,7 @@ local function build_parser()
     .. "and inspect or repair lock state.")
   p:command_target("subcommand")
   p:help_max_width(100)
-  p:epilog("Exit status: see `zklock run --help`. Docs: README.md, \"The zklock command\".")
+  p:epilog("Exit status: see `zklock run --help`. Docs: docs/cli.md.")
 
   local run = p:command("run", "Run a command while holding a lock (mutex, read lock or semaphore lease).")
   run:argument("path", "lock path, e.g. /locks/nightly-backup")
