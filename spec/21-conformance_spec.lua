@@ -1,6 +1,6 @@
 -- The hold protocol, checked the same way over every family of grant (spec/support/conformance.lua:
 -- mutex, both read-write sides, semaphore mutex, lease, multi-lock, zookeeper_lock) against a
--- real server (docs/design.md, "One hold protocol"; README, "When a hold is lost"):
+-- real server (docs/design.md, "One hold protocol"; docs/recipes.md, "When a hold is lost"):
 --   * acquire with nil, 0, 1e-9, a huge number, math.huge (granted when free; 0 and 1e-9 give up
 --     at once with ETIMEDOUT when another client holds it; math.huge waits for the release), NaN
 --     and negative (raise, naming the argument);
