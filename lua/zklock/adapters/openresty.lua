@@ -69,6 +69,15 @@
 --       ctx:sleep(s) -> true | nil, reason. handle: running(), token(), close().
 --       See README ("One worker across the fleet") for what happens on SUSPENDED, LOST,
 --       reload, quit and a crashed worker.
+--
+-- A cache shared by the workers of an instance
+--   zngx.shared_cache(dict, path, opts) -> reader | nil, msg, code
+--       in init_worker_by_lua* of every worker: one worker (elected with one_worker on
+--       <opts.election>/<instance id>) follows `path` with client:cache and publishes it into
+--       lua_shared_dict `dict`; every worker reads it: reader:get(path), :children(path),
+--       :version(), :info(), :keeping(), :close(). opts: hosts (required), depth, max_nodes,
+--       data (as client:cache), election, id, session_timeout, acl.
+--   zngx.cache_reader(dict) -> reader (reads only, any phase)
 if type(ngx) ~= "table" or not ngx.timer then
   error("zklock.adapters.openresty needs lua-nginx-module (OpenResty): no ngx here", 2)
 end
@@ -549,7 +558,8 @@ local function parse(blob)
   if blob:sub(1, pos - 1) ~= SNAP_MAGIC .. "\n" then return nil, "not a zklock cache snapshot" end
   local v, pid, at, root, e = blob:match("^(%d+) (%d+) ([%d%.]+) ([^\n]*)\n()", pos)
   if not v then return nil, "bad snapshot header" end
-  local snap = { version = tonumber(v), pid = tonumber(pid), at = tonumber(at), root = root, nodes = {}, count = 0 }
+  local snap = { version = tonumber(v), pid = tonumber(pid), at = tonumber(at), root = root, nodes = {}, count = 0,
+                 bytes = #blob }
   local nodes = snap.nodes
   pos = e
   while pos <= #blob do
@@ -668,12 +678,13 @@ function Shared:version()
 end
 
 -- shared:info() -> { version, pid (the keeper that published it), at (ngx.now() then), nodes,
--- root } of the newest snapshot | nil, msg, code
+-- root, bytes } of the newest snapshot | nil, msg, code
 function Shared:info()
   reader_check(self, "info")
   local snap, msg, code = load(self)
   if not snap then return nil, msg, code end
-  return { version = snap.version, pid = snap.pid, at = snap.at, nodes = snap.count, root = snap.root }
+  return { version = snap.version, pid = snap.pid, at = snap.at, nodes = snap.count, root = snap.root,
+           bytes = snap.bytes }
 end
 
 -- This worker keeps the cache now.
@@ -751,6 +762,13 @@ function M.shared_cache(dict, path, opts)
     local dirty = false
     -- the arguments are not used: the handler works whichever order they come in
     cache:on_change(function()
+      if job:stopping() then
+        -- the job was killed (LOST) and its cache lives on with the client's next session:
+        -- close it (not from inside its own event)
+        if current == cache then current = nil end
+        ngx.timer.at(0, function() cache:close() end)
+        return
+      end
       dirty = true
       post_once(bell)
     end)
@@ -767,7 +785,7 @@ function M.shared_cache(dict, path, opts)
       bell:wait(KEEP_POLL)
     end
     cache:close()
-    current = nil
+    if current == cache then current = nil end
   end, { hosts = opts.hosts, id = opts.id, session_timeout = opts.session_timeout, acl = opts.acl })
   if not handle then return nil, msg, code end
   self._handle = handle
