@@ -225,8 +225,8 @@ describe("openresty shared cache #openresty #lua54 #nosan", function()
     local want2 = table.concat(after, ",")
     local mid = {}
     for _, x in ipairs(names) do if x ~= names[1] then mid[#mid + 1] = x end end
-    local mid2 = { table.unpack(names) }
-    mid2[#mid2 + 1] = "10.0.2.2:80"
+    local mid2 = { "10.0.2.2:80" }
+    for _, x in ipairs(names) do mid2[#mid2 + 1] = x end
     table.sort(mid2)
     local took2 = until_all_serve(want2, 10, { [want] = true, [table.concat(mid, ",")] = true,
                                                [table.concat(mid2, ",")] = true })
