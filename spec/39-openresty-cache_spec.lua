@@ -237,6 +237,84 @@ describe("openresty shared cache #openresty #lua54 #nosan", function()
     assert.is_true(moved >= SESSION * 0.5, "the keeper moved before the killed one's session could expire")
   end)
 
+  it("nginx -s reload: the keeper moves to a new worker, which publishes; changes reach the new workers", function()
+    local names = assert(client:children(SERVICES))
+    table.sort(names)
+    local before = table.concat(names, ",")
+    until_all_serve(before, 10)
+    local old = live_workers()
+    local v0 = poll()[1].version
+    assert(srv:reload())
+    local deadline = now() + 30
+    while true do
+      local fresh, stale = 0, false
+      for _, w in ipairs(srv:workers()) do
+        if old[w.pid] then stale = true elseif not w.shutting_down then fresh = fresh + 1 end
+      end
+      if fresh == WORKERS and not stale then break end
+      assert(now() < deadline, "the old workers did not exit within 30 s\n" .. srv:log_tail(30))
+      client:sleep(0.1)
+    end
+    -- the new workers read the dict the old ones left (a reload keeps it) and a new keeper
+    -- among them publishes a version of its own
+    add("10.0.3.1:80")
+    local want = before .. ",10.0.3.1:80"
+    until_all_serve(want, 10, { [before] = true })
+    local answers = poll()
+    assert.is_true(answers[1].version > v0)
+    assert.is_nil(old[answers[1].keeper], "the keeper is an old worker")
+    assert.is_true(live_workers()[answers[1].keeper] ~= nil, "the keeper is no live worker")
+  end)
+
+  it("bad input raises a clear error naming the argument", function()
+    -- the argument checks come before anything touches nginx: run them here, with a stand-in ngx
+    local saved_ngx, saved_sema = rawget(_G, "ngx"), package.loaded["ngx.semaphore"]
+    local stub_dict = { get = function() end }
+    _G.ngx = { timer = {}, shared = { svc = stub_dict }, get_phase = function() return "init" end }
+    package.loaded["ngx.semaphore"] = {}
+    package.loaded["zklock.adapters.openresty"] = nil
+    local ok, zngx = pcall(require, "zklock.adapters.openresty")
+    package.loaded["zklock.adapters.openresty"] = nil
+    local cases = {
+      { function() zngx.shared_cache(nil, "/s", { hosts = "h:1" }) end,
+        "bad argument #1 to 'shared_cache' (dict: expected the name of a lua_shared_dict or ngx.shared.NAME, got nil" },
+      { function() zngx.shared_cache("nope", "/s", { hosts = "h:1" }) end,
+        "bad argument #1 to 'shared_cache' (dict: no lua_shared_dict named \"nope\" in nginx.conf)" },
+      { function() zngx.shared_cache("svc", "s", { hosts = "h:1" }) end,
+        "bad argument #2 to 'shared_cache' (path: expected an absolute znode path, got \"s\"" },
+      { function() zngx.shared_cache("svc", "/s") end,
+        "bad argument #3 to 'shared_cache' (option 'hosts' is required" },
+      { function() zngx.shared_cache("svc", "/s", { hosts = "h:1", depth = -1 }) end,
+        "bad argument #3 to 'shared_cache' (option 'depth': expected an integer >= 0 or math.huge, got -1" },
+      { function() zngx.shared_cache("svc", "/s", { hosts = "h:1", max_nodes = 0 }) end,
+        "bad argument #3 to 'shared_cache' (option 'max_nodes': expected an integer >= 1, got 0" },
+      { function() zngx.shared_cache("svc", "/s", { hosts = "h:1", dept = 1 }) end,
+        "bad argument #3 to 'shared_cache' (unknown option 'dept' (known: acl, data, depth, election, hosts, id,"
+        .. " max_nodes, session_timeout))" },
+      { function() zngx.shared_cache("svc", "/s", { hosts = "h:1", election = "x" }) end,
+        "bad argument #3 to 'shared_cache' (lock path" },
+      { function() zngx.shared_cache(stub_dict, "/s", { hosts = "h:1" }) end,
+        "zklock: shared_cache must be called in init_worker_by_lua* (or later), not in init_by_lua*" },
+      { function() zngx.cache_reader(5) end,
+        "bad argument #1 to 'cache_reader' (dict: expected the name of a lua_shared_dict or ngx.shared.NAME, got 5" },
+      { function() zngx.cache_reader("svc").version() end, "zklock: use cache:version(...) (with a colon)" },
+    }
+    local results = {}
+    if ok then
+      for i, c in ipairs(cases) do results[i] = { pcall(c[1]) } end
+    end
+    _G.ngx, package.loaded["ngx.semaphore"] = saved_ngx, saved_sema
+    assert(ok, zngx)
+    for i, c in ipairs(cases) do
+      local r = results[i]
+      assert.is_false(r[1], "case " .. i .. " did not raise")
+      local msg = tostring(r[2])
+      assert.is_truthy(msg:find(c[2], 1, true), ("case %d: expected %q in %q"):format(i, c[2], msg))
+      -- raised at the caller (this file), not inside zklock
+      assert.is_truthy(msg:find("39-openresty-cache_spec.lua:", 1, true), msg)
+    end
+  end)
+
   it("the balancer picks its peer from the shared cache", function()
     -- the only backend: this nginx itself; /via/free is proxied to /free
     for _, name in ipairs(assert(client:children(SERVICES))) do del(name) end
