@@ -237,6 +237,37 @@ describe("openresty shared cache #openresty #lua54 #nosan", function()
     assert.is_true(moved >= SESSION * 0.5, "the keeper moved before the killed one's session could expire")
   end)
 
+  it("a node's data and stat, after a set, from every worker", function()
+    local addr = "10.0.0.2:80"
+    local path = SERVICES .. "/" .. addr
+    local _, st0 = assert(client:get(path))
+    local st = assert(client:set(path, "weight=5 zone=b"))
+    local url = testing.shq(srv:url("/node?addr=" .. addr))
+    local urls = {}
+    for i = 1, 20 do urls[i] = url end
+    local deadline, seen = now() + 10, {}
+    while true do
+      local out = testing.sh("curl -s --max-time 5 -H 'Connection: close' " .. table.concat(urls, " ")) or ""
+      for pid, cz, mz, ver, data in out:gmatch("(%d+) (%d+) (%d+) (%d+) ([^\n]*)\n") do
+        assert.are.equal(st0.czxid, tonumber(cz))
+        if tonumber(ver) == st.version then
+          assert.are.equal("weight=5 zone=b", data)
+          assert.are.equal(st.mzxid, tonumber(mz))
+          seen[tonumber(pid)] = true
+        else
+          assert.are.equal(st0.version, tonumber(ver)) -- the old state, not another
+        end
+      end
+      local all = true
+      for pid in pairs(live_workers()) do all = all and seen[pid] ~= nil end
+      if all then break end
+      assert(now() < deadline, "not every worker served the new data within 10 s\n" .. srv:log_tail(20))
+      client:sleep(0.05)
+    end
+    local status = srv:get("/node?addr=10.9.9.9:1", 5)
+    assert.are.equal(404, status)
+  end)
+
   it("nginx -s reload: the keeper moves to a new worker, which publishes; changes reach the new workers", function()
     local names = assert(client:children(SERVICES))
     table.sort(names)

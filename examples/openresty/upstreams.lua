@@ -16,8 +16,7 @@ function M.init_worker()
   local err
   services, err = zngx.shared_cache("services", cfg.services, {
     hosts = cfg.hosts,
-    depth = 1,                     -- the directory and its children
-    data = false,                  -- the names are the addresses: no data kept
+    depth = 1,                     -- the directory and its children (their data: a backend's notes)
     election = cfg.election,
     session_timeout = cfg.session_timeout,
   })
@@ -42,6 +41,13 @@ function M.list()
   local info = services:info() or {}
   ngx.say(ngx.worker.pid(), " ", services:version(), " ", info.pid or 0, " ", #list)
   for _, addr in ipairs(list) do ngx.say(addr) end
+end
+
+-- one backend's node: "<worker pid> <czxid> <mzxid> <version> <data>", or 404
+function M.node()
+  local data, stat = services:get(cfg.services .. "/" .. (ngx.var.arg_addr or ""))
+  if not data then return ngx.exit(404) end
+  ngx.say(ngx.worker.pid(), " ", stat.czxid, " ", stat.mzxid, " ", stat.version, " ", data)
 end
 
 function M.keeper()

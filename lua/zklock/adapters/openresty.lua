@@ -534,11 +534,6 @@ local function num(v)
   return (tostring(v or 0):gsub("U?LL$", ""))
 end
 
-local function parent_of(path)
-  local p = path:match("^(.*)/[^/]*$")
-  return (p == nil or p == "") and "/" or p
-end
-
 -- The whole cache in one string: a header line, then per node (parents before their children,
 -- siblings by name) "<path bytes> <data bytes or -1> <czxid> <mzxid> <version>\n<path><data>".
 local function serialize(cache, version, pid)
@@ -562,25 +557,33 @@ local function parse(blob)
                  bytes = #blob }
   local nodes = snap.nodes
   pos = e
+  local find, sub, match = string.find, string.sub, string.match
+  local n = 0
+  -- per node one find and the subs: stats stay text until a get asks for one
   while pos <= #blob do
-    local plen, dlen, cz, mz, ver, e2 = blob:match("^(%d+) (%-?%d+) (%d+) (%d+) (%-?%d+)\n()", pos)
-    if not plen then return nil, "bad snapshot entry at byte " .. pos end
+    local _, e1, plen, dlen, stat = find(blob, "^(%d+) (%-?%d+) ([^\n]*)\n", pos)
+    if not e1 then return nil, "bad snapshot entry at byte " .. pos end
     plen, dlen = tonumber(plen), tonumber(dlen)
-    local path = blob:sub(e2, e2 + plen - 1)
-    pos = e2 + plen
+    local path = sub(blob, e1 + 1, e1 + plen)
+    pos = e1 + 1 + plen
     local data = false
     if dlen >= 0 then
-      data = blob:sub(pos, pos + dlen - 1)
+      data = sub(blob, pos, pos + dlen - 1)
       pos = pos + dlen
     end
-    nodes[path] = { data = data, stat = { czxid = tonumber(cz), mzxid = tonumber(mz), version = tonumber(ver) },
-                    children = {} }
-    snap.count = snap.count + 1
+    nodes[path] = { data, stat }
+    n = n + 1
     if path ~= root then
-      local p = nodes[parent_of(path)]
-      if p then p.children[#p.children + 1] = path:match("([^/]*)$") end
+      local name = match(path, "[^/]*$")
+      local p = nodes[plen == #name + 1 and "/" or sub(path, 1, plen - #name - 1)]
+      if p then
+        local kids = p[3]
+        if not kids then kids = {}; p[3] = kids end
+        kids[#kids + 1] = name
+      end
     end
   end
+  snap.count = n
   return snap
 end
 
@@ -649,8 +652,8 @@ function Shared:get(path)
     return nil, ("ZNONODE: get %s: not in the shared cache of %s"):format(check.short(path), check.short(snap.root)),
       "ZNONODE"
   end
-  local s = n.stat
-  return n.data, { czxid = s.czxid, mzxid = s.mzxid, version = s.version }
+  local cz, mz, ver = n[2]:match("^(%d+) (%d+) (%-?%d+)$")
+  return n[1], { czxid = tonumber(cz), mzxid = tonumber(mz), version = tonumber(ver) }
 end
 
 -- shared:children(path) -> sorted names (a new table) | nil, msg, code
@@ -666,7 +669,7 @@ function Shared:children(path)
       check.short(snap.root)), "ZNONODE"
   end
   local out = {}
-  for i, name in ipairs(n.children) do out[i] = name end
+  for i, name in ipairs(n[3] or out) do out[i] = name end
   return out
 end
 
