@@ -704,20 +704,24 @@ end
 
 -- Publish the cache's view: a new version under a new key, then "current". -> true | nil, msg
 local function publish(d, name, cache)
-  local version = assert(d:incr("version", 1, 0))
+  local function full(what, err)
+    local msg = ("ERANGE: shared cache %s: %s does not fit in lua_shared_dict %s (%s): give the dict room for"
+      .. " two snapshots"):format(cache.path, what, name, tostring(err))
+    d:safe_set("error", msg)
+    return nil, msg
+  end
+  local version, verr = d:incr("version", 1, 0)
+  if not version then return full("the version counter", verr) end
   local blob = serialize(cache, version, ngx.worker.pid())
   local old, older = d:get("current"), d:get("previous")
   -- at most two snapshots at once: the one readers may be reading and the new one
   if older and older ~= old then d:delete("s:" .. older) end
+  -- safe_set: a full dict fails the publish instead of evicting the snapshot being read
   local ok, err = d:safe_set("s:" .. version, blob)
-  if not ok then
-    local msg = ("ERANGE: shared cache %s: the snapshot of %d bytes (%d nodes) does not fit in lua_shared_dict %s"
-      .. " (%s): give the dict room for two snapshots"):format(cache.path, #blob, cache:size(), name, tostring(err))
-    d:set("error", msg)
-    return nil, msg
-  end
-  d:set("current", version)
-  d:set("previous", old)
+  if not ok then return full(("the snapshot of %d bytes (%d nodes)"):format(#blob, cache:size()), err) end
+  ok, err = d:safe_set("current", version)
+  if not ok then return full("the current version", err) end
+  d:safe_set("previous", old)
   d:delete("error")
   return true
 end
@@ -751,8 +755,9 @@ function M.shared_cache(dict, path, opts)
     check.raise("zklock: shared_cache must be called in init_worker_by_lua* (or later), not in init_by_lua*")
   end
   -- the instance's id: the first worker to get here names it; a reload keeps the dict
-  d:add("instance", (host_name() .. "-" .. ngx.worker.pid()):gsub("[/%s]", "_"))
-  local instance = d:get("instance")
+  local mine = (host_name() .. "-" .. ngx.worker.pid()):gsub("[/%s]", "_")
+  d:safe_add("instance", mine) -- safe_*: never evict another key (a snapshot, or this one)
+  local instance = d:get("instance") or mine
   local election = (opts.election or "/zklock/openresty-keepers") .. "/" .. instance
   local self = reader(d, name)
   local cache_opts = { depth = opts.depth, max_nodes = opts.max_nodes, data = opts.data }
@@ -779,7 +784,7 @@ function M.shared_cache(dict, path, opts)
     while not job:stopping() do
       local _, fmsg, fcode = cache:get()
       if fcode == "ERANGE" then -- past max_nodes: the cache stopped for good
-        if not failed_said then failed_said = true; d:set("error", fmsg) end
+        if not failed_said then failed_said = true; d:safe_set("error", fmsg) end
       elseif dirty and cache:is_initialized() then
         dirty = false
         local ok, perr = publish(d, name, cache)
