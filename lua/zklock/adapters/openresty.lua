@@ -523,7 +523,8 @@ end
 -- A snapshot is written whole under a new key (safe_set: it never evicts) before "current"
 -- points at it, so a reader never sees part of one; a reader that finds the key it was pointed
 -- at gone (two publishes between its two reads) reads "current" again. Each worker keeps the
--- parsed snapshot of the version it read last: a read costs one dict get when nothing changed.
+-- parsed snapshot of the version it read last: when nothing changed a read costs two dict gets
+-- ("error", "current").
 
 local SNAP_MAGIC = "zklock-cache 1"
 local KEEP_POLL = 0.1 -- s: how often a keeper looks at stopping() while nothing changes

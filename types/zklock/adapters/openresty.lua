@@ -156,8 +156,8 @@ function zngx.shared_cache(dict, path, opts) end
 function zngx.cache_reader(dict) end
 
 ---What `shared_cache` and `cache_reader` return: reads of the newest published snapshot, from
----the shared dict (parsed once per version in each worker; when nothing changed a read costs one
----dict get). Errors of the reads: `ECONNECTING` (nothing published yet), `ZNONODE` (not in the
+---the shared dict (parsed once per version in each worker; when nothing changed a read costs two
+---dict gets). Errors of the reads: `ECONNECTING` (nothing published yet), `ZNONODE` (not in the
 ---cache), `ERANGE` (past `max_nodes`, or the snapshot does not fit in the dict), `EFORMAT` (the
 ---dict holds something else), `EBUSY` (it was replaced three times during one read).
 ---@class zklock.adapters.openresty.SharedCache
