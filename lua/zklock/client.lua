@@ -292,6 +292,11 @@ function Client:_pump(max_ms)
   max_ms = self:_fold_timeout(max_ms or -1)
   if max_ms > 0 then max_ms = math.ceil(max_ms) end
   self._c:wait(max_ms)
+  return self:_after_wait()
+end
+
+-- The rest of a pump, after its wait: dispatch events, then the adapters' steps.
+function Client:_after_wait()
   self._pumped_at = now()
   self:_dispatch()
   if self._watch then watch.expire(self) end
@@ -358,10 +363,40 @@ function Client:_await(w)
     w.adapter = a
     a.wait(self, w)
   else
-    while not w.done and self.state ~= "CLOSED" do self:_pump(-1) end
+    self:_block(w)
   end
   w.consumed = true
   return w
+end
+
+-- Block the caller (no adapter owns it) until w.done, driving the client. The fast path: while
+-- nothing else is due (no run queue ready, no other event), one C call waits and hands back w's
+-- own event (c:wait_for), with none of the pump's dispatch; anything else goes through _pump.
+function Client:_block(w)
+  local c, id = self._c, w.id
+  while not w.done and self.state ~= "CLOSED" do
+    local max_ms = self:_fold_timeout(-1)
+    local typ, st
+    if max_ms == 0 or self._waiters[id] ~= w then
+      self:_pump(0)
+    else
+      if max_ms > 0 then max_ms = math.ceil(max_ms) end
+      typ, st = c:wait_for(id, max_ms)
+      if not typ then self:_after_wait() end -- other events, or the wait ended without w's
+    end
+    if typ then
+      local t = now()
+      self._pumped_at = t
+      if t >= (self._next_reap or 0) then self:_reap() end
+      self._waiters[id] = nil
+      self._nwaiters = self._nwaiters - 1
+      w.done, w.type, w.status = true, typ, st
+      if typ == core.EV_OP_DONE then
+        w.result = c:result(id)
+        if self._watch then watch.on_done(self, id, st) end
+      end
+    end
+  end
 end
 
 -- Register a waiter for core operation `id`; grant = true when the op acquires something that
