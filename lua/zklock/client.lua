@@ -378,7 +378,9 @@ function Client:_block(w)
     local max_ms = self:_fold_timeout(-1)
     local typ, st
     if max_ms == 0 or self._waiters[id] ~= w then
-      self:_pump(0)
+      -- a wait on a watch or a signal (not an op's waiter), or something due now: the full pump,
+      -- blocking as long as nothing is due
+      self:_pump(-1)
     else
       if max_ms > 0 then max_ms = math.ceil(max_ms) end
       typ, st = c:wait_for(id, max_ms)
