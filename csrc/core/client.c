@@ -416,6 +416,11 @@ int zkl__process(zkl_client *c, int owner) {
              * that failed meanwhile took the link down, and then epoll is asked) */
             n = ready_n;
             ev.events = c->ready_events;
+        } else if (round > 0 && c->inflight_n == 0) {
+            /* every request of ours is answered: a further read could only find a notification
+             * or a ping's reply, and the fd stays readable (level-triggered) for the next wait,
+             * so the system call that would mostly find nothing is saved */
+            break;
         } else {
             n = epoll_wait(c->epfd, &ev, 1, 0);
         }

@@ -293,6 +293,11 @@ function Client:_pump(max_ms)
   max_ms = self:_fold_timeout(max_ms or -1)
   if max_ms > 0 then max_ms = math.ceil(max_ms) end
   self._c:wait(max_ms)
+  return self:_after_wait()
+end
+
+-- The rest of a pump, after its wait: dispatch events, then the adapters' steps.
+function Client:_after_wait()
   self._pumped_at = now()
   self:_dispatch()
   if self._watch then watch.expire(self) end
@@ -359,10 +364,42 @@ function Client:_await(w)
     w.adapter = a
     a.wait(self, w)
   else
-    while not w.done and self.state ~= "CLOSED" do self:_pump(-1) end
+    self:_block(w)
   end
   w.consumed = true
   return w
+end
+
+-- Block the caller (no adapter owns it) until w.done, driving the client. The fast path: while
+-- nothing else is due (no run queue ready, no other event), one C call waits and hands back w's
+-- own event (c:wait_for), with none of the pump's dispatch; anything else goes through _pump.
+function Client:_block(w)
+  local c, id = self._c, w.id
+  while not w.done and self.state ~= "CLOSED" do
+    local max_ms = self:_fold_timeout(-1)
+    local typ, st
+    if max_ms == 0 or self._waiters[id] ~= w then
+      -- a wait on a watch or a signal (not an op's waiter), or something due now: the full pump,
+      -- blocking as long as nothing is due
+      self:_pump(-1)
+    else
+      if max_ms > 0 then max_ms = math.ceil(max_ms) end
+      typ, st = c:wait_for(id, max_ms)
+      if not typ then self:_after_wait() end -- other events, or the wait ended without w's
+    end
+    if typ then
+      local t = now()
+      self._pumped_at = t
+      if t >= (self._next_reap or 0) then self:_reap() end
+      self._waiters[id] = nil
+      self._nwaiters = self._nwaiters - 1
+      w.done, w.type, w.status = true, typ, st
+      if typ == core.EV_OP_DONE then
+        w.result = c:result(id)
+        if self._watch then watch.on_done(self, id, st) end
+      end
+    end
+  end
 end
 
 -- Register a waiter for core operation `id`; grant = true when the op acquires something that
@@ -945,9 +982,10 @@ end
 local recipe = {}
 
 function recipe.core(self) return self._c end
-function recipe.refresh(self) return self:_refresh() end
-function recipe.waiter(self, id, grant) return self:_waiter(id, grant) end
-function recipe.await(self, w) return self:_await(w) end
+-- the client's own methods where the interface adds nothing (a call less on every acquire)
+recipe.refresh = Client._refresh           -- (client)
+recipe.waiter = Client._waiter             -- (client, id, grant) -> waiter
+recipe.await = Client._await               -- (client, waiter) -> waiter
 function recipe.poll(self) return self:_pump(0) end
 function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: untrack
 function recipe.log(self, level, msg) return self:_emit(level, msg) end

@@ -181,7 +181,10 @@ function Lock:participants()
   local asked = hold.adopted()
   local names, msg, code = client:children(self.path)
   if not names then
-    if code == "ZNONODE" then return {} end
+    if code == "ZNONODE" then -- the directory is gone (a reaped container): so is every node in it
+      hold.check_listing(self, self.path, {}, asked)
+      return {}
+    end
     return nil, msg, code
   end
   hold.check_listing(self, self.path, names, asked) -- a holder whose node is not listed lost it

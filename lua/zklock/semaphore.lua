@@ -178,7 +178,10 @@ function Semaphore:participants()
   local asked = hold.adopted()
   local names, msg, code = client:children(dir)
   if not names then
-    if code == "ZNONODE" then return {} end
+    if code == "ZNONODE" then -- the directory is gone (a reaped container): so is every node in it
+      hold.check_listing(self, dir, {}, asked)
+      return {}
+    end
     return nil, msg, code
   end
   hold.check_listing(self, dir, names, asked) -- a lease whose node is not listed is lost
