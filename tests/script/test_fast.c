@@ -64,7 +64,7 @@ static void fast_wait_then_grant(void) {
     CHECK_INT(zkl_client_next_event_for(c, id, &ev), 0); /* parked: nothing queued */
     /* a plain read of the same client finishes meanwhile: its event is not ours */
     uint64_t rid = 0;
-    CHECK_INT(zkl_op_start(c, &(zkl_op_args){ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0, 0, 0}, &rid),
+    CHECK_INT(zkl_op_start(c, &(zkl_op_args){ZKL_OP_GET, "/x", NULL, 0, 0, -1, 0, 0, 0, 0}, &rid),
               ZKL_OK);
     fz_req *r = EXPECT_REQ(FZ_GET, "/x");
     fz_data_ok(r, "x", 5);
