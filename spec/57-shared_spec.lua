@@ -8,7 +8,7 @@
 --   busted --lua=lua5.4 spec/57-shared_spec.lua     busted --lua=luajit --run=luajit ...
 local zklock = require("zklock")
 local testing = require("zklock.testing")
-local shared = require("zklock.shared")
+local shared = require("zklock.counters")
 local util = require("support.util")
 local fixture = require("support.fixture")
 

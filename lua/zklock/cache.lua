@@ -17,11 +17,11 @@
 -- started are answered. After a new session the watches are gone: it reads every node again,
 -- arms everything, and reports `initialized` once that round is in.
 --
--- The module uses the client's public calls, zklock.watch's callback form (the one recipes use)
+-- The module uses the client's public calls, zklock.internal.watch's callback form (the one recipes use)
 -- and the recipe interface (background reads, the log); no other module's fields.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local watch = require("zklock.watch")
+local check = require("zklock.internal.args")
+local watch = require("zklock.internal.watch")
 local client_mod = require("zklock.client")
 local Client = client_mod.Client
 local R = client_mod.recipe

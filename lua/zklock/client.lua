@@ -11,10 +11,10 @@
 -- The decision is made here, in Lua, never in C, and we never yield merely because
 -- coroutine.isyieldable() is true: an unknown resumer would receive the yield.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
-local scheduler = require("zklock.scheduler")
-local watch = require("zklock.watch")
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
+local scheduler = require("zklock.internal.scheduler")
+local watch = require("zklock.internal.watch")
 local metrics = require("zklock.metrics")._internal
 
 local Client = {}
@@ -400,7 +400,7 @@ function Client:abandon(w)
     check.argerror("abandon", 1, "expected a waiter record, got " .. check.describe(w))
   end
   self._next_reap = 0 -- its coroutine may have been a recipe's (recipe.waiting): reap at the next pump
-  if w.watch then return watch.drop_wait(self, w) end -- a wait on a watch (zklock.watch)
+  if w.watch then return watch.drop_wait(self, w) end -- a wait on a watch (zklock.internal.watch)
   if w.done then
     if w.type == core.EV_ACQUIRED and not w.consumed then
       w.consumed = true
@@ -940,7 +940,7 @@ end
 
 ---------------------------------------------------------------- the recipe interface
 --
--- What zklock.hold (the plumbing the lock, semaphore and multi-lock modules share) uses of a
+-- What zklock.internal.hold (the plumbing the lock, semaphore and multi-lock modules share) uses of a
 -- client. Not for applications; see docs/design.md, "Module boundaries".
 local recipe = {}
 

@@ -23,10 +23,10 @@
 -- one line each with path, token and wait or hold time, at the client option `lock_events`
 -- level (default "debug", so they are off under the default log_level "warn").
 local core = require("zklock.core")
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 
 local M = {}
--- what zklock.client and zklock.hold call (not for applications)
+-- what zklock.client and zklock.internal.hold call (not for applications)
 local I = {}
 M._internal = I
 
@@ -99,7 +99,7 @@ function I.check_sink(fname, argn, sink, what)
   return sink
 end
 
----------------------------------------------------------------- reporting (used by zklock.hold)
+---------------------------------------------------------------- reporting (used by zklock.internal.hold)
 
 -- Call a sink method, logging (once per sink and method) instead of raising when it fails.
 local function call(rep, method, name, labels, v)

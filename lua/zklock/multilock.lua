@@ -7,9 +7,9 @@
 -- and retries. Components the calling coroutine already holds (reentrant locks) are counted, not
 -- queued for again.
 local core = require("zklock.core")
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 local retry = require("zklock.retry")
-local hold = require("zklock.hold")
+local hold = require("zklock.internal.hold")
 local lockmod = require("zklock.lock")
 local semmod = require("zklock.semaphore")
 local Client = require("zklock.client").Client

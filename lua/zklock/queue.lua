@@ -18,7 +18,7 @@
 --     higher sequence number: the server numbers children from the parent's cversion); each
 --     coroutine taking through the same queue object gets a different candidate;
 --   * an empty queue is waited on through one children watch per client and path, shared by
---     every waiting coroutine of that client (zklock.watch shares reads per path and kind); the
+--     every waiting coroutine of that client (zklock.internal.watch shares reads per path and kind); the
 --     watch is armed only by a listing that found the queue empty (listed again with the watch
 --     after a plain listing found nothing), so a busy queue costs no watch events.
 --
@@ -33,8 +33,8 @@
 -- session ended (its lock node gone, the item taken over by another consumer) removes nothing
 -- and is told ELOST, and fn's own writes can join that multi (msg:transaction()).
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
 local R = require("zklock.client").recipe
 local Client = require("zklock.client").Client
 

@@ -6,8 +6,8 @@
 -- acquire_many(n) takes n leases under one hold of the internal mutex: all or none, and two
 -- acquire_many calls cannot deadlock each other (unlike Curator's one-at-a-time loop).
 local core = require("zklock.core")
-local check = require("zklock.check")
-local hold = require("zklock.hold")
+local check = require("zklock.internal.args")
+local hold = require("zklock.internal.hold")
 local retry = require("zklock.retry")
 local Client = require("zklock.client").Client
 

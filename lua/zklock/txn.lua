@@ -12,8 +12,8 @@
 --   local ok, err, code = m:transaction():set("/orders/next", "42"):commit()
 --   -- code "ELOST": the lock was no longer held, nothing was written
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
 local R = require("zklock.client").recipe
 local Client = require("zklock.client").Client
 

@@ -1,6 +1,6 @@
--- The fast tier (no ZooKeeper server): zklock.check, the argument checks behind the public API.
+-- The fast tier (no ZooKeeper server): zklock.internal.args, the argument checks behind the public API.
 --   busted --lua=lua5.4 spec/fast/check_spec.lua
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 
 local function raises(fn, ...)
   local ok, err = pcall(fn, ...)

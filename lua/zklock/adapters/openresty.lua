@@ -73,7 +73,7 @@ if type(ngx) ~= "table" or not ngx.timer then
   error("zklock.adapters.openresty needs lua-nginx-module (OpenResty): no ngx here", 2)
 end
 local zklock = require("zklock")
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 local leader = require("zklock.leader")
 local semaphore = require("ngx.semaphore")
 

@@ -10,7 +10,7 @@
 --
 -- With opts.recorder (a zklock.testing.check recorder), every write logs `accept` or `reject`
 -- with token= and, for an accept, zxid= (the znode's mzxid, the order check.fenced uses).
-local E = require("zklock.errors")
+local E = require("zklock.internal.errors")
 
 local M = {}
 

@@ -1,4 +1,4 @@
--- zklock.shared: shared values on plain znode calls, on the wire like Apache Curator's recipes.
+-- zklock.counters: shared values on plain znode calls, on the wire like Apache Curator's recipes.
 --
 --   client:shared_count(path, seed)  Curator SharedCount: the node's data is a 4-byte big-endian
 --                                    signed int; versioned sets; a listener on change.
@@ -11,9 +11,9 @@
 -- +-(2^53 - 1); a stored value beyond that is reported as ERANGE (never rounded), and so is a
 -- result (add, increment) that would leave the range. Arguments beyond it raise.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
-local watch = require("zklock.watch")
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
+local watch = require("zklock.internal.watch")
 local retry = require("zklock.retry")
 local client_mod = require("zklock.client")
 local Client = client_mod.Client

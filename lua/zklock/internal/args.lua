@@ -1,4 +1,4 @@
--- zklock.check: argument validation shared by the public API. Misuse raises an error that names
+-- zklock.internal.args: argument validation shared by the public API. Misuse raises an error that names
 -- the function, the argument and what was expected, at the caller's level.
 local core = require("zklock.core")
 

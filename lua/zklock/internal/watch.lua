@@ -1,4 +1,4 @@
--- zklock.watch: one-shot ZooKeeper watches armed by plain reads (client:get/exists/children with
+-- zklock.internal.watch: one-shot ZooKeeper watches armed by plain reads (client:get/exists/children with
 -- { watch = true }), and the callback form the recipes build on (revocation).
 --
 -- A read started with a watch registers a record under its core op id before anything can
@@ -13,8 +13,8 @@
 -- first read arm nothing, e.g. a get that found no node, a later read that found one starts
 -- again with a watch of its own.)
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
 
 local M = {}
 
@@ -30,7 +30,7 @@ M.TYPE_NAMES = TYPE_NAMES
 
 local Watch = {}
 Watch.__index = Watch
-Watch.__name = "zklock.watch"
+Watch.__name = "zklock.internal.watch"
 M.Watch = Watch
 
 -- The client's watch tables, made on first use.
@@ -284,7 +284,7 @@ function Watch:fired()
 end
 
 function Watch:__tostring()
-  return ("zklock.watch(%s %s, %s)"):format(self.kind, self.path, self._status == nil and "armed"
+  return ("zklock.internal.watch(%s %s, %s)"):format(self.kind, self.path, self._status == nil and "armed"
     or (TYPE_NAMES[self._status] or E.name(self._status)))
 end
 
