@@ -14,7 +14,7 @@ local core = require("zklock.core")
 local check = require("zklock.internal.args")
 local E = require("zklock.internal.errors")
 local Client = require("zklock.client").Client
-local R = require("zklock.client").recipe
+local R = require("zklock.internal.recipe")
 
 local M = {}
 

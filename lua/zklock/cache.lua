@@ -22,9 +22,7 @@
 local core = require("zklock.core")
 local check = require("zklock.internal.args")
 local watch = require("zklock.internal.watch")
-local client_mod = require("zklock.client")
-local Client = client_mod.Client
-local R = client_mod.recipe
+local R = require("zklock.internal.recipe")
 
 local M = {}
 
@@ -522,8 +520,5 @@ function M.new(client, path, opts)
   sync(self, path, 0)
   return self
 end
-
--- kept for client.lua's hook (Client:cache)
-M.Client = Client
 
 return M

@@ -33,7 +33,7 @@ local hold = require("zklock.internal.hold")
 local watch = require("zklock.internal.watch")
 local client_mod = require("zklock.client")
 local Client = client_mod.Client
-local recipe = client_mod.recipe
+local recipe = require("zklock.internal.recipe")
 
 local M = {}
 

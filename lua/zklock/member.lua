@@ -22,8 +22,7 @@
 local core = require("zklock.core")
 local check = require("zklock.internal.args")
 local watch = require("zklock.internal.watch")
-local client_mod = require("zklock.client")
-local R = client_mod.recipe
+local R = require("zklock.internal.recipe")
 
 local M = {}
 

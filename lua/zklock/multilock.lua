@@ -79,7 +79,7 @@ local function holds_of(self, co)
   local out = {}
   for i, l in ipairs(self.locks) do
     local h
-    if getmetatable(l) == lockmod.Lock then h = hold.of(l, co) else h = l._lease and semmod.hold_of(l._lease) end
+    if getmetatable(l) == lockmod.Lock then h = hold.of(l, co) else h = semmod.mutex_hold(l) end
     if not h then return nil end
     out[i] = h
   end

@@ -35,7 +35,7 @@
 local core = require("zklock.core")
 local check = require("zklock.internal.args")
 local E = require("zklock.internal.errors")
-local R = require("zklock.client").recipe
+local R = require("zklock.internal.recipe")
 local Client = require("zklock.client").Client
 
 local now = core.now
@@ -351,7 +351,7 @@ function Queue:_try_locked(name, ms, fn)
       return E.fail("ECLOSED", ("queue item %s: the client was closed inside fn; the item was not removed (it"
         .. " stays for another consumer)"):format(check.short(node)))
     end
-    if m._txn and not m._txn._committed then t = m._txn end
+    if m._txn and require("zklock.txn").is_open(m._txn) then t = m._txn end
   end
   t = t or require("zklock.txn").fenced(client, m._guard)
   t:delete(node):delete(lock)

@@ -301,5 +301,11 @@ end
 -- The hold record of a lease (for the multi-lock).
 local function hold_of(lease) return lease._hold end
 
+-- The hold record of a semaphore mutex's current lease, or nil (for the multi-lock).
+local function mutex_hold(m)
+  local lease = m._lease
+  return lease and lease._hold
+end
+
 return { Semaphore = Semaphore, SemaphoreMutex = SemaphoreMutex, Lease = Lease, adopt_mutex = adopt_mutex,
-         hold_of = hold_of }
+         mutex_hold = mutex_hold, hold_of = hold_of }

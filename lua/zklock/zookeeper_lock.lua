@@ -11,7 +11,7 @@
 local core = require("zklock.core")
 local check = require("zklock.internal.args")
 local Client = require("zklock.client").Client
-local R = require("zklock.client").recipe
+local R = require("zklock.internal.recipe")
 local gc_proxy = require("zklock.internal.hold").gc_proxy
 
 local M = {}

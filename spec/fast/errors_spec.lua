@@ -171,7 +171,7 @@ describe("hand-made parts replaced #fast", function()
   it("the binding gives the session id in decimal, as the WriteLock recipe's bignum computes it", function()
     local s = require("support.scripted").new()
     local ok, err = pcall(function()
-      local raw = require("zklock.client").recipe.core(s.client)
+      local raw = require("zklock.internal.recipe").core(s.client)
       local zkl = require("zklock.zookeeper_lock")
       local seen = {}
       for i = 1, 2 do

@@ -20,7 +20,7 @@
 -- and by calling hold:gone() on any evidence of its own that the node no longer exists.
 local core = require("zklock.core")
 local check = require("zklock.internal.args")
-local R = require("zklock.client").recipe
+local R = require("zklock.internal.recipe")
 local watch = require("zklock.internal.watch")
 local metrics = require("zklock.metrics")._internal
 
