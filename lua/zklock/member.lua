@@ -238,7 +238,7 @@ function create(self)
     flags = core.CREATE_EPHEMERAL + core.CREATE_PARENTS + (self._sequential and core.CREATE_SEQUENTIAL or 0)
   end
   local ver = self._ver
-  local id, msg = R.core(c):op(core.OP_CREATE, target, self._data, flags, -1, self._acl, 0)
+  local id, msg = R.op(c, core.OP_CREATE, target, self._data, flags, -1, self._acl, 0)
   if not id then
     log(self, "warn", ("create %s could not start: %s"):format(target, tostring(msg)))
     return

@@ -108,7 +108,7 @@ end
 
 -- Start core op `optype` on path (no watch) -> waiter | nil, msg, code
 local function start(client, optype, path, ms, data, flags)
-  local id, msg, code = R.core(client):op(optype, path, data, flags or 0, -1, 0, ms > 0 and ms or 0)
+  local id, msg, code = R.op(client, optype, path, data, flags or 0, -1, 0, ms > 0 and ms or 0)
   if not id then return nil, msg, code end
   return R.waiter(client, id)
 end
