@@ -7,7 +7,7 @@ local M = {}
 -- Errors point at the first caller outside zklock's own Lua files, however deep inside the
 -- library the check ran.
 local here = debug.getinfo(1, "S").source
-local libdir = here:match("^@(.*[/\\])[^/\\]*$")
+local libdir = here:match("^@(.*[/\\])internal[/\\][^/\\]*$") -- lua/zklock/, this file's parent
 
 local function caller_level()
   local level = 3 -- the caller of argerror's caller
