@@ -80,3 +80,13 @@ describe("argument checks #fast", function()
     end
   end)
 end)
+
+describe("argument errors' position #fast", function()
+  it("is the caller's line, past zklock's files in lua/zklock/ and lua/zklock/internal/", function()
+    local retry = require("zklock.retry") -- lua/zklock/retry.lua -> lua/zklock/internal/args.lua
+    local this = debug.getinfo(1, "S").short_src
+    local ok, err = pcall(function() return retry.fixed({ delay = -1 }) end)
+    assert.is_false(ok)
+    assert.are.equal(this .. ":", tostring(err):sub(1, #this + 1), tostring(err))
+  end)
+end)
