@@ -15,7 +15,7 @@ local check = require("zklock.internal.args")
 local E = require("zklock.internal.errors")
 local scheduler = require("zklock.internal.scheduler")
 local watch = require("zklock.internal.watch")
-local metrics = require("zklock.metrics")._internal
+local metrics = require("zklock.internal.report")
 
 local Client = {}
 Client.__index = Client

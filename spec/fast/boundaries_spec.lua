@@ -57,7 +57,8 @@ describe("module boundaries #fast", function()
         'local function deep(self) return self.client._watch end', -- 12: through a chain',
         'local function call(client) client:_await({}) end',    -- 13: a private method
         'local s = "x._y" -- x._z in a comment',
-        'return { X = X, helper = helper, peek = peek, deep = deep, call = call }',
+        'local I = require("zklock.metrics")._internal',        -- 15: a module's private part
+        'return { X = X, I = I, helper = helper, peek = peek, deep = deep, call = call }',
       }, "\n") .. "\n",
     })
     assert.are.equal(table.concat({
@@ -65,6 +66,7 @@ describe("module boundaries #fast", function()
       "lua/zklock/x.lua:11: c._mine is not this module's own object",
       "lua/zklock/x.lua:12: self.client._watch is not this module's own object",
       "lua/zklock/x.lua:13: client._await is not this module's own object",
+      "lua/zklock/x.lua:15: (...))._internal is not this module's own object",
     }, "\n"), out)
   end)
 

@@ -34,6 +34,7 @@ M.ALLOW = {
   ["lua/zklock/testing/nemesis.lua#ens"] = "zklock.testing: the nemesis partitions an ensemble",
   ["lua/zklock/testing/registry.lua#node"] = "zklock.testing: the registry signals its servers",
   ["lua/zklock/testing/init.lua#registry"] = "zklock.testing: the registry's sentinel, for specs",
+  ["lua/zklock/testing/ensemble.lua#(...)]"] = "zklock.testing: an ensemble starts its servers",
 }
 
 -- Module name of a source path: lua/zklock/a/b.lua -> zklock.a.b, .../init.lua -> its directory.
@@ -142,6 +143,13 @@ local function fields(path, code)
       if not s then break end
       local prev = s > 1 and line:sub(s - 1, s - 1) or ""
       if prev ~= "." and prev ~= ":" and KEYWORDS[word] then events[#events + 1] = { s, e = e, word = word } end
+      pos = e + 1
+    end
+    pos = 1
+    while true do -- a call's or an index's result: `f(x)._name`, `t[i]:_name()` (never own)
+      local s, e, close, name = line:find("([%)%]])%s*[.:]%s*(_[%a_][%w_]*)", pos)
+      if not s then break end
+      if name:sub(1, 2) ~= "__" then events[#events + 1] = { s, pre = "(...)" .. close, name = name } end
       pos = e + 1
     end
     pos = 1

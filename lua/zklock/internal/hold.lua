@@ -22,7 +22,7 @@ local core = require("zklock.core")
 local check = require("zklock.internal.args")
 local R = require("zklock.internal.recipe")
 local watch = require("zklock.internal.watch")
-local metrics = require("zklock.metrics")._internal
+local metrics = require("zklock.internal.report")
 
 local M = {}
 
