@@ -17,7 +17,7 @@
 -- member:set(data) keeps the data and writes it (in the background); member:close() deletes the
 -- node (in the background, retried while the session lives) and stops.
 --
--- The module uses the client's recipe interface (background ops, the log), zklock.internal.watch's
+-- The module uses the recipe interface, zklock.internal.recipe (background ops, the log), zklock.internal.watch's
 -- callback form and the client's session handlers; no other module's fields.
 local core = require("zklock.core")
 local check = require("zklock.internal.args")

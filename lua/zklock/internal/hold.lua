@@ -6,7 +6,7 @@
 -- on_lost handler. A granted core acquisition becomes a hold record (hold.adopt): the client
 -- routes the acquisition's state events to it (hold:on_state) and may drop it (hold:drop) when
 -- its owner coroutine is dead. Waiting goes through the client's recipe interface
--- (zklock.client's `recipe`), so it suspends or blocks as the client's adapters decide.
+-- (zklock.internal.recipe), so it suspends or blocks as the client's adapters decide.
 --
 -- The hold protocol (docs/design.md, "One hold protocol") rests on these records, so a recipe
 -- that grants something (a leader's term, latch leadership, a lock-safe queue message) adopts it
