@@ -418,7 +418,7 @@ if not ok_core then
     tostring(core_err), "\n")
   os.exit(2)
 end
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 local zklock = require("zklock")
 local testing = require("zklock.testing")
 
@@ -497,7 +497,7 @@ local TARGETS = {
   { class = "zklock.Lease", value = require("zklock.semaphore").Lease, methods = true },
   { class = "zklock.SemaphoreMutex", value = E.smx },
   { class = "zklock.MultiLock", value = E.ml },
-  { class = "zklock.Watch", value = require("zklock.watch").Watch, methods = true },
+  { class = "zklock.Watch", value = require("zklock.internal.watch").Watch, methods = true },
   { class = "zklock.SharedCount", value = E.sc },
   { class = "zklock.AtomicLong", value = E.al },
   { class = "zklock.DoubleBarrier", value = E.bar },

@@ -8,7 +8,7 @@
 --   busted --lua=lua5.4 spec/59-zookeeper-lock_spec.lua     busted --lua=luajit --run=luajit ...
 local zklock = require("zklock")
 local core = require("zklock.core")
-local zkl = require("zklock.zklock_recipes_lock")
+local zkl = require("zklock.zookeeper_lock")
 local testing = require("zklock.testing")
 local util = require("support.util")
 local fixture = require("support.fixture")

@@ -231,7 +231,7 @@ describe("shared values and the double barrier with Apache Curator 5.4 #interop"
     assert.is_nil(res)
     local mine = util.children(c, dir)[2]
     local sid = assert(c:session())
-    local dec = require("zklock.zklock_recipes_lock").session_decimal(type(sid) == "number"
+    local dec = require("zklock.zookeeper_lock").session_decimal(type(sid) == "number"
       and ("%016x"):format(sid) or sid)
     assert.are.equal("x-" .. dec .. "-", mine:sub(1, #dec + 3))
     f = ok_reply(cur:call("wl_release", { id = "A" }, 30, pump))

@@ -19,6 +19,9 @@ local core = require("zklock.core")
 local proc = core.proc
 local M = {}
 
+-- parser -> its sub-command parsers by name (for the usage line of a failed parse)
+local COMMANDS = setmetatable({}, { __mode = "k" })
+
 M.EXIT = {
   OK = 0, CONFLICT = 1, USAGE = 64, UNAVAILABLE = 69, SOFTWARE = 70, LOST = 75, NOPERM = 77,
   NOEXEC = 126, NOTFOUND = 127,
@@ -181,7 +184,7 @@ writes (fencing) for those.]])
   reap:option("--session", "also delete the nodes under PATH owned by this live session (hex, from `zklock ls`)"
     .. ": for leases its process lost track of")
   common(reap)
-  p._zklock_commands = { run = run, elect = el, ls = ls, reap = reap }
+  COMMANDS[p] = { run = run, elect = el, ls = ls, reap = reap }
   return p
 end
 
@@ -934,7 +937,7 @@ function M.main(args, env, out)
   args = join_negative_values(args)
   local ok, o = parser:pparse(args)
   if not ok then
-    local sub = parser._zklock_commands[args[1]]
+    local sub = COMMANDS[parser] and COMMANDS[parser][args[1]]
     io.stderr:write((sub or parser):get_usage(), "\n\nzklock: error: ", tostring(o), "\n")
     return EXIT.USAGE
   end

@@ -18,9 +18,9 @@
 -- leadership change. An election whose term must stop on SUSPENDED takes suspended = "stop"
 -- (one_worker does); every write should carry the fencing token either way.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local hold = require("zklock.hold")
-local watch = require("zklock.watch")
+local check = require("zklock.internal.args")
+local hold = require("zklock.internal.hold")
+local watch = require("zklock.internal.watch")
 local Client = require("zklock.client").Client
 
 local M = {}

@@ -4,9 +4,9 @@
 -- acquire it again at no cost and must release it as many times. Another coroutine using the
 -- same object contends like another process, with its own queue node.
 local core = require("zklock.core")
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 local retry = require("zklock.retry")
-local hold = require("zklock.hold")
+local hold = require("zklock.internal.hold")
 local Client = require("zklock.client").Client
 
 local Lock = {}

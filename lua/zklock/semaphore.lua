@@ -6,8 +6,8 @@
 -- acquire_many(n) takes n leases under one hold of the internal mutex: all or none, and two
 -- acquire_many calls cannot deadlock each other (unlike Curator's one-at-a-time loop).
 local core = require("zklock.core")
-local check = require("zklock.check")
-local hold = require("zklock.hold")
+local check = require("zklock.internal.args")
+local hold = require("zklock.internal.hold")
 local retry = require("zklock.retry")
 local Client = require("zklock.client").Client
 
@@ -304,5 +304,11 @@ end
 -- The hold record of a lease (for the multi-lock).
 local function hold_of(lease) return lease._hold end
 
+-- The hold record of a semaphore mutex's current lease, or nil (for the multi-lock).
+local function mutex_hold(m)
+  local lease = m._lease
+  return lease and lease._hold
+end
+
 return { Semaphore = Semaphore, SemaphoreMutex = SemaphoreMutex, Lease = Lease, adopt_mutex = adopt_mutex,
-         hold_of = hold_of }
+         mutex_hold = mutex_hold, hold_of = hold_of }

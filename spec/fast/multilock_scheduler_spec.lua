@@ -112,7 +112,7 @@ describe("builtin scheduler without a server #fast", function()
 
   it("a coroutine closed while it sleeps leaves no timer behind #lua54", function()
     -- the scheduler alone (its adapter protocol): the client's own deadline would hide the timer
-    local S = require("zklock.scheduler").new()
+    local S = require("zklock.internal.scheduler").new()
     local host = { abandon = function() error("nothing waits on an op here") end }
     local woke = false
     local co = S.spawn(function() S.sleep(host, 30); woke = true end)

@@ -82,7 +82,7 @@ if type(ngx) ~= "table" or not ngx.timer then
   error("zklock.adapters.openresty needs lua-nginx-module (OpenResty): no ngx here", 2)
 end
 local zklock = require("zklock")
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 local leader = require("zklock.leader")
 local semaphore = require("ngx.semaphore")
 
@@ -607,8 +607,8 @@ local function dict_of(fname, argn, dict)
   return dict, "?"
 end
 
-local function reader(d, name)
-  return setmetatable({ _dict = d, _name = name, _v = nil, _snap = nil }, Shared)
+local function reader(d, name, handle) -- handle: the keeper election's (shared_cache), or nil
+  return setmetatable({ _dict = d, _name = name, _v = nil, _snap = nil, _handle = handle }, Shared)
 end
 
 -- The newest published snapshot (parsed once per version per worker) | nil, msg, code
@@ -760,7 +760,6 @@ function M.shared_cache(dict, path, opts)
   d:safe_add("instance", mine) -- safe_*: never evict another key (a snapshot, or this one)
   local instance = d:get("instance") or mine
   local election = (opts.election or "/zklock/openresty-keepers") .. "/" .. instance
-  local self = reader(d, name)
   local cache_opts = { depth = opts.depth, max_nodes = opts.max_nodes, data = opts.data }
   local current -- the cache of this worker's term (closed at the next term if the job was killed)
   local handle, msg, code = M.one_worker(election, function(job)
@@ -797,8 +796,7 @@ function M.shared_cache(dict, path, opts)
     if current == cache then current = nil end
   end, { hosts = opts.hosts, id = opts.id, session_timeout = opts.session_timeout, acl = opts.acl })
   if not handle then return nil, msg, code end
-  self._handle = handle
-  return self
+  return reader(d, name, handle)
 end
 
 -- zngx.cache_reader(dict) -> a reader of the shared cache published in `dict` (a worker that

@@ -12,7 +12,7 @@
 -- with token= and, for an accept, zxid= (the znode's mzxid, the order check.fenced uses).
 -- zklock.errors needs the C module; the harness itself (servers, processes) must load without it
 -- (a test process started without the build's cpath), so it is required when a write is refused
-local function fail(code, text) return require("zklock.errors").fail(code, text) end
+local function fail(code, text) return require("zklock.internal.errors").fail(code, text) end
 
 local M = {}
 
