@@ -13,6 +13,7 @@ local hold = require("zklock.hold")
 local lockmod = require("zklock.lock")
 local semmod = require("zklock.semaphore")
 local Client = require("zklock.client").Client
+local E = require("zklock.errors")
 
 local fail, me = hold.fail, hold.me
 
@@ -221,17 +222,16 @@ function MultiLock:release()
         errors[#errors + 1] = { lock = l, msg = msg, code = code }
       end
     else
-      errors[#errors + 1] = { lock = l, code = "ENOTHELD",
-                              msg = ("ENOTHELD: %s was not held (released on its own?)"):format(describe(l)) }
+      local text = ("%s was not held (released on its own?)"):format(describe(l))
+      errors[#errors + 1] = { lock = l, code = "ENOTHELD", msg = E.message("ENOTHELD", text) }
     end
   end
   if #errors == 0 then return true end
   local parts = {}
   for _, e in ipairs(errors) do parts[#parts + 1] = e.msg end
   -- "CODE: ..." like every release's message (the first failure's code), each failure's own after
-  return nil, ("%s: releasing multi-lock: %d of %d failed: %s"):format(errors[1].code, #errors, #self.locks,
-    table.concat(parts, "; ")),
-         errors[1].code, errors
+  return E.fail(errors[1].code, ("releasing multi-lock: %d of %d failed: %s"):format(#errors, #self.locks,
+    table.concat(parts, "; ")), errors)
 end
 
 -- Held when the calling coroutine holds every component.

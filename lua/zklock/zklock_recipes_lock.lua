@@ -13,6 +13,7 @@ local check = require("zklock.check")
 local Client = require("zklock.client").Client
 local R = require("zklock.client").recipe
 local gc_proxy = require("zklock.hold").gc_proxy
+local E = require("zklock.errors")
 
 local M = {}
 
@@ -22,38 +23,6 @@ ZkLock.__name = "zklock.zookeeper_lock"
 M.ZkLock = ZkLock
 
 M.DATA = "\18\52" -- WriteLock's default data, bytes 0x12 0x34
-
--- 16 hex digits (a 64-bit session id) -> its decimal text as a signed Java long, exactly (no
--- 64-bit arithmetic needed: base-10^7 limbs).
-function M.session_decimal(hex)
-  hex = hex:lower()
-  local negative = #hex == 16 and tonumber(hex:sub(1, 1), 16) >= 8
-  local digits = {}
-  for i = 1, #hex do digits[i] = tonumber(hex:sub(i, i), 16) end
-  if negative then -- two's complement: 2^64 - v = (~v) + 1
-    for i = 1, #digits do digits[i] = 15 - digits[i] end
-    local i = #digits
-    while i >= 1 do
-      digits[i] = digits[i] + 1
-      if digits[i] < 16 then break end
-      digits[i] = 0
-      i = i - 1
-    end
-  end
-  local limbs = { 0 } -- little-endian, base 10^7
-  for _, d in ipairs(digits) do
-    local carry = d
-    for j = 1, #limbs do
-      local v = limbs[j] * 16 + carry
-      limbs[j] = v % 10000000
-      carry = math.floor(v / 10000000)
-    end
-    if carry > 0 then limbs[#limbs + 1] = carry end
-  end
-  local out = { ("%d"):format(limbs[#limbs]) }
-  for j = #limbs - 1, 1, -1 do out[#out + 1] = ("%07d"):format(limbs[j]) end
-  return (negative and "-" or "") .. table.concat(out)
-end
 
 -- WriteLock's ZNodeName: name -> prefix, sequence (nil when none)
 function M.parse(name)
@@ -262,8 +231,8 @@ function ZkLock:acquire(timeout)
   zl_check(self, "acquire")
   local ms = check.timeout("acquire", 1, timeout)
   if self._held and not self:is_held() then -- lost and not released yet
-    return nil, ("ELOST: zookeeper_lock %s was lost %s; release it before acquiring again")
-      :format(check.short(self.path), self:_lost_how()), "ELOST"
+    return E.fail("ELOST", ("zookeeper_lock %s was lost %s; release it before acquiring again")
+      :format(check.short(self.path), self:_lost_how()))
   end
   if self._node or self._waiting_co then
     check.raise("zklock: zookeeper_lock:acquire while held or acquiring (not reentrant)")
@@ -301,33 +270,38 @@ end
 local SLICE = 0.2 -- s: a waiter looks at cancel() this often (no request: a local wait)
 
 local function cancelled(self)
-  return ("ECANCELED: zookeeper_lock %s: the acquire was cancelled"):format(check.short(self.path)), "ECANCELED"
+  return E.message("ECANCELED", ("zookeeper_lock %s: the acquire was cancelled"):format(check.short(self.path))),
+    "ECANCELED"
 end
 
 local function timed_out(self, timeout)
   if timeout == 0 then
-    return ("ETIMEDOUT: zookeeper_lock %s is held by another owner"):format(check.short(self.path)), "ETIMEDOUT"
+    return E.message("ETIMEDOUT", ("zookeeper_lock %s is held by another owner"):format(check.short(self.path))),
+      "ETIMEDOUT"
   end
-  return ("ETIMEDOUT: zookeeper_lock %s: not acquired within %g s"):format(check.short(self.path), timeout),
-    "ETIMEDOUT"
+  return E.message("ETIMEDOUT", ("zookeeper_lock %s: not acquired within %g s"):format(check.short(self.path),
+    timeout)), "ETIMEDOUT"
 end
 
 function acquire(self, timeout, ms)
   local deadline = ms >= 0 and core.now() + ms or nil
   local c = self.client
-  local sid = c:session()
+  local raw = R.core(c)
+  -- the session id as Java prints a long (the C side's decimal); nil without a session
+  local dec = raw:session_id_decimal()
   -- no session yet (connecting): wait for one, as the core does for a mutex's first request
-  while not sid do
+  while not dec do
     if c.state == "CLOSED" then
-      return nil, ("ECLOSED: the client was closed while acquiring %s"):format(check.short(self.path)), "ECLOSED"
+      return E.fail("ECLOSED", ("the client was closed while acquiring %s"):format(check.short(self.path)))
     end
     if self._cancelled then return nil, cancelled(self) end
     local left = deadline and (deadline - core.now()) / 1000
     if left and left <= 0 then return nil, timed_out(self, timeout) end
     c:sleep(math.min(left or SLICE, 0.05))
-    sid = c:session()
+    dec = raw:session_id_decimal()
   end
-  local prefix = "x-" .. M.session_decimal(type(sid) == "number" and ("%016x"):format(sid) or sid) .. "-"
+  local sid = c:session() -- the session the node belongs to (a loss check compares it)
+  local prefix = "x-" .. dec .. "-"
   self._prefix = prefix
   creating(self, true)
   local node, msg, code = R.create(c, self.path .. "/" .. prefix, self.data, { ephemeral = true, sequential = true,
@@ -353,8 +327,8 @@ function acquire(self, timeout, ms)
     for i, k in ipairs(kids) do if k == mine then idx = i break end end
     if not idx then
       set_node(self, nil)
-      return nil, ("ELOST: zookeeper_lock %s: its node %s is gone (the session ended)"):format(
-        check.short(self.path), mine), "ELOST"
+      return E.fail("ELOST", ("zookeeper_lock %s: its node %s is gone (the session ended)"):format(
+        check.short(self.path), mine))
     end
     if idx == 1 then
       self._held, self._sid, self._suspended, self._lost, self._lost_node = true, sid, nil, nil, nil
@@ -375,7 +349,7 @@ function acquire(self, timeout, ms)
       if code ~= "ETIMEDOUT" then return give_up(self, msg, code) end
     end
   end
-  return give_up(self, "ETIMEDOUT: zookeeper_lock: gave up", "ETIMEDOUT")
+  return give_up(self, E.message("ETIMEDOUT", "zookeeper_lock: gave up"), "ETIMEDOUT")
 end
 
 -- The session that took the lock is gone (expired, or the client closed): so is the node.
@@ -399,16 +373,16 @@ function ZkLock:release()
     set_node(self, nil)
     self._held = false
     call(self, "on_released")
-    return nil, ("ELOST: zookeeper_lock %s was lost %s before this release"):format(check.short(self.path),
-      self:_lost_how()), "ELOST"
+    return E.fail("ELOST", ("zookeeper_lock %s was lost %s before this release"):format(check.short(self.path),
+      self:_lost_how()))
   end
   if lost(self) then
     local node = self._node
     set_node(self, nil)
     self._held = false
     call(self, "on_released")
-    return nil, ("ELOST: zookeeper_lock %s: the session that held %s ended; the lock was lost before"
-      .. " this release"):format(check.short(self.path), tostring(node)), "ELOST"
+    return E.fail("ELOST", ("zookeeper_lock %s: the session that held %s ended; the lock was lost before"
+      .. " this release"):format(check.short(self.path), tostring(node)))
   end
   local ok, msg, code = self.client:delete(self._node)
   if not ok and code == "ZNONODE" then
@@ -423,8 +397,7 @@ function ZkLock:release()
     set_node(self, nil)
     self._held = false
     call(self, "on_released")
-    return nil, ("ELOST: zookeeper_lock %s was lost %s before this release"):format(check.short(self.path), why),
-      "ELOST"
+    return E.fail("ELOST", ("zookeeper_lock %s was lost %s before this release"):format(check.short(self.path), why))
   end
   if not ok then return nil, msg, code end
   set_node(self, nil)

@@ -74,6 +74,7 @@ if type(ngx) ~= "table" or not ngx.timer then
 end
 local zklock = require("zklock")
 local check = require("zklock.check")
+local E = require("zklock.errors")
 local leader = require("zklock.leader")
 local semaphore = require("ngx.semaphore")
 
@@ -246,7 +247,7 @@ end
 
 function M.start(hosts, connect_opts, pump_opts)
   if worker_client and worker_client.state ~= "CLOSED" then
-    return nil, "EEXIST: zklock.adapters.openresty.start: this worker already has a client", "EEXIST"
+    return E.fail("EEXIST", "zklock.adapters.openresty.start: this worker already has a client")
   end
   local opts = connect_opts
   if type(connect_opts) == "table" then
@@ -470,7 +471,7 @@ function M.one_worker(path, fn, opts)
   local ok, err = engine:start()
   if not ok then
     client:close()
-    return nil, "ESYSTEM: one_worker: cannot start the supervisor timer: " .. tostring(err), "ESYSTEM"
+    return E.fail("ESYSTEM", "one_worker: cannot start the supervisor timer: " .. tostring(err))
   end
   st.engine = engine
   return setmetatable({ _st = st }, Fleet)
