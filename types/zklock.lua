@@ -308,11 +308,13 @@ function client:multilock(locks, opts) end
 
 ---Options of every lock constructor (`mutex`, `rwlock`, `semaphore`, `semaphore_mutex`).
 ---@class zklock.LockOptions
+---@field max_hold? number Seconds: every grant is bounded to this long; then it is lost (`on_lost` hears `"LOST"` with why `"max_hold"`, once) and its node deleted after the handler ran, so the next waiter comes after it (issue 25 part 4; default: unbounded).
 ---@field acl? zklock.ACL ACL of the queue nodes and of the parents the lock creates (default `"open"`).
 ---@field metric? string The `name` label of this object's metrics (default: the client's `metric_label`, else `"-"`).
 
 ---Options of `client:mutex` and `client:rwlock`.
 ---@class zklock.MutexOptions
+---@field max_hold? number Seconds: every grant is bounded to this long; then it is lost (`on_lost` hears `"LOST"` with why `"max_hold"`, once) and its node deleted after the handler ran, so the next waiter comes after it (issue 25 part 4; default: unbounded).
 ---@field acl? zklock.ACL ACL of the queue nodes and of the parents the lock creates (default `"open"`).
 ---@field metric? string The `name` label of this object's metrics (default: the client's `metric_label`, else `"-"`).
 ---@field data? string The data of this lock's queue nodes (default: the client's `identity`), e.g. a participant id as Curator's LeaderSelector writes it. Path and data together must fit the client's `max_data`.
@@ -347,6 +349,7 @@ function client:leader(path, fn, opts) end
 ---@field requeue? boolean Queue again after each term (Curator's `autoRequeue`; default false).
 ---@field acl? zklock.ACL ACL of the nodes (default `"open"`).
 ---@field suspended? "keep"|"stop" What `SUSPENDED` does to a term: `"keep"` (default) leaves it leading (`LOST` ends it); `"stop"` makes `is_leader()` false and `leader:sleep()` return false at once (`fn` should return then; the node is deleted when it does).
+---@field max_hold? number Seconds a term may last: then it is lost (`on_lost` hears `("LOST", leader, "max_hold")` once, `is_leader()` turns false, `leader:sleep()` returns false) and the node is deleted, so the next participant leads; `fn` should return then (zklock cannot interrupt it).
 
 ---A read-only view of the leader election at `path`: who leads (the participant id and the
 ---fencing token of the head node), that nobody does, and every change, without joining (it
@@ -393,6 +396,7 @@ function client:latch(path, opts) end
 
 ---Options of `client:multilock`.
 ---@class zklock.MultiLockOptions
+---@field max_hold? number Seconds: every grant is bounded to this long; then it is lost (`on_lost` hears `"LOST"` with why `"max_hold"`, once) and its node deleted after the handler ran, so the next waiter comes after it (issue 25 part 4; default: unbounded).
 ---@field order? "given"|"path" Acquire in the given order (default) or sorted by path (a global order: two multi-locks over the same locks never deadlock).
 ---@field deadline? number Seconds shared by all components: the default timeout of `acquire`.
 ---@field per_lock_timeout? number Seconds each component may wait at most.
@@ -865,6 +869,7 @@ function lock:acquire(timeout, opts) end
 ---`semaphore_mutex:acquire`, `multilock:acquire`).
 ---@class zklock.AcquireOptions
 ---@field retry? zklock.RetryPolicy Retry failures a new attempt can cure (see `zklock.retry`).
+---@field max_hold? number Seconds: bound this grant (overrides the object's `max_hold`; a reentrant acquire keeps the first grant's bound). When it passes the grant is lost: `on_lost` hears `("LOST", obj, "max_hold")` once, then the node is deleted; the owner's `release` answers `ELOST`.
 
 ---Release one level of the calling coroutine's hold; the last one deletes the queue node (retried
 ---across connection loss while the session lives).
@@ -909,7 +914,7 @@ function lock:cancel() end
 ---deleted; told once per hold). Replaces the previous handler.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.Lock) nil removes it.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.Lock, why?: "session"|"node"|"max_hold") nil removes it.
 ---@return zklock.Lock lock
 function lock:on_lost(fn) end
 
@@ -988,7 +993,7 @@ function semaphore:cancel() end
 ---Replaces the previous handler (a lease's own `lease:on_lost` takes precedence for that lease).
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease) nil removes it.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease, why?: "session"|"node"|"max_hold") nil removes it.
 ---@return zklock.Semaphore semaphore
 function semaphore:on_lost(fn) end
 
@@ -1060,7 +1065,7 @@ function lease:on_revoke(fn) end
 ---precedence over the semaphore's `on_lost` for this lease). Replaces the previous one.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease) nil: the semaphore's handler again.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease, why?: "session"|"node"|"max_hold") nil: the semaphore's handler again.
 ---@return zklock.Lease lease
 function lease:on_lost(fn) end
 
@@ -1127,7 +1132,7 @@ function semaphore_mutex:participants() end
 ---Replaces the previous handler.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", mutex: zklock.SemaphoreMutex) nil removes it.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", mutex: zklock.SemaphoreMutex, why?: "session"|"node"|"max_hold") nil removes it.
 ---@return zklock.SemaphoreMutex mutex
 function semaphore_mutex:on_lost(fn) end
 
@@ -1234,7 +1239,7 @@ function multilock:transaction() end
 ---change) and `"LOST"` (once per grant). Replaces the previous one.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", multilock: zklock.MultiLock) nil removes it.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", multilock: zklock.MultiLock, why?: "session"|"node"|"max_hold") nil removes it.
 ---@return zklock.MultiLock multilock
 function multilock:on_lost(fn) end
 
@@ -1297,7 +1302,7 @@ function leader:requeue() end
 ---over). Replaces the previous handler.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", leader: zklock.Leader)
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", leader: zklock.Leader, why?: "session"|"node"|"max_hold")
 ---@return zklock.Leader leader
 function leader:on_lost(fn) end
 

@@ -126,7 +126,7 @@ local function turn(e)
   local o, client = e._o, e.client
   if e.closed or client.state == "CLOSED" then return false end
   -- a mutex object per turn: nothing of a turn that failed (an expired session) carries over
-  local m = client:mutex(e.path, { acl = o.acl, data = o.id })
+  local m = client:mutex(e.path, { acl = o.acl, data = o.id, max_hold = o.max_hold })
   m:on_lost(e._on_lost)
   e._mutex = m
   -- the term's record exists before the grant: a SUSPENDED or LOST reported in the same round
@@ -208,6 +208,7 @@ local ENGINE_OPTIONS = {
   run = check.is.func, tell = check.is.func, spawn = check.is.func,
   pause = check.is.func, retry_delay = check.is.nonneg, on_state = check.is.func,
   on_exit = check.is.func, waiting = check.is.func, log = check.is.func, what = check.is.string,
+  max_hold = check.is.positive, -- seconds: a term is lost (why "max_hold") once it lasted this long
 }
 
 -- leader.engine(client, path, opts) -> engine (not started: engine:start()). opts: above; run is
@@ -237,12 +238,12 @@ function M.engine(client, path, opts)
   o.pause = o.pause or function(_, s) client:sleep(s) end
   local e = setmetatable({ client = client, path = path, id = o.id, terms = 0, running = false, closed = false,
                            _o = o }, Engine)
-  e._on_lost = function(state)
+  e._on_lost = function(state, _, why)
     local term = e.term or e._next
     if term then
       if state == "LOST" or (state == "SUSPENDED" and o.suspended == "stop") then tell(e, term, state) end
     end
-    if o.on_state then o.on_state(state, term) end
+    if o.on_state then o.on_state(state, term, why) end
   end
   return e
 end
@@ -297,13 +298,15 @@ function Client:leader(path, fn, opts)
     check.argerror("leader", 2, "expected a function (run while leader), got " .. check.describe(fn))
   end
   opts = check.options("leader", 3, opts, { id = id_option, requeue = check.is.boolean, acl = check.acl_option,
-                                            suspended = check.is.oneof("keep", "stop") })
+                                            suspended = check.is.oneof("keep", "stop"),
+                                            max_hold = check.is.positive })
   check_id(self, "leader", 3, path, opts.id)
   local lo = setmetatable({ client = self, path = path, id = opts.id, _running = true,
                             _changed = watch.signal(self) }, Leader) -- notified when the term may have ended
   local what = "leader " .. check.short(path)
   local engine = M.engine(self, path, {
     id = opts.id, acl = opts.acl, requeue = opts.requeue == true, suspended = opts.suspended or "keep", what = what,
+    max_hold = opts.max_hold,
     run = function(e)
       lo._mutex = e._mutex -- the mutex of this term (spec helpers read its node)
       local ok, err = pcall(fn, lo)
@@ -311,10 +314,10 @@ function Client:leader(path, fn, opts)
       if not ok then hold.log(self, "error", ("%s: the leader function raised: %s"):format(what, tostring(err))) end
     end,
     tell = function() watch.notify(lo._changed) end,
-    on_state = function(state)
+    on_state = function(state, _, why)
       local handler = lo._on_lost
       if not handler then return end
-      local ok, err = pcall(handler, state, lo)
+      local ok, err = pcall(handler, state, lo, why)
       if not ok then
         hold.log(self, "error", ("on_lost handler of %s failed (%s): %s"):format(what, state, tostring(err)))
       end
