@@ -13,7 +13,7 @@ local fixture = require("support.fixture")
 local function recorder(c, path)
   local e = c:election(path)
   local seen = {}
-  local ret = e:on_change(function(obj, event, id, token)
+  local ret = e:on_change(function(event, obj, id, token)
     assert(obj == e, "the callback's first argument is the election")
     seen[#seen + 1] = id and ("%s %s %s"):format(event, id, tostring(token)) or event
   end)

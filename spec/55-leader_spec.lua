@@ -183,7 +183,10 @@ describe("leader latch", function()
     assert.are.equal(stat.czxid, l1:token())
     local changes = {}
     local l2 = c2:latch("/lt/basic", { id = "two" })
-    l2:on_change(function(on, why) changes[#changes + 1] = tostring(on) .. ":" .. why end)
+    l2:on_change(function(why, obj)
+      assert(obj == l2)
+      changes[#changes + 1] = tostring(why == "LEADER") .. ":" .. why
+    end)
     assert.is_true(util.drive_until({ c1, c2 }, function() return util.child_count(c1, "/lt/basic") == 2 end, 20))
     assert.are.same({ "one", "two" }, l2:participants())
     assert.are.equal("one", l2:leader())
@@ -208,7 +211,7 @@ describe("leader latch", function()
     local c = connect("exp")
     local changes = {}
     local l = c:latch("/lt/exp", { id = "e" })
-    l:on_change(function(on, why) changes[#changes + 1] = tostring(on) .. ":" .. why end)
+    l:on_change(function(why) changes[#changes + 1] = tostring(why == "LEADER") .. ":" .. why end)
     assert.is_true(l:await(20))
     local sid, t1 = c:session(), l:token()
     assert(require("zklock.testing").expire(c))
@@ -247,8 +250,8 @@ describe("leader latch", function()
       clients[i] = connect("l" .. i)
       local l = clients[i]:latch("/lt/many", { id = "l" .. i })
       latches[i] = l
-      l:on_change(function(on)
-        if on then latches[i]._term = log:start("l" .. i, l:token())
+      l:on_change(function(event)
+        if event == "LEADER" then latches[i]._term = log:start("l" .. i, l:token())
         elseif latches[i]._term then log:stop(latches[i]._term) end
       end)
     end
@@ -262,8 +265,8 @@ describe("leader latch", function()
       local i = leader
       latches[i] = clients[i]:latch("/lt/many", { id = "l" .. i })
       local l = latches[i]
-      l:on_change(function(on)
-        if on then l._term = log:start("l" .. i, l:token()) elseif l._term then log:stop(l._term) end
+      l:on_change(function(event)
+        if event == "LEADER" then l._term = log:start("l" .. i, l:token()) elseif l._term then log:stop(l._term) end
       end)
     end
     for _, l in ipairs(latches) do l:close() end

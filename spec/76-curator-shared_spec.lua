@@ -90,7 +90,7 @@ describe("shared values and the double barrier with Apache Curator 5.4 #interop"
     local sc = cs[1]:shared_count(path, 5)
     assert.are.equal(5, (sc:get()))
     local seen = {}
-    sc:on_change(function(v) seen[#seen + 1] = v end)
+    sc:on_change(function(_, _, v) seen[#seen + 1] = v end)
     util.drive(cs, 0.2)
     assert(sc:set(-77))
     local f

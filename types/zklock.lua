@@ -362,7 +362,7 @@ function client:leader(path, fn, opts) end
 ---
 ---```lua
 ---local e = client:election("/election/jobs")
----e:on_change(function(_, event, id, token) print(event, id, token) end) -- "leader" | "ended" | "none"
+---e:on_change(function(event, _, id, token) print(event, id, token) end) -- "leader" | "ended" | "none"
 ---local id, token = e:leader()                                        -- false: nobody leads
 ---```
 ---
@@ -379,7 +379,7 @@ function client:election(path) end
 ---
 ---```lua
 ---local latch = client:latch("/election/cron", { id = "host-a" })
----latch:on_change(function(leading) print("leader:", leading) end)
+---latch:on_change(function(event) print("leader:", event == "LEADER") end)
 ---if latch:await(10) then ... end
 ---```
 ---
@@ -680,12 +680,14 @@ function client:delete(path, version, opts) end
 ---@field children? string[] The children (children).
 ---@field rc integer Result code (0).
 
----Add `fn(state, client)`, called on every session change: `"CONNECTED"`, `"SUSPENDED"`,
----`"EXPIRED"` (a new session is opened by itself), `"CLOSED"`. Errors raised by `fn` become
----warnings.
+---Set the handler `fn(state, client)`, called on every session change: `"CONNECTED"`,
+---`"SUSPENDED"`, `"EXPIRED"` (a new session is opened by itself), `"CLOSED"`. Replaces the
+---previous handler (the recipes' own session hooks are not affected); errors raised by `fn` are
+---logged.
 ---
----Errors: raises if `fn` is not a function.
----@param fn fun(state: string, client: zklock.Client)
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(state: "CONNECTED"|"SUSPENDED"|"EXPIRED"|"CLOSED", client: zklock.Client) nil removes it.
+---@return zklock.Client client
 function client:on_session(fn) end
 
 ---The current session's id and password (for tools that must act as this session, such as
@@ -1328,14 +1330,14 @@ local election = {}
 ---@return string? code
 function election:leader() end
 
----`fn(election, event, id, token)` for each change, in order: `"leader", id, token` (a term
+---`fn(event, election, id, token)` for each change, in order: `"leader", id, token` (a term
 ---began; also the first view when someone leads), `"ended", id, token` (the term seen before
 ---ended: resigned, lost or its node deleted; always reported before the next `"leader"` or
 ---`"none"`) and `"none"` (nobody leads; also the first view of an empty or missing election).
 ---Runs from the client's dispatch; it must not wait. Replaces the previous handler; nil removes it.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(election: zklock.Election, event: "leader"|"ended"|"none", id?: string, token?: integer)
+---@param fn? fun(event: "leader"|"ended"|"none", election: zklock.Election, id?: string, token?: integer)
 ---@return zklock.Election election
 function election:on_change(fn) end
 
@@ -1388,11 +1390,12 @@ function latch:token() end
 ---@return string? code
 function latch:await(timeout) end
 
----Add a listener: `fn(is_leader, why)` on every change of leadership, `why` being `"LEADER"`,
----`"LOST"` (with the session) or `"CLOSED"` (by `close()`).
+---Set the handler: `fn(event, latch)` on every change of leadership, `event` being `"LEADER"`
+---(it leads now), `"LOST"` (with the session) or `"CLOSED"` (by `close()`). Replaces the
+---previous handler.
 ---
----Errors: raises if `fn` is not a function.
----@param fn fun(is_leader: boolean, why: "LEADER"|"LOST"|"CLOSED")
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(event: "LEADER"|"LOST"|"CLOSED", latch: zklock.Latch) nil removes it.
 ---@return zklock.Latch latch
 function latch:on_change(fn) end
 
@@ -1412,7 +1415,7 @@ function latch:participants() end
 ---@return string? code
 function latch:leader() end
 
----Leave: leadership is given up at once (`on_change(false, "CLOSED")`) and the node deleted
+---Leave: leadership is given up at once (`on_change` hears `"CLOSED"`) and the node deleted
 ---(when leading, this waits for the delete; a waiting entry's node is deleted in the
 ---background). Idempotent.
 ---

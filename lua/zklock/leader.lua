@@ -421,8 +421,9 @@ local function set_leader(self, on, state)
   if self._is_leader == on then return end
   self._is_leader = on
   watch.notify(self._changed)
-  for _, fn in ipairs(self._listeners) do
-    local ok, err = pcall(fn, on, state)
+  local fn = self._on_change
+  if fn then
+    local ok, err = pcall(fn, state, self)
     if not ok then
       hold.log(self.client, "error", ("on_change handler of leader latch %s failed: %s")
         :format(check.short(self.path), tostring(err)))
@@ -496,7 +497,7 @@ function Client:latch(path, opts)
   opts = check.options("latch", 2, opts, { id = id_option, acl = check.acl_option })
   check_id(self, "latch", 2, path, opts.id)
   local self_ = setmetatable({ client = self, path = path, id = opts.id, kind = "leader latch",
-                               _listeners = {}, _is_leader = false, _closed = false,
+                               _is_leader = false, _closed = false,
                                _changed = watch.signal(self) }, Latch) -- notified on every change
   hold.init(self_, self, opts.acl, opts.id)
   hold.on_lost(self_, function(state)
@@ -545,14 +546,11 @@ function Latch:await(timeout)
     :format(timeout, self.path))
 end
 
--- fn(is_leader, why) on every change of leadership: true ("LEADER"), false ("LOST" with the
--- session, "CLOSED" by close()). Adds a listener; returns the latch.
+-- fn(event, latch) on every change of leadership: "LEADER" (it leads now), "LOST" (with the
+-- session), "CLOSED" (by close()). Replaces the handler; nil removes it. -> the latch
 function Latch:on_change(fn)
   check.object(self, Latch, "latch", "on_change")
-  if type(fn) ~= "function" then
-    check.argerror("on_change", 1, "expected a function, got " .. check.describe(fn))
-  end
-  self._listeners[#self._listeners + 1] = fn
+  self._on_change = hold.check_handler("on_change", fn)
   return self
 end
 
@@ -570,7 +568,7 @@ function Latch:leader()
   return p[1]
 end
 
--- Leave: leadership is given up at once (is_leader false, on_change(false, "CLOSED")) and the
+-- Leave: leadership is given up at once (is_leader false, on_change: "CLOSED") and the
 -- node deleted: waits for the delete when leading (true | nil, msg, code); a waiting entry is
 -- withdrawn and its node deleted in the background. Idempotent (true).
 function Latch:close()

@@ -128,7 +128,7 @@ local function held_locks(client)
   if r.held then return r.held end
   local held = setmetatable({}, { __mode = "k" }) -- lock -> true while held and not lost
   r.held = held
-  client:on_session(function(state, c)
+  R.on_session(client, function(state, c)
     for lock in pairs(held) do
       if state == "SUSPENDED" then
         if not lock._suspended then

@@ -197,7 +197,7 @@ M.families = {
     hold = function(hc, path, ev)
       local lt = hc:latch(path)
       local h = {}
-      lt:on_change(function(leading) if h.led and not leading then ev.learned("on_change false") end end)
+      lt:on_change(function(event) if h.led and event ~= "LEADER" then ev.learned("on_change false") end end)
       local ok, err = lt:await(10)
       if not ok then lt:close() return nil, err end
       h.led = true
@@ -208,8 +208,8 @@ M.families = {
     contend = function(wc, path, ev)
       local lt = wc:latch(path)
       local w = {}
-      lt:on_change(function(leading)
-        if leading and not w.got then w.got = true ev.granted() ev.released() end
+      lt:on_change(function(event)
+        if event == "LEADER" and not w.got then w.got = true ev.granted() ev.released() end
       end)
       w.close = function() pcall(lt.close, lt) end
       return w

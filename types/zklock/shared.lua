@@ -36,14 +36,14 @@ function shared_count:try_set(value, version) end
 ---@return string? code
 function shared_count:set(value) end
 
----Call `fn(value, version, sc)` for every change of the node made after this call (any write,
+---Set the handler: `fn("changed", sc, value, version)` for every change of the node made after this call (any write,
 ---also of the same value; a deletion and recreation). Runs from the client's event dispatch,
 ---i.e. while the client is pumped (a blocking call, `client:run`, an adapter's loop); it must not
 ---wait. The watch is armed again after each change and after a reconnection, so a change made
 ---meanwhile is reported then (several changes in between are reported once, with the latest
----value). Several listeners may be added; an error in one is logged.
----@param fn fun(value: integer, version: integer, sc: zklock.SharedCount)
----@return true
+---value). Replaces the previous handler; an error in it is logged.
+---@param fn? fun(event: "changed", sc: zklock.SharedCount, value: integer, version: integer) nil removes it.
+---@return zklock.SharedCount sc
 function shared_count:on_change(fn) end
 
 ---Stop listening (the node stays). Later calls other than `close` raise.

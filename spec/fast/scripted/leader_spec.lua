@@ -16,7 +16,7 @@ describe("scripted leader latch #fast #yieldpcall", function()
   -- join /el behind another participant's node, which then goes: -> latch, changes, own create
   local function lead(changes)
     local l = s.client:latch("/el", { id = "me" })
-    l:on_change(function(on, why) changes[#changes + 1] = tostring(on) .. " " .. why end)
+    l:on_change(function(why) changes[#changes + 1] = tostring(why == "LEADER") .. " " .. why end)
     s:pump()
     local c = s:expect("create", "/el/_c_")
     assert.is_true(c.ephemeral and c.sequential)

@@ -81,7 +81,7 @@ local function run_latch()
   while running() do
     local l = c:latch(path, { id = id })
     local lost_at
-    l:on_change(function(on) if not on and not lost_at then lost_at = now() end end)
+    l:on_change(function(event) if event ~= "LEADER" and not lost_at then lost_at = now() end end)
     local led = false
     while not led and running() do led = l:await(0.05) == true end
     if not led then l:close() break end
