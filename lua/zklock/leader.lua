@@ -22,6 +22,7 @@ local check = require("zklock.check")
 local hold = require("zklock.hold")
 local watch = require("zklock.watch")
 local Client = require("zklock.client").Client
+local ypcall = require("zklock.scheduler").pcall -- a pcall the code it calls may wait (yield) in, on 5.1 too
 
 local M = {}
 
@@ -164,7 +165,7 @@ local function turn(e)
     term.number = e.terms
     term.running = true
     e.term = term
-    local rok, r = pcall(o.run, e, term)
+    local rok, r = ypcall(o.run, e, term)
     term.running = false
     e.term = nil
     if not rok then
@@ -191,7 +192,7 @@ end
 local function run_loop(e)
   while true do
     -- never raise out of the loop (it would surface in whoever pumps the client)
-    local ok, more = pcall(turn, e)
+    local ok, more = ypcall(turn, e)
     if not ok then
       if e.client.state ~= "CLOSED" then elog(e, "error", tostring(more)) end
       break
@@ -309,7 +310,7 @@ function Client:leader(path, fn, opts)
     max_hold = opts.max_hold,
     run = function(e)
       lo._mutex = e._mutex -- the mutex of this term (spec helpers read its node)
-      local ok, err = pcall(fn, lo)
+      local ok, err = ypcall(fn, lo)
       watch.notify(lo._changed) -- another coroutine in leader:sleep() hears the term is over
       if not ok then hold.log(self, "error", ("%s: the leader function raised: %s"):format(what, tostring(err))) end
     end,
@@ -478,7 +479,7 @@ join = function(self)
   if self._joining or self._closed or self.client.state == "CLOSED" then return end
   self._joining = true
   self.client:spawn(function()
-    local ok, err = pcall(joining, self)
+    local ok, err = ypcall(joining, self)
     self._joining = false
     if not ok and self.client.state ~= "CLOSED" then
       hold.log(self.client, "error", ("leader latch %s: %s"):format(check.short(self.path), tostring(err)))
