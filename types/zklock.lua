@@ -1266,6 +1266,21 @@ function leader:is_leader() end
 ---@return integer?
 function leader:token() end
 
+---The hold protocol's "do I hold it?" for the current term: the same answer as `is_leader()`
+---(which stays, as the election's own question).
+---@return boolean
+function leader:is_held() end
+
+---Full path of the current term's node, nil when not leading.
+---@return string?
+function leader:node() end
+
+---A fenced transaction that commits only while the current term's node exists.
+---
+---Errors: raises when not leading.
+---@return zklock.Transaction txn
+function leader:transaction() end
+
 ---The ids (node data) of the participants in queue order, the leader first.
 ---
 ---Errors: `nil, msg, code` from the listing (`ZNONODE` gives `{}`). Raises on a closed client.
@@ -1372,9 +1387,28 @@ function election:close() end
 ---@field kind "leader latch"
 local latch = {}
 
----Leading now? Drives the client first, so a loss nobody pumped for is noticed.
+---Leading now (the hold protocol's "do I hold it?"; formerly `has_leadership`)? Drives the
+---client first, so a loss nobody pumped for is noticed.
 ---@return boolean
-function latch:has_leadership() end
+function latch:is_held() end
+
+---Full path of our latch node while leading, else nil.
+---@return string?
+function latch:node() end
+
+---A fenced transaction that commits only while this latch leads on its node.
+---
+---Errors: raises when not leading.
+---@return zklock.Transaction txn
+function latch:transaction() end
+
+---Set the handler `fn(state, latch, why)` for the `SUSPENDED`, `RECONNECTED` and `LOST` of its
+---leadership (after `LOST` the latch joins again by itself). Replaces the previous handler.
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", latch: zklock.Latch, why?: "session"|"node"|"max_hold") nil removes it.
+---@return zklock.Latch latch
+function latch:on_lost(fn) end
 
 ---The fencing token (the czxid of our latch node) while leading, else nil.
 ---@return integer?

@@ -338,6 +338,38 @@ function Leader:is_leader()
   return current(self) ~= nil and self.client.state ~= "CLOSED"
 end
 
+-- The hold protocol (docs/design.md, "One hold protocol") for the current term: is_held is
+-- is_leader (kept as the election's own question), node and transaction answer for the term.
+function Leader:is_held()
+  check.object(self, Leader, "leader", "is_held")
+  return self:is_leader()
+end
+
+-- The hold record of the current term (its mutex's one hold), or nil.
+local function term_hold(self)
+  local m = self:is_leader() and self._engine._mutex
+  if not m then return nil end
+  for _, h in pairs(hold.holds(m)) do if h:live() then return h end end
+  return nil
+end
+
+-- Full path of the current term's node, nil when not leading.
+function Leader:node()
+  check.object(self, Leader, "leader", "node")
+  local h = term_hold(self)
+  return h and h.node or nil
+end
+
+-- A fenced transaction that commits only while this term's node exists. Raises when not leading.
+function Leader:transaction()
+  check.object(self, Leader, "leader", "transaction")
+  local h = term_hold(self)
+  if not h then
+    check.raise(("zklock: transaction of leader %s while not leading"):format(check.short(self.path)))
+  end
+  return require("zklock.txn").fenced(self.client, h:guard())
+end
+
 -- The fencing token of the current term (czxid of our node), nil when not leading.
 function Leader:token()
   check.object(self, Leader, "leader", "token")
@@ -501,7 +533,15 @@ function Client:latch(path, opts)
                                _is_leader = false, _closed = false,
                                _changed = watch.signal(self) }, Latch) -- notified on every change
   hold.init(self_, self, opts.acl, opts.id)
-  hold.on_lost(self_, function(state)
+  hold.on_lost(self_, function(state, _, why)
+    local fn = self_._on_lost
+    if fn then
+      local ok, err = pcall(fn, state, self_, why)
+      if not ok then
+        hold.log(self, "error", ("on_lost handler of leader latch %s failed (%s): %s")
+          :format(check.short(path), state, tostring(err)))
+      end
+    end
     if state == "LOST" then
       self_._lost_hold = self_._hold
       self_._hold, self_._token = nil, nil
@@ -513,9 +553,10 @@ function Client:latch(path, opts)
   return self_
 end
 
--- Leading now? Drives the client first, so a loss nobody pumped for is noticed.
-function Latch:has_leadership()
-  check.object(self, Latch, "latch", "has_leadership")
+-- Leading now (the hold protocol's "do I hold it?"; was has_leadership)? Drives the client
+-- first, so a loss nobody pumped for is noticed.
+function Latch:is_held()
+  check.object(self, Latch, "latch", "is_held")
   if self._is_leader then hold.refresh(self.client) end
   return self._is_leader and not self._closed and self.client.state ~= "CLOSED"
 end
@@ -523,8 +564,34 @@ end
 -- Fencing token (czxid of our latch node) while leading, else nil.
 function Latch:token()
   check.object(self, Latch, "latch", "token")
-  if self:has_leadership() then return self._token end
+  if self:is_held() then return self._token end
   return nil
+end
+
+-- Full path of our latch node while leading, else nil.
+function Latch:node()
+  check.object(self, Latch, "latch", "node")
+  local h = self:is_held() and self._hold
+  return h and h.node or nil
+end
+
+-- A fenced transaction that commits only while this latch leads on its node. Raises when not
+-- leading.
+function Latch:transaction()
+  check.object(self, Latch, "latch", "transaction")
+  local h = self:is_held() and self._hold
+  if not h then
+    check.raise(("zklock: transaction of leader latch %s while not leading"):format(check.short(self.path)))
+  end
+  return require("zklock.txn").fenced(self.client, h:guard())
+end
+
+-- fn(state, latch, why) for the SUSPENDED, RECONNECTED and LOST of its leadership (after LOST
+-- the latch joins again by itself). Replaces the handler; nil removes it. -> the latch
+function Latch:on_lost(fn)
+  check.object(self, Latch, "latch", "on_lost")
+  self._on_lost = hold.check_handler("on_lost", fn)
+  return self
 end
 
 -- Wait until this latch leads: true, or nil, "ETIMEDOUT: ...", or nil, "ECLOSED: ..." when the
@@ -536,9 +603,9 @@ function Latch:await(timeout)
     return fail(core.errno.ECLOSED, ("leader latch %s is closed"):format(self.path))
   end
   local ok = wait_for(self.client, ms, function()
-    return self:has_leadership() or self._closed or self.client.state == "CLOSED"
+    return self:is_held() or self._closed or self.client.state == "CLOSED"
   end, self._changed)
-  if self:has_leadership() then return true end
+  if self:is_held() then return true end
   if ok then
     return fail(core.errno.ECLOSED, ("%s was closed while waiting for leadership of latch %s")
       :format(self._closed and "the latch" or "its client", self.path))

@@ -89,7 +89,7 @@ local function run_latch()
     local node = l._hold and base(l._hold.node) or "-"
     line("B", key, owner, id, tostring(tok), ms(start), node)
     local until_ = start + hold_ms
-    while now() < until_ and l:has_leadership() and running() do c:sleep(0.01) end
+    while now() < until_ and l:is_held() and running() do c:sleep(0.01) end
     local finish = lost_at or now()
     local how = lost_at and "lost" or "ok"
     l:close()
