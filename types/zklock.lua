@@ -922,14 +922,14 @@ function lock:on_lost(fn) end
 
 ---Listen for revocation requests (`client:revoke`, Curator's `Revoker.attemptRevoke`) on every
 ---hold of this object, current and future: while held, the hold watches its own node and
----`fn(node, lock)` runs once per request. A request made while the holder still waited in the
+---`fn("REVOKE", lock, node)` runs once per request. A request made while the holder still waited in the
 ---queue, or while no handler was set, is reported when the hold (or the handler) starts. The
 ---watch also reports the node's deletion at once (`LOST` through `on_lost`). `fn`
 ---runs from the client's event dispatch, like `on_lost` handlers: it must not wait (set a flag
 ---or wake the owner, which decides whether to release). Errors it raises are logged.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(node: string, lock: zklock.Lock) nil stops listening.
+---@param fn? fun(event: "REVOKE", lock: zklock.Lock, node: string) nil stops listening.
 ---@return zklock.Lock lock
 function lock:on_revoke(fn) end
 
@@ -1000,10 +1000,10 @@ function semaphore:cancel() end
 function semaphore:on_lost(fn) end
 
 ---Listen for revocation requests on every lease of this semaphore, current and future: as
----`lock:on_revoke`, with `fn(node, lease)`. (Curator's semaphores cannot be revoked.)
+---`lock:on_revoke`, with `fn("REVOKE", lease, node)`. (Curator's semaphores cannot be revoked.)
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(node: string, lease: zklock.Lease) nil stops listening.
+---@param fn? fun(event: "REVOKE", lease: zklock.Lease, node: string) nil stops listening.
 ---@return zklock.Semaphore semaphore
 function semaphore:on_revoke(fn) end
 
@@ -1056,10 +1056,10 @@ function lease:node() end
 function lease:transaction() end
 
 ---Listen for revocation requests on this lease alone (it takes precedence over the semaphore's
----handler): as `lock:on_revoke`, with `fn(node, lease)`.
+---handler): as `lock:on_revoke`, with `fn("REVOKE", lease, node)`.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(node: string, lease: zklock.Lease) nil stops listening (unless the semaphore has a handler).
+---@param fn? fun(event: "REVOKE", lease: zklock.Lease, node: string) nil stops listening (unless the semaphore has a handler).
 ---@return zklock.Lease lease
 function lease:on_revoke(fn) end
 
@@ -1139,10 +1139,10 @@ function semaphore_mutex:participants() end
 function semaphore_mutex:on_lost(fn) end
 
 ---Listen for revocation requests on the held lease: as `lock:on_revoke`, with
----`fn(node, semaphore_mutex)`.
+---`fn("REVOKE", semaphore_mutex, node)`.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(node: string, mutex: zklock.SemaphoreMutex) nil stops listening.
+---@param fn? fun(event: "REVOKE", mutex: zklock.SemaphoreMutex, node: string) nil stops listening.
 ---@return zklock.SemaphoreMutex mutex
 function semaphore_mutex:on_revoke(fn) end
 

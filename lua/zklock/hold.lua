@@ -421,7 +421,7 @@ local function revoke_read(hold, st, res)
   if rep then
     metrics.revoked(rep, labels_of(hold.obj[STATE], hold.obj, rep), rep.events ~= "none" and hold:what(), hold.token)
   end
-  local ok, err = pcall(fn, hold.node, hold.target)
+  local ok, err = pcall(fn, "REVOKE", hold.target, hold.node)
   if not ok then
     log(hold.client, "error", ("on_revoke handler of %s failed: %s"):format(hold:what(), tostring(err)))
   end
@@ -449,7 +449,7 @@ function arm_revoke(hold)
 end
 
 -- Set (fn) or clear (nil) the revocation handler of hold `h` alone (a lease), or of every hold
--- of obj (current and future) with on_revoke(obj, fn). fn(node, target) runs from the client's
+-- of obj (current and future) with on_revoke(obj, fn). fn("REVOKE", target, node) runs from the client's
 -- event dispatch, like on_lost handlers: it must not wait (set a flag, wake the owner).
 local function set_revoke(h)
   if revoke_fn(h) then arm_revoke(h) else disarm_revoke(h) end

@@ -181,7 +181,7 @@ end
 -- replaces the handler (nil removes it). -> the lock
 Lock.on_lost = hold.on_lost
 
--- fn(node, lock) when another process asks the holder to let go (Curator's revocation:
+-- fn("REVOKE", lock, node) when another process asks the holder to let go (Curator's revocation:
 -- client:revoke(node) or Revoker.attemptRevoke); nil stops listening. -> the lock. See hold.on_revoke.
 Lock.on_revoke = hold.on_revoke
 

@@ -52,7 +52,7 @@ function Lease:is_held()
   check.object(self, Lease, "lease", "is_held")
   return self._hold:live()
 end
--- fn(node, lease) when another process asks this lease's holder to give it back (nil: stop).
+-- fn("REVOKE", lease, node) when another process asks this lease's holder to give it back (nil: stop).
 -- -> the lease
 function Lease:on_revoke(fn)
   check.object(self, Lease, "lease", "on_revoke")
@@ -176,7 +176,7 @@ end
 
 -- fn(state, lease) with state "SUSPENDED" | "RECONNECTED" | "LOST" for every lease.
 Semaphore.on_lost = hold.on_lost
--- fn(node, lease) for a revocation request on any lease of this semaphore (current and future).
+-- fn("REVOKE", lease, node) for a revocation request on any lease of this semaphore (current and future).
 Semaphore.on_revoke = hold.on_revoke
 
 -- Lease holders (and leases being counted): { { path, node, sequence, data }, ... } by sequence.
@@ -269,7 +269,7 @@ function SemaphoreMutex:on_lost(fn)
   hold.on_lost(self.semaphore, fn and function(state, _, why) return fn(state, this, why) end or nil)
   return self
 end
--- fn(node, semaphore_mutex) when another process asks the holder to let go (nil: stop).
+-- fn("REVOKE", semaphore_mutex, node) when another process asks the holder to let go (nil: stop).
 -- -> the semaphore mutex
 function SemaphoreMutex:on_revoke(fn)
   check.object(self, SemaphoreMutex, "semaphore_mutex", "on_revoke")
@@ -277,7 +277,7 @@ function SemaphoreMutex:on_revoke(fn)
     check.argerror("on_revoke", 1, "expected a function or nil, got " .. check.describe(fn))
   end
   local this = self
-  hold.on_revoke(self.semaphore, fn and function(node) return fn(node, this) end or nil)
+  hold.on_revoke(self.semaphore, fn and function(event, _, node) return fn(event, this, node) end or nil)
   return self
 end
 function SemaphoreMutex:__tostring() return ("zklock.semaphore_mutex(%s)"):format(self.path) end
