@@ -66,7 +66,8 @@
 --       to stop, and queues again. opts: hosts (required), id, session_timeout (10 s),
 --       stop_grace (5 s), acl. ctx: token, node, id, path, pid, worker, client,
 --       ctx:stopping() -> nil | "SUSPENDED" | "LOST" | "EXITING" | "CLOSED",
---       ctx:sleep(s) -> true | nil, reason. handle: running(), token(), close().
+--       ctx:sleep(s) -> true | nil, reason. handle: running() (and is_held(), the same), token(),
+--       close().
 --       See README ("One worker across the fleet") for what happens on SUSPENDED, LOST,
 --       reload, quit and a crashed worker.
 if type(ngx) ~= "table" or not ngx.timer then
@@ -482,6 +483,12 @@ function Fleet:running()
   if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:running() (with a colon)") end
   local job = self._st.job
   return job ~= nil and not job._term.why and not job._why
+end
+
+-- The hold protocol's "do I hold it?": the same answer as running().
+function Fleet:is_held()
+  if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:is_held() (with a colon)") end
+  return self:running()
 end
 
 -- The fencing token of the job this worker runs now, or nil.
