@@ -80,6 +80,14 @@ describe("max_hold (bounded holds)", function()
     assert.are.same({}, util.children(a, "/mh/mutex"))
   end)
 
+  it("a zookeeper_lock held past max_hold (acquire option) is released; the waiter comes after on_lost", function()
+    local a, b = connect("mh-a"), connect("mh-b")
+    local r = never_releases(a, b, function(c) return c:zookeeper_lock("/mh/zl") end,
+      function(l, mh) return l:acquire(30, mh and { max_hold = mh } or nil) end, 0.5)
+    judge(r, 0.5)
+    assert.are.same({}, util.children(a, "/mh/zl"))
+  end)
+
   it("a semaphore lease bounded by the constructor's max_hold is released; the waiter comes after", function()
     local a, b = connect("mh-a"), connect("mh-b")
     local r = never_releases(a, b,

@@ -14,6 +14,7 @@ local Client = require("zklock.client").Client
 local R = require("zklock.client").recipe
 local gc_proxy = require("zklock.hold").gc_proxy
 local E = require("zklock.errors")
+local watch = require("zklock.watch")
 
 local M = {}
 
@@ -98,7 +99,8 @@ local function report(self, state)
   if state == "LOST" then self._lost = true end
   local fn = self._on_lost
   if fn then
-    local ok, err = pcall(fn, state, self)
+    local why = state == "LOST" and (self._lost_max and "max_hold" or self._lost_node and "node" or "session") or nil
+    local ok, err = pcall(fn, state, self, why)
     if not ok then
       R.log(self.client, "error", ("zookeeper_lock %s: on_lost handler failed (%s): %s"):format(self.path, state,
         tostring(err)))
@@ -117,6 +119,9 @@ local function node_gone(self)
 end
 
 function ZkLock:_lost_how()
+  if self._lost_max then
+    return ("(held for its max_hold of %g s: released by zklock)"):format(self._lost_max)
+  end
   if self._lost_node then
     return ("(its node %s was deleted while it was held)"):format(check.short(tostring(self._node)))
   end
@@ -223,13 +228,16 @@ end
 
 local acquire
 
--- lock:acquire(timeout) -> lock | nil, msg, code (ETIMEDOUT, ECANCELED, ELOST, ESESSION, ...)
+-- lock:acquire(timeout, { max_hold = s }) -> lock | nil, msg, code (ETIMEDOUT, ECANCELED, ELOST, ...)
+--   max_hold (or the constructor's): once held that long the lock is lost (on_lost: "LOST",
+--   lock, "max_hold"), then its node is deleted in the background; release answers ELOST.
 --   timeout: seconds, nil = wait forever, 0 = try once. Before the first session it waits for
 --   one (within the timeout). On failure the node is deleted, and so it is when the calling
 --   coroutine dies while it waits (closed, killed by its host, collected).
-function ZkLock:acquire(timeout)
+function ZkLock:acquire(timeout, opts)
   zl_check(self, "acquire")
   local ms = check.timeout("acquire", 1, timeout)
+  opts = check.options("acquire", 2, opts, { max_hold = check.is.positive })
   if self._held and not self:is_held() then -- lost and not released yet
     return E.fail("ELOST", ("zookeeper_lock %s was lost %s; release it before acquiring again")
       :format(check.short(self.path), self:_lost_how()))
@@ -263,7 +271,23 @@ function ZkLock:acquire(timeout)
   self._waiting_co = nil
   R.done_waiting(c, rec)
   if self._waiting == rec then self._waiting = nil end
-  if ok then return self end
+  if ok then
+    local mh = opts.max_hold or self.max_hold
+    if mh then -- bounded: LOST ("max_hold") told first, then the node deleted in the background
+      local node = self._node
+      self._mh_timer = watch.timer(c, mh * 1000, function()
+        self._mh_timer = nil
+        if not self._held or self._lost or self._node ~= node then return end
+        self._lost_max = mh
+        reg_of(c).held[self] = nil
+        R.log(c, "warn", ("zookeeper_lock %s held for its max_hold of %g s: releasing it"):format(
+          check.short(self.path), mh))
+        report(self, "LOST")
+        R.discard(c, node)
+      end)
+    end
+    return self
+  end
   return nil, msg, code
 end
 
@@ -332,6 +356,7 @@ function acquire(self, timeout, ms)
     end
     if idx == 1 then
       self._held, self._sid, self._suspended, self._lost, self._lost_node = true, sid, nil, nil, nil
+      self._lost_max = nil
       held_locks(c)[self] = true
       call(self, "on_acquired")
       return true
@@ -363,13 +388,14 @@ function ZkLock:release()
   check.object(self, ZkLock, "zookeeper_lock", "release")
   if not self._held then check.raise("zklock: zookeeper_lock:release while not held") end
   reg_of(self.client).held[self] = nil -- nothing more to report, whatever the outcome
+  if self._mh_timer then watch.cancel_timer(self.client, self._mh_timer) self._mh_timer = nil end
   if self.client.state == "CLOSED" then -- the node went with the session
     set_node(self, nil)
     self._held = false
     call(self, "on_released")
     return true
   end
-  if self._lost_node then
+  if self._lost_node or self._lost_max then
     set_node(self, nil)
     self._held = false
     call(self, "on_released")
@@ -484,7 +510,7 @@ function ZkLock:on_lost(fn)
 end
 
 local OPTIONS = { on_acquired = check.is.func, on_released = check.is.func, on_lost = check.is.func,
-                  data = check.is.string }
+                  data = check.is.string, max_hold = check.is.positive }
 
 -- client:zookeeper_lock(path, { on_acquired = fn(lock), on_released = fn(lock),
 --                              on_lost = fn(state, lock), data = })
@@ -504,7 +530,7 @@ function Client:zookeeper_lock(path, opts)
   opts = check.options("zookeeper_lock", 2, opts, OPTIONS)
   local self_ = setmetatable({ client = self, path = path, kind = "zookeeper_lock", data = opts.data or M.DATA,
                                on_acquired = opts.on_acquired, on_released = opts.on_released,
-                               _on_lost = opts.on_lost }, ZkLock)
+                               _on_lost = opts.on_lost, max_hold = opts.max_hold }, ZkLock)
   gc_proxy(self_)
   return self_
 end
