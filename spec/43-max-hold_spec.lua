@@ -2,8 +2,8 @@
 -- releases loses its grant once max_hold passes; its on_lost handler hears ("LOST", obj,
 -- "max_hold") once, and only then is its node deleted, so the next waiter is granted after the
 -- handler ran (checked with zklock.testing.check over a recorded history).
---   busted --lua=lua5.4 spec/39-max-hold_spec.lua
---   busted --lua=luajit --run=luajit spec/39-max-hold_spec.lua
+--   busted --lua=lua5.4 spec/43-max-hold_spec.lua
+--   busted --lua=luajit --run=luajit spec/43-max-hold_spec.lua
 local util = require("support.util")
 local fixture = require("support.fixture")
 local check = require("zklock.testing.check")
