@@ -418,7 +418,7 @@ if not ok_core then
     tostring(core_err), "\n")
   os.exit(2)
 end
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 local zklock = require("zklock")
 local testing = require("zklock.testing")
 
@@ -497,7 +497,7 @@ local TARGETS = {
   { class = "zklock.Lease", value = require("zklock.semaphore").Lease, methods = true },
   { class = "zklock.SemaphoreMutex", value = E.smx },
   { class = "zklock.MultiLock", value = E.ml },
-  { class = "zklock.Watch", value = require("zklock.watch").Watch, methods = true },
+  { class = "zklock.Watch", value = require("zklock.internal.watch").Watch, methods = true },
   { class = "zklock.SharedCount", value = E.sc },
   { class = "zklock.AtomicLong", value = E.al },
   { class = "zklock.DoubleBarrier", value = E.bar },
@@ -526,6 +526,8 @@ for _, f in ipairs(lines_of("cd " .. shq(ROOT .. "/lua/zklock/adapters") .. " &&
   if m and name == "openresty" then -- one_worker's handle and job context (need nginx to make)
     TARGETS[#TARGETS + 1] = { class = "zklock.adapters.openresty.OneWorker", value = m._OneWorker, methods = true }
     TARGETS[#TARGETS + 1] = { class = "zklock.adapters.openresty.Job", value = m._Job, methods = true }
+    TARGETS[#TARGETS + 1] = { class = "zklock.adapters.openresty.SharedCache", value = m._SharedCache,
+                              methods = true }
   end
 end
 
@@ -654,6 +656,9 @@ local SCANS = {
   ["zklock.adapters.luv.attach"] = { { "lua/zklock/adapters/luv.lua", "M.attach", { "opts" } } },
   ["zklock.adapters.openresty.attach"] = { { "lua/zklock/adapters/openresty.lua", "M.attach", { "opts" } } },
   ["zklock.adapters.openresty.one_worker"] = { { "lua/zklock/adapters/openresty.lua", "M.one_worker", { "opts" } } },
+  ["zklock.adapters.openresty.shared_cache"] = {
+    { "lua/zklock/adapters/openresty.lua", "M.shared_cache", { "opts" } },
+  },
   ["zklock.testing.server"] = {
     { "lua/zklock/testing/servers.lua", "defaults", { "o" } },
     { "lua/zklock/testing/servers.lua", "Server:_spawn", { "self.opts" } },

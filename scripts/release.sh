@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/release.sh: cut a zklock source release (docs: README, "Releasing").
+# scripts/release.sh: cut a zklock source release (docs: docs/development.md, "Releasing").
 #
 #   scripts/release.sh [--out DIR] [--rev N] [--url URL | --local] [vX.Y.Z]
 #       From the tag vX.Y.Z (default: v + the ZKL_VERSION of HEAD) write, in DIR (default dist/):

@@ -1,6 +1,6 @@
 -- The hold protocol, checked the same way over every family of grant (spec/support/conformance.lua:
 -- mutex, both read-write sides, semaphore mutex, lease, multi-lock, zookeeper_lock) against a
--- real server (docs/design.md, "One hold protocol"; README, "When a hold is lost"):
+-- real server (docs/design.md, "One hold protocol"; docs/recipes.md, "When a hold is lost"):
 --   * acquire with nil, 0, 1e-9, a huge number, math.huge (granted when free; 0 and 1e-9 give up
 --     at once with ETIMEDOUT when another client holds it; math.huge waits for the release), NaN
 --     and negative (raise, naming the argument);
@@ -255,6 +255,27 @@ describe("hold protocol conformance", function()
         assert_code("ELOST", pack(g:release()))
         assert.are.equal(1, rec.LOST)
         assert_empty(path, { c, o })
+      end)
+
+      it(f.name .. ": its node deleted and its directory reaped: a listing that finds no directory "
+        .. "reports LOST once", function()
+        local c, o = connect("victim"), connect("deleter")
+        local path = fresh()
+        local obj = f.new(c, path)
+        local g = assert(obj:acquire(5))
+        local rec = recorder(g)
+        local node = f.nodes(g)[1]
+        local dir = node:match("^(.*)/[^/]+$")
+        assert(o:delete(node))
+        -- the server reaps the emptied container directory (container check every 100 ms here)
+        assert.is_true(util.wait_until(function() return not o:exists(dir) end, 10, { o }),
+          "the server did not reap " .. dir)
+        assert.is_nil(rec.LOST)
+        assert.are.same({}, assert(obj:participants()))
+        assert.are.equal(1, rec.LOST, "participants() found no directory: " .. table.concat(rec.order, " "))
+        assert.is_false(g:is_held())
+        assert_code("ELOST", pack(g:release()))
+        assert.are.equal(1, rec.LOST)
       end)
     end
 

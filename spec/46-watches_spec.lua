@@ -57,6 +57,20 @@ describe("watches on plain reads", function()
     assert.are.equal(0, server_watches(zk, "/w/none"))
   end)
 
+  it("a blocking wait on a watch sleeps in the pump instead of spinning until its deadline", function()
+    local a = connect("w-spin")
+    assert(a:create("/w/spin", "", { parents = true }))
+    local _, _, w = a:get("/w/spin", { watch = true })
+    local pumps, pump = 0, a._pump
+    a._pump = function(...) pumps = pumps + 1; return pump(...) end
+    local t0 = util.now()
+    assert_code("ETIMEDOUT", pack(w:wait(0.5)))
+    a._pump = nil
+    assert.is_true(util.now() - t0 >= 0.45, "the wait ended early")
+    -- a blocking pump ends at the watch's deadline or on I/O: a handful; a spin makes thousands
+    assert.is_true(pumps <= 50, ("%d pumps in a 0.5 s wait"):format(pumps))
+  end)
+
   it("many coroutines wait on one path of one client: one ZooKeeper watch, every waiter wakes once", function()
     local a, b = connect("s-a"), connect("s-b")
     assert(b:create("/ws/n", "0", { parents = true }))

@@ -8,7 +8,7 @@
 --   busted --lua=lua5.4 spec/59-zookeeper-lock_spec.lua     busted --lua=luajit --run=luajit ...
 local zklock = require("zklock")
 local core = require("zklock.core")
-local zkl = require("zklock.zklock_recipes_lock")
+local zkl = require("zklock.zookeeper_lock")
 local testing = require("zklock.testing")
 local util = require("support.util")
 local fixture = require("support.fixture")
@@ -52,7 +52,7 @@ describe("zookeeper_lock (ZooKeeper's WriteLock recipe)", function()
           inside = inside + 1
           if inside ~= 1 then errors[#errors + 1] = "two holders at once" end
           local node = lk:node():match("[^/]+$")
-          local dec = require("zklock.client").recipe.core(c):session_id_decimal()
+          local dec = require("zklock.internal.recipe").core(c):session_id_decimal()
           if node:sub(1, #dec + 3) ~= "x-" .. dec .. "-" then errors[#errors + 1] = "bad name " .. node end
           order[#order + 1] = select(2, zkl.parse(node))
           local t0 = core.now()

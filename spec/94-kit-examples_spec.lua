@@ -1,4 +1,4 @@
--- The example specs of the lock-test kit (examples/kit: README "A Jepsen-style lock test in
+-- The example specs of the lock-test kit (examples/kit: docs/testing.md "A Jepsen-style lock test in
 -- busted"), run as a user runs them: busted in examples/kit, with this build on LUA_PATH and
 -- LUA_CPATH. Each passes with the right application code, and fails with the deliberately broken
 -- variant (ZKLOCK_EXAMPLE_VARIANT=broken), the checker naming the violation and both events.

@@ -96,9 +96,9 @@ function zklock.outcome_unknown(code) end
 ---@field identity? string Data stored in this client's lock nodes (default: the host name).
 ---@field log? fun(line: string, level: string) Receives zklock's own events (`zklock <level>: <message>`: a hold released because its owner coroutine ended, an `on_lost` handler that raised, a failed release at the end of a `<close>` scope, a granted session timeout other than the one asked for) and the ZooKeeper client's log lines; `level` is "error", "warn", "info" or "debug". Default: one line each to stderr.
 ---@field log_level? "none"|"error"|"warn"|"info"|"debug" The least level passed on (default `"warn"`); the ZooKeeper client's own lines are passed on only when `log` or `log_level` is given.
----@field keepalive? boolean A background thread drives the connection while the script's thread blocks (default false; never inside nginx). See README, "Blocking scripts".
+---@field keepalive? boolean A background thread drives the connection while the script's thread blocks (default false; never inside nginx). See docs/openresty.md, "Blocking scripts".
 ---@field wait? boolean `false`: return at once in state `CONNECTING`; operations started meanwhile are sent once connected, their timeouts running from the call (default true).
----@field metrics? zklock.MetricsSink Receives this client's metrics (default: the sink given to `zklock.metrics.set_default`, if any). See README, "Metrics and lock events".
+---@field metrics? zklock.MetricsSink Receives this client's metrics (default: the sink given to `zklock.metrics.set_default`, if any). See docs/recipes.md, "Metrics and lock events".
 ---@field metric_label? fun(path: string, recipe: string): string The `name` label of a lock object without a `metric` option, from its path and recipe (e.g. a path template). Default: `"-"` (raw paths never become labels unless this function returns them).
 ---@field lock_events? "none"|"error"|"warn"|"info"|"debug" Level at which lock events (granted, released, lost, suspended, timed out, failed: one line each with path, token and wait or hold time) go to the `log` function (default `"debug"`; shown only when `log_level` lets that level through).
 
@@ -328,7 +328,7 @@ function client:multilock(locks, opts) end
 ---By default (`suspended = "keep"`) `SUSPENDED` keeps leadership (LOST is reported before the
 ---server can expire the session); `suspended = "stop"` ends it for `is_leader()` and
 ---`leader:sleep()` at once, as OpenResty's `one_worker` does (the same election engine runs
----both); see the README. With `requeue = true` it queues again after each term.
+---both); see docs/recipes.md, "Leader election". With `requeue = true` it queues again after each term.
 ---
 ---```lua
 ---local l = client:leader("/election/jobs", function(l)
@@ -567,7 +567,7 @@ function client:shared_count(path, seed) end
 ---write, repeated under `opts.retry` after a lost race; with `opts.lock`, lost races are then
 ---promoted to a mutex at the lock path (Curator's `PromotedToLock`, an `InterProcessMutex` at
 ---that path) and tried again while holding it. Without 64-bit integers (Lua 5.1, 5.2, LuaJIT)
----values must lie within +-(2^53 - 1); see README "Shared values".
+---values must lie within +-(2^53 - 1); see docs/recipes.md, "Shared values".
 ---
 ---Errors: raises on a bad path or option, or a closed client.
 ---@param path string

@@ -40,6 +40,9 @@ int zkl_client_timeout_ms(zkl_client *c) {
 int zkl_client_next_event(zkl_client *c, zkl_event *ev) {
     LOCKED(c, int, zkl__client_next_event(c, ev));
 }
+int zkl_client_next_event_for(zkl_client *c, uint64_t id, zkl_event *ev) {
+    LOCKED(c, int, zkl__client_next_event_for(c, id, ev));
+}
 int zkl_client_state(const zkl_client *c) {
     zkl_client *m = (zkl_client *)c;
     LOCKED(m, int, zkl__client_state(c));

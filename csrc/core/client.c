@@ -229,13 +229,15 @@ static int64_t heartbeat_due(const zkl_client *c) {
 }
 
 /* The LOST deadline passed (nothing answered in time): the session is given up as expired. When
- * the ZooKeeper client still counts its link as up (a server silent after a push, say), closing
- * the handle would send closeSession and then wait up to 1.5 s for an answer that is not coming,
- * inside process(), while every other client of the thread waits too. So the socket's read side
- * is shut first: closeSession is still sent (it ends the session at once if the server can hear
- * us), and the wait for its answer meets the end of input at once. */
+ * the ZooKeeper client still counts its link as up (a server silent after a push, replies lost one
+ * way), closing the handle would send closeSession. That must not reach the server: it would end
+ * the session, and free the lock to the next waiter, at the moment LOST is declared instead of a
+ * margin later, before the owner (a keepalive client's, say) has read the LOST. Nor may
+ * zookeeper_close wait up to 1.5 s for its answer inside process(). So the socket is shut both
+ * ways first: the send fails at once (the client sends with MSG_NOSIGNAL), nothing is waited for,
+ * and the server expires the session on its own clock, no sooner than the margin after LOST. */
 static void lost_by_timer(zkl_client *c) {
-    if (c->zh && zk_link_up(c) && c->zkfd >= 0) shutdown(c->zkfd, SHUT_RD);
+    if (c->zh && zk_link_up(c) && c->zkfd >= 0) shutdown(c->zkfd, SHUT_RDWR);
     session_expired(c);
 }
 
@@ -416,6 +418,11 @@ int zkl__process(zkl_client *c, int owner) {
              * that failed meanwhile took the link down, and then epoll is asked) */
             n = ready_n;
             ev.events = c->ready_events;
+        } else if (round > 0 && c->inflight_n == 0) {
+            /* every request of ours is answered: a further read could only find a notification
+             * or a ping's reply, and the fd stays readable (level-triggered) for the next wait,
+             * so the system call that would mostly find nothing is saved */
+            break;
         } else {
             n = epoll_wait(c->epfd, &ev, 1, 0);
         }

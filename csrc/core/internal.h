@@ -137,7 +137,7 @@ struct zkl_client {
     unsigned link_ups_seen; /* ... when the state last became CONNECTED */
     int closed;
     /* random bytes for protected node names, drawn from the kernel a pool at a time (queue.c) */
-    unsigned char rnd_pool[256];
+    unsigned char rnd_pool[4096];
     unsigned rnd_left;
 
     zkl_op **buckets;
@@ -267,6 +267,7 @@ _Static_assert(sizeof(uintptr_t) >= 8, "zklock needs 64-bit pointers (completion
 /* Unlocked implementations of the public entry points; api.c wraps them with the client's
  * mutex when keepalive is on. */
 int zkl__client_next_event(zkl_client *c, zkl_event *ev);
+int zkl__client_next_event_for(zkl_client *c, uint64_t id, zkl_event *ev);
 int zkl__client_process(zkl_client *c);
 int zkl__process(zkl_client *c, int owner);
 int zkl__client_timeout_ms(zkl_client *c);

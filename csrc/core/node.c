@@ -2,6 +2,7 @@
  * container parents of a node (made in one place for the queue, the semaphore's leases and
  * plain creates with ZKL_CREATE_PARENTS). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -18,15 +19,23 @@ char *zkl__join_path(zkl_client *c, const char *dir, const char *name) {
 }
 
 /* A fresh "_c_<uuid4>-<token>" (Curator's protected-mode name), or NULL. The UUID's 16 bytes
- * come from a per-client pool that one getrandom() call refills for 16 names: one system call
- * per name was a tenth of an uncontended cycle's. Each byte is used once, so names stay as
+ * come from a per-client pool that one getrandom() call refills for 256 names: one system
+ * call per name was a tenth of an uncontended cycle's. Each byte is used once, so names stay as
  * unique as the kernel's randomness makes them. */
 char *zkl__new_prefix(zkl_client *c, const char *token) {
     unsigned char rnd[16];
     char buf[80];
     if (c->rnd_left < sizeof rnd) {
-        if (getrandom(c->rnd_pool, sizeof c->rnd_pool, 0) != (ssize_t)sizeof c->rnd_pool)
-            return NULL;
+        /* above 256 bytes a signal may cut a read short: keep reading */
+        size_t got = 0;
+        while (got < sizeof c->rnd_pool) {
+            ssize_t n = getrandom(c->rnd_pool + got, sizeof c->rnd_pool - got, 0);
+            if (n <= 0) {
+                if (n < 0 && errno == EINTR) continue;
+                return NULL;
+            }
+            got += (size_t)n;
+        }
         c->rnd_left = sizeof c->rnd_pool;
     }
     c->rnd_left -= (unsigned)sizeof rnd;

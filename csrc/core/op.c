@@ -173,6 +173,18 @@ void zkl__release_last_done(zkl_client *c) {
     }
 }
 
+/* The fast path of a caller that waits for one operation: pop the oldest event only when it is the
+ * only one queued and it ends (or grants) operation `id`. 1: popped; 0: nothing queued; -1: other
+ * events are queued (the caller dispatches them in order). */
+int zkl__client_next_event_for(zkl_client *c, uint64_t id, zkl_event *out) {
+    if (c->ev_len == 0) return 0;
+    const zkl_event *e = &c->ev[c->ev_head];
+    if (c->ev_len != 1 || e->id != id || e->type == ZKL_EV_SESSION ||
+        e->type == ZKL_EV_LOCK_STATE || e->type == ZKL_EV_WATCH || e->type == ZKL_EV_WARNING)
+        return -1;
+    return zkl__client_next_event(c, out);
+}
+
 int zkl__client_next_event(zkl_client *c, zkl_event *out) {
     zkl__release_last_done(c);
     if (!zkl__ev_pop(c, out)) return 0;

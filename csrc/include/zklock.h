@@ -430,6 +430,12 @@ ZKL_EXTERN int zkl_client_wait(zkl_client *c, int max_ms);
  * close. Ends the validity of the previous plain operation's result (zkl_op_result_get). */
 ZKL_EXTERN int zkl_client_next_event(zkl_client *c, zkl_event *ev);
 
+/* For a caller that waits for one operation (the Lua binding's blocking wait): pop the oldest
+ * event into *ev only if it is the only event queued and it ends or grants operation id (not a
+ * SESSION, LOCK_STATE, WATCH or WARNING event). Returns 1 if popped (as next_event() would), 0 if
+ * no event is queued, -1 if other events are queued: drain those with next_event(). */
+ZKL_EXTERN int zkl_client_next_event_for(zkl_client *c, uint64_t id, zkl_event *ev);
+
 /* The client's state (ZKL_STATE_*) as last reported by process(). Never fails. */
 ZKL_EXTERN int zkl_client_state(const zkl_client *c);
 

@@ -174,6 +174,27 @@ static int l_next_event(lua_State *L) {
     return 3;
 }
 
+/* c:wait_for(id, max_ms) -> type, status | nil: the blocking caller's fast path. When the only
+ * queued event is the one that ends (or grants) operation id, pop it; else, if nothing is queued,
+ * wait once (up to max_ms, as c:wait) and look again. nil: other events are queued, or the wait
+ * ended without id's event: the caller pumps (dispatches) as usual. */
+static int l_wait_for(lua_State *L) {
+    lclient *u = check(L);
+    uint64_t id = (uint64_t)luaL_checkinteger(L, 2);
+    int ms = (int)luaL_optinteger(L, 3, -1);
+    zkl_event ev;
+    int r = zkl_client_next_event_for(u->c, id, &ev);
+    if (r == 0) {
+        int rc = ZKL_LUA_CLIENT_WAIT(L, u->c, ms);
+        if (rc < 0) return zkl_lua_fail(L, rc, NULL);
+        r = zkl_client_next_event_for(u->c, id, &ev);
+    }
+    if (r != 1) return 0;
+    lua_pushinteger(L, ev.type);
+    lua_pushinteger(L, ev.status);
+    return 2;
+}
+
 static int l_state(lua_State *L) {
     lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
     lua_pushinteger(L, u->c ? zkl_client_state(u->c) : ZKL_STATE_CLOSED);
@@ -594,6 +615,7 @@ static const luaL_Reg methods[] = {{"close", l_close},
                                    {"wait", l_wait},
                                    {"flush", l_flush},
                                    {"next_event", l_next_event},
+                                   {"wait_for", l_wait_for},
                                    {"state", l_state},
                                    {"session", l_session},
                                    {"session_id_decimal", l_session_id_decimal},

@@ -11,10 +11,10 @@
 -- Unlike Curator (CURATOR-80, CURATOR-536), a member that gives up (timeout, error, session
 -- loss) deletes its own node, so it neither counts for an enter nor holds up a leave.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
 local Client = require("zklock.client").Client
-local R = require("zklock.client").recipe
+local R = require("zklock.internal.recipe")
 
 local M = {}
 

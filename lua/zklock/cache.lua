@@ -17,14 +17,12 @@
 -- started are answered. After a new session the watches are gone: it reads every node again,
 -- arms everything, and reports `initialized` once that round is in.
 --
--- The module uses the client's public calls, zklock.watch's callback form (the one recipes use)
+-- The module uses the client's public calls, zklock.internal.watch's callback form (the one recipes use)
 -- and the recipe interface (background reads, the log); no other module's fields.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local watch = require("zklock.watch")
-local client_mod = require("zklock.client")
-local Client = client_mod.Client
-local R = client_mod.recipe
+local check = require("zklock.internal.args")
+local watch = require("zklock.internal.watch")
+local R = require("zklock.internal.recipe")
 
 local M = {}
 
@@ -522,8 +520,5 @@ function M.new(client, path, opts)
   sync(self, path, 0)
   return self
 end
-
--- kept for client.lua's hook (Client:cache)
-M.Client = Client
 
 return M

@@ -6,7 +6,7 @@
 --   zklock ls PATH                              holders and waiters of the lock(s) at PATH
 --   zklock reap PATH [--yes]                    nodes no recipe will ever delete (dry run by default)
 --
--- Exit status (docs in README, "The zklock command"): the child's (128+N when signal N killed it);
+-- Exit status (docs in docs/cli.md): the child's (128+N when signal N killed it);
 -- the conflict code (-E, default 1) when the lock was not taken; 64 usage; 69 no connection or the
 -- session ended while waiting; 70 internal error; 75 the lock was lost while the child ran; 77 no
 -- permission (ACL, auth); 126/127 the command could not be executed / was not found; 128+N when
@@ -18,6 +18,9 @@ local core = require("zklock.core")
 
 local proc = core.proc
 local M = {}
+
+-- parser -> its sub-command parsers by name (for the usage line of a failed parse)
+local COMMANDS = setmetatable({}, { __mode = "k" })
 
 M.EXIT = {
   OK = 0, CONFLICT = 1, USAGE = 64, UNAVAILABLE = 69, SOFTWARE = 70, LOST = 75, NOPERM = 77,
@@ -109,7 +112,7 @@ local function build_parser()
     .. "and inspect or repair lock state.")
   p:command_target("subcommand")
   p:help_max_width(100)
-  p:epilog("Exit status: see `zklock run --help`. Docs: README.md, \"The zklock command\".")
+  p:epilog("Exit status: see `zklock run --help`. Docs: docs/cli.md.")
 
   local run = p:command("run", "Run a command while holding a lock (mutex, read lock or semaphore lease).")
   run:argument("path", "lock path, e.g. /locks/nightly-backup")
@@ -184,7 +187,7 @@ writes (fencing) for those.]])
   reap:option("--session", "also delete the nodes under PATH owned by this live session (hex, from `zklock ls`)"
     .. ": for leases its process lost track of")
   common(reap)
-  p._zklock_commands = { run = run, elect = el, ls = ls, reap = reap }
+  COMMANDS[p] = { run = run, elect = el, ls = ls, reap = reap }
   return p
 end
 
@@ -956,7 +959,7 @@ function M.main(args, env, out)
   args = join_negative_values(args)
   local ok, o = parser:pparse(args)
   if not ok then
-    local sub = parser._zklock_commands[args[1]]
+    local sub = COMMANDS[parser] and COMMANDS[parser][args[1]]
     io.stderr:write((sub or parser):get_usage(), "\n\nzklock: error: ", tostring(o), "\n")
     return EXIT.USAGE
   end

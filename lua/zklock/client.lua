@@ -11,11 +11,11 @@
 -- The decision is made here, in Lua, never in C, and we never yield merely because
 -- coroutine.isyieldable() is true: an unknown resumer would receive the yield.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
-local scheduler = require("zklock.scheduler")
-local watch = require("zklock.watch")
-local metrics = require("zklock.metrics")._internal
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
+local scheduler = require("zklock.internal.scheduler")
+local watch = require("zklock.internal.watch")
+local metrics = require("zklock.internal.report")
 
 local Client = {}
 Client.__index = Client
@@ -125,7 +125,7 @@ local function new(hosts, opts)
                                 opts.keepalive == true)
   if not c then return new_failed(hosts, msg, code) end
   local sched = scheduler.new()
-  sched.on_died = function(client) client:_reap() end
+  sched.on_died = function(self) self:_reap() end
   local self = setmetatable({
     hosts = hosts,
     _c = c,
@@ -133,6 +133,7 @@ local function new(hosts, opts)
     _nwaiters = 0,                      -- entries of _waiters
     _holds = setmetatable({}, { __mode = "v" }), -- op id -> hold record (weak: a dropped lock can be collected)
     _giveups = {},                      -- give-up record -> true: a recipe on plain calls waits (recipe.waiting)
+    _slots = {},                        -- key -> a recipe module's per-client table (recipe.slot)
     _orphans = {},                      -- op id -> fn(status, result): an op nobody waits for any more
     _norphans = 0,                      -- entries of _orphans
     _scheduler = sched,                 -- the builtin scheduler (client:spawn/run/sleep)
@@ -249,7 +250,7 @@ function Client:_dispatch()
         w.done, w.type, w.status = true, typ, st
         if typ == core.EV_OP_DONE then
           w.result = c:result(id)
-          if self._watch then watch.on_done(self, id, st) end
+          if watch.active(self) then watch.on_done(self, id, st) end
         end
         if w.adapter then w.adapter.wake(self, w) end
       elseif typ == core.EV_ACQUIRED then
@@ -261,7 +262,7 @@ function Client:_dispatch()
         self._norphans = self._norphans - 1
         local ok, err = pcall(fn, st, st == 0 and c:result(id) or nil)
         if not ok then self:_emit("error", "clean-up after an abandoned operation failed: " .. tostring(err)) end
-      elseif typ == core.EV_OP_DONE and self._watch then
+      elseif typ == core.EV_OP_DONE and watch.active(self) then
         watch.on_done(self, id, st) -- a recipe's own read with a watch (no waiter)
       end
     end
@@ -277,7 +278,7 @@ end
 
 -- The adapters' deadline folded into max_ms (-1: none).
 function Client:_fold_timeout(max_ms)
-  if self._watch then
+  if watch.active(self) then
     local t = watch.timeout_ms(self)
     if t >= 0 and (max_ms < 0 or t < max_ms) then max_ms = t end
   end
@@ -299,9 +300,14 @@ function Client:_pump(max_ms)
   max_ms = self:_fold_timeout(max_ms or -1)
   if max_ms > 0 then max_ms = math.ceil(max_ms) end
   self._c:wait(max_ms)
+  return self:_after_wait()
+end
+
+-- The rest of a pump, after its wait: dispatch events, then the adapters' steps.
+function Client:_after_wait()
   self._pumped_at = now()
   self:_dispatch()
-  if self._watch then watch.expire(self) end
+  if watch.active(self) then watch.expire(self) end
   local adapters = self._adapters
   for i = 1, #adapters do
     local a = adapters[i]
@@ -365,10 +371,42 @@ function Client:_await(w)
     w.adapter = a
     a.wait(self, w)
   else
-    while not w.done and self.state ~= "CLOSED" do self:_pump(-1) end
+    self:_block(w)
   end
   w.consumed = true
   return w
+end
+
+-- Block the caller (no adapter owns it) until w.done, driving the client. The fast path: while
+-- nothing else is due (no run queue ready, no other event), one C call waits and hands back w's
+-- own event (c:wait_for), with none of the pump's dispatch; anything else goes through _pump.
+function Client:_block(w)
+  local c, id = self._c, w.id
+  while not w.done and self.state ~= "CLOSED" do
+    local max_ms = self:_fold_timeout(-1)
+    local typ, st
+    if max_ms == 0 or self._waiters[id] ~= w then
+      -- a wait on a watch or a signal (not an op's waiter), or something due now: the full pump,
+      -- blocking as long as nothing is due
+      self:_pump(-1)
+    else
+      if max_ms > 0 then max_ms = math.ceil(max_ms) end
+      typ, st = c:wait_for(id, max_ms)
+      if not typ then self:_after_wait() end -- other events, or the wait ended without w's
+    end
+    if typ then
+      local t = now()
+      self._pumped_at = t
+      if t >= (self._next_reap or 0) then self:_reap() end
+      self._waiters[id] = nil
+      self._nwaiters = self._nwaiters - 1
+      w.done, w.type, w.status = true, typ, st
+      if typ == core.EV_OP_DONE then
+        w.result = c:result(id)
+        if self._watch then watch.on_done(self, id, st) end
+      end
+    end
+  end
 end
 
 -- Register a waiter for core operation `id`; grant = true when the op acquires something that
@@ -406,7 +444,7 @@ function Client:abandon(w)
     check.argerror("abandon", 1, "expected a waiter record, got " .. check.describe(w))
   end
   self._next_reap = 0 -- its coroutine may have been a recipe's (recipe.waiting): reap at the next pump
-  if w.watch then return watch.drop_wait(self, w) end -- a wait on a watch (zklock.watch)
+  if w.watch then return watch.drop_wait(self, w) end -- a wait on a watch (zklock.internal.watch)
   if w.done then
     if w.type == core.EV_ACQUIRED and not w.consumed then
       w.consumed = true
@@ -421,7 +459,7 @@ function Client:abandon(w)
     self._waiters[w.id] = nil
     self._nwaiters = self._nwaiters - 1
     if w.grant and self.state ~= "CLOSED" then self._c:abandon(w.id) end
-    if self._watch then watch.abandoned(self, w.id) end
+    if watch.active(self) then watch.abandoned(self, w.id) end
     if w.orphan and self.state ~= "CLOSED" then self:_orphan(w.id, w.orphan) end
   end
 end
@@ -936,7 +974,7 @@ function Client:close()
       if w.adapter then w.adapter.wake(self, w) end
     end
   end
-  if self._watch then watch.close(self) end -- Lua-side waits (signals) end too
+  if watch.active(self) then watch.close(self) end -- Lua-side waits (signals) end too
   for _, a in ipairs(self._adapters) do
     if a.close then a.close(self) end
   end
@@ -947,61 +985,8 @@ function Client:__tostring()
   return ("zklock.client(%s, %s)"):format(self.hosts, self.state)
 end
 
----------------------------------------------------------------- the recipe interface
---
--- What zklock.hold (the plumbing the lock, semaphore and multi-lock modules share) uses of a
--- client. Not for applications; see docs/design.md, "Module boundaries".
-local recipe = {}
+-- The recipe interface (what recipes use of a client) is zklock.internal.recipe.
+function Client:_acl_id(v) return recipe_acl_id(self, v) end
+require("zklock.internal.recipe").bind(Client)
 
-function recipe.core(self) return self._c end
--- recipe.on_session(client, fn): a recipe's own session hook, fn(state, client) before the
--- user's handler; added for the client's life (the user's client:on_session replaces only its own)
-function recipe.on_session(self, fn) local hs = self._session_handlers; hs[#hs + 1] = fn end
-function recipe.refresh(self) return self:_refresh() end
-function recipe.waiter(self, id, grant) return self:_waiter(id, grant) end
-function recipe.await(self, w) return self:_await(w) end
-function recipe.poll(self) return self:_pump(0) end
-function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: untrack
-function recipe.log(self, level, msg) return self:_emit(level, msg) end
-function recipe.explain(self, status) return self:_explain(status) end
-function recipe.reap_soon(self) self._next_reap = 0 end
-function recipe.op_ms(self) return self._op_ms end       -- plain calls' default timeout (-1: none)
-function recipe.max_data(self) return self._max_data end -- largest request payload allowed
-function recipe.metrics(self) return self._metrics end -- the reporter (zklock.metrics), or nil
-
-recipe.acl_id = recipe_acl_id
-
--- Give-up records: a recipe made of plain calls (double barrier, zookeeper_lock) that creates a
--- node and then waits registers the wait, so that the coroutine dying meanwhile (closed with
--- coroutine.close, killed by its host, collected) is a give-up like a timeout: the reaper of dead
--- owners (Client:reap_dead_owners, run from every pump, from an adapter's own reaper, and at the
--- next pump after a waiter is abandoned) calls drop() and abandons the record's create in flight.
---   recipe.waiting(client, kind, path, drop, orphan) -> record, or nil when the caller is the main
---     thread (it cannot die while it waits). orphan(status, result): what to do when the
---     record's create (recipe.create) completes after its coroutine went away.
---   recipe.done_waiting(client, record): the wait ended (whatever the outcome): forget it.
---   recipe.create(client, path, data, opts, record): client:create, its waiter known to record;
---     -> created path, result (its czxid, ...) | nil, msg, code.
---   recipe.discard(client, path): delete path in the background (Client:_discard).
-function recipe.waiting(self, kind, path, drop, orphan)
-  local co, main = coroutine.running()
-  if not co or main then return nil end
-  local rec = { kind = kind, path = path, drop = drop, orphan = orphan,
-                owner_ref = setmetatable({ co }, { __mode = "v" }) }
-  self._giveups[rec] = true
-  return rec
-end
-function recipe.done_waiting(self, rec)
-  if rec then self._giveups[rec] = nil end
-end
-function recipe.create(self, path, data, opts, rec) return self:_create(path, data, opts, rec) end
-function recipe.discard(self, path) return self:_discard(path) end
---   recipe.orphan(client, id, fn): fn(status, result) when core op id is done (nobody waits for it).
---   recipe.background(client, optype, path, data, flags, version, fn): start a core op nobody
---     waits for, fn(status, result) when it is done (Client:_background). -> id | nil, msg, code
-function recipe.orphan(self, id, fn) return self:_orphan(id, fn) end
-function recipe.background(self, optype, path, data, flags, version, fn)
-  return self:_background(optype, path, data, flags, version, fn)
-end
-
-return { new = new, Client = Client, recipe = recipe }
+return { new = new, Client = Client }

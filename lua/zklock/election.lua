@@ -28,12 +28,12 @@
 -- be folded together (a leader that came and went between two looks is not seen); each
 -- listing's outcome is reported in order.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local hold = require("zklock.hold")
-local watch = require("zklock.watch")
+local check = require("zklock.internal.args")
+local hold = require("zklock.internal.hold")
+local watch = require("zklock.internal.watch")
 local client_mod = require("zklock.client")
 local Client = client_mod.Client
-local recipe = client_mod.recipe
+local recipe = require("zklock.internal.recipe")
 
 local M = {}
 

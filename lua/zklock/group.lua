@@ -5,7 +5,7 @@
 -- Events follow the cache's: a child added is "joined", its data changed "updated", removed
 -- "left"; "initialized" after every (re)sync. A member whose node is deleted and made again
 -- (its session ended and it came back) is seen as left, then joined.
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 
 local M = {}
 

@@ -12,19 +12,19 @@
 -- misuse (bad arguments, releasing what you do not hold, a closed client) raises.
 local core = require("zklock.core")
 local client_mod = require("zklock.client")
-local check = require("zklock.check")
-local scheduler = require("zklock.scheduler")
+local check = require("zklock.internal.args")
+local scheduler = require("zklock.internal.scheduler")
 -- each recipe module defines its constructors on the client (client:mutex, client:rwlock, ...)
 local lock_mod = require("zklock.lock")
 local sem_mod = require("zklock.semaphore")
 local multi_mod = require("zklock.multilock")
 local txn_mod = require("zklock.txn")
-local watch_mod = require("zklock.watch")
+local watch_mod = require("zklock.internal.watch")
 local queue_mod = require("zklock.queue")
 require("zklock.revoke") -- client:revoke
-local shared_mod = require("zklock.shared") -- client:shared_count, client:atomic_long
+local shared_mod = require("zklock.counters") -- client:shared_count, client:atomic_long
 local barrier_mod = require("zklock.barrier") -- client:double_barrier
-local zkl_mod = require("zklock.zklock_recipes_lock") -- client:zookeeper_lock
+local zkl_mod = require("zklock.zookeeper_lock") -- client:zookeeper_lock
 local leader_mod = require("zklock.leader")
 local cache_mod = require("zklock.cache") -- the cache object (client:cache)
 local member_mod = require("zklock.member") -- client:member
@@ -113,6 +113,6 @@ end
 
 -- zklock.strerror(code) -> the text of an error code (a name such as "EFORMAT" or a number from
 -- zklock.errno); "unknown error" for anything else. Every code a module returns is in zklock.errno.
-M.strerror = require("zklock.errors").strerror
+M.strerror = require("zklock.internal.errors").strerror
 
 return M

@@ -18,11 +18,11 @@
 -- leadership change. An election whose term must stop on SUSPENDED takes suspended = "stop"
 -- (one_worker does); every write should carry the fencing token either way.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local hold = require("zklock.hold")
-local watch = require("zklock.watch")
+local check = require("zklock.internal.args")
+local hold = require("zklock.internal.hold")
+local watch = require("zklock.internal.watch")
 local Client = require("zklock.client").Client
-local ypcall = require("zklock.scheduler").pcall -- a pcall the code it calls may wait (yield) in, on 5.1 too
+local ypcall = require("zklock.internal.scheduler").pcall -- a pcall the code it calls may wait (yield) in, on 5.1 too
 
 local M = {}
 
@@ -249,6 +249,9 @@ function M.engine(client, path, opts)
   return e
 end
 
+-- The mutex of the turn in progress (queued or leading), or nil.
+function Engine:mutex() return self._mutex end
+
 -- Start the loop (again, after a loop without requeue ended). -> true | false (running, closed)
 -- | nil, msg (the spawn hook failed)
 function Engine:start()
@@ -347,7 +350,7 @@ end
 
 -- The hold record of the current term (its mutex's one hold), or nil.
 local function term_hold(self)
-  local m = self:is_leader() and self._engine._mutex
+  local m = self:is_leader() and self._engine:mutex()
   if not m then return nil end
   for _, h in pairs(hold.holds(m)) do if h:live() then return h end end
   return nil

@@ -4,9 +4,9 @@
 -- acquire it again at no cost and must release it as many times. Another coroutine using the
 -- same object contends like another process, with its own queue node.
 local core = require("zklock.core")
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 local retry = require("zklock.retry")
-local hold = require("zklock.hold")
+local hold = require("zklock.internal.hold")
 local Client = require("zklock.client").Client
 
 local Lock = {}
@@ -192,7 +192,10 @@ function Lock:participants()
   local asked = hold.adopted()
   local names, msg, code = client:children(self.path)
   if not names then
-    if code == "ZNONODE" then return {} end
+    if code == "ZNONODE" then -- the directory is gone (a reaped container): so is every node in it
+      hold.check_listing(self, self.path, {}, asked)
+      return {}
+    end
     return nil, msg, code
   end
   hold.check_listing(self, self.path, names, asked) -- a holder whose node is not listed lost it

@@ -17,13 +17,12 @@
 -- member:set(data) keeps the data and writes it (in the background); member:close() deletes the
 -- node (in the background, retried while the session lives) and stops.
 --
--- The module uses the client's recipe interface (background ops, the log), zklock.watch's
+-- The module uses the recipe interface, zklock.internal.recipe (background ops, the log), zklock.internal.watch's
 -- callback form and the client's session handlers; no other module's fields.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local watch = require("zklock.watch")
-local client_mod = require("zklock.client")
-local R = client_mod.recipe
+local check = require("zklock.internal.args")
+local watch = require("zklock.internal.watch")
+local R = require("zklock.internal.recipe")
 
 local M = {}
 
@@ -239,7 +238,7 @@ function create(self)
     flags = core.CREATE_EPHEMERAL + core.CREATE_PARENTS + (self._sequential and core.CREATE_SEQUENTIAL or 0)
   end
   local ver = self._ver
-  local id, msg = R.core(c):op(core.OP_CREATE, target, self._data, flags, -1, self._acl, 0)
+  local id, msg = R.op(c, core.OP_CREATE, target, self._data, flags, -1, self._acl, 0)
   if not id then
     log(self, "warn", ("create %s could not start: %s"):format(target, tostring(msg)))
     return

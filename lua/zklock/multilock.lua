@@ -7,13 +7,13 @@
 -- and retries. Components the calling coroutine already holds (reentrant locks) are counted, not
 -- queued for again.
 local core = require("zklock.core")
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 local retry = require("zklock.retry")
-local hold = require("zklock.hold")
+local hold = require("zklock.internal.hold")
 local lockmod = require("zklock.lock")
 local semmod = require("zklock.semaphore")
 local Client = require("zklock.client").Client
-local E = require("zklock.errors")
+local E = require("zklock.internal.errors")
 
 local fail, me = hold.fail, hold.me
 
@@ -81,7 +81,7 @@ local function holds_of(self, co)
   local out = {}
   for i, l in ipairs(self.locks) do
     local h
-    if getmetatable(l) == lockmod.Lock then h = hold.of(l, co) else h = l._lease and semmod.hold_of(l._lease) end
+    if getmetatable(l) == lockmod.Lock then h = hold.of(l, co) else h = semmod.mutex_hold(l) end
     if not h then return nil end
     out[i] = h
   end

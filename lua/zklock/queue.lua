@@ -18,7 +18,7 @@
 --     higher sequence number: the server numbers children from the parent's cversion); each
 --     coroutine taking through the same queue object gets a different candidate;
 --   * an empty queue is waited on through one children watch per client and path, shared by
---     every waiting coroutine of that client (zklock.watch shares reads per path and kind); the
+--     every waiting coroutine of that client (zklock.internal.watch shares reads per path and kind); the
 --     watch is armed only by a listing that found the queue empty (listed again with the watch
 --     after a plain listing found nothing), so a busy queue costs no watch events.
 --
@@ -33,10 +33,10 @@
 -- session ended (its lock node gone, the item taken over by another consumer) removes nothing
 -- and is told ELOST, and fn's own writes can join that multi (msg:transaction()).
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
-local R = require("zklock.client").recipe
-local ypcall = require("zklock.scheduler").pcall -- fn may wait (yield), also on PUC Lua 5.1
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
+local R = require("zklock.internal.recipe")
+local ypcall = require("zklock.internal.scheduler").pcall -- fn may wait (yield), also on PUC Lua 5.1
 local Client = require("zklock.client").Client
 
 local now = core.now
@@ -109,7 +109,7 @@ end
 
 -- Start core op `optype` on path (no watch) -> waiter | nil, msg, code
 local function start(client, optype, path, ms, data, flags)
-  local id, msg, code = R.core(client):op(optype, path, data, flags or 0, -1, 0, ms > 0 and ms or 0)
+  local id, msg, code = R.op(client, optype, path, data, flags or 0, -1, 0, ms > 0 and ms or 0)
   if not id then return nil, msg, code end
   return R.waiter(client, id)
 end
@@ -415,7 +415,7 @@ function Queue:_try_locked(name, ms, fn)
       return E.fail("ECLOSED", ("queue item %s: the client was closed inside fn; the item was not removed (it"
         .. " stays for another consumer)"):format(check.short(node)))
     end
-    if m._txn and not m._txn._committed then t = m._txn end
+    if m._txn and require("zklock.txn").is_open(m._txn) then t = m._txn end
   end
   t = t or require("zklock.txn").fenced(client, m._guard)
   t:delete(node):delete(lock)

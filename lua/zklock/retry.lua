@@ -5,7 +5,7 @@
 -- server could not be reached (ZCONNECTIONLOSS, ZOPERATIONTIMEOUT, ZRUNTIMEINCONSISTENCY, ZSESSIONEXPIRED,
 -- ZSESSIONMOVED),
 -- never a timeout, a cancel or a closed client. The acquire's own timeout bounds all attempts.
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 
 local M = {}
 

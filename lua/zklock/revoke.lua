@@ -4,9 +4,9 @@
 -- Revoker.attemptRevoke does; a holder that listens (zklock's on_revoke, Curator's
 -- makeRevocable) is told and decides what to do. Any client may ask, for any recipe whose node
 -- it can name (mutex, read-write lock sides, semaphore leases and the semaphore mutex).
-local check = require("zklock.check")
-local E = require("zklock.errors")
-local hold = require("zklock.hold")
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
+local hold = require("zklock.internal.hold")
 local Client = require("zklock.client").Client
 
 local REVOKE = hold.REVOKE

@@ -6,8 +6,8 @@
 -- acquire_many(n) takes n leases under one hold of the internal mutex: all or none, and two
 -- acquire_many calls cannot deadlock each other (unlike Curator's one-at-a-time loop).
 local core = require("zklock.core")
-local check = require("zklock.check")
-local hold = require("zklock.hold")
+local check = require("zklock.internal.args")
+local hold = require("zklock.internal.hold")
 local retry = require("zklock.retry")
 local Client = require("zklock.client").Client
 
@@ -187,7 +187,10 @@ function Semaphore:participants()
   local asked = hold.adopted()
   local names, msg, code = client:children(dir)
   if not names then
-    if code == "ZNONODE" then return {} end
+    if code == "ZNONODE" then -- the directory is gone (a reaped container): so is every node in it
+      hold.check_listing(self, dir, {}, asked)
+      return {}
+    end
     return nil, msg, code
   end
   hold.check_listing(self, dir, names, asked) -- a lease whose node is not listed is lost
@@ -311,5 +314,11 @@ end
 -- The hold record of a lease (for the multi-lock).
 local function hold_of(lease) return lease._hold end
 
+-- The hold record of a semaphore mutex's current lease, or nil (for the multi-lock).
+local function mutex_hold(m)
+  local lease = m._lease
+  return lease and lease._hold
+end
+
 return { Semaphore = Semaphore, SemaphoreMutex = SemaphoreMutex, Lease = Lease, adopt_mutex = adopt_mutex,
-         hold_of = hold_of }
+         mutex_hold = mutex_hold, hold_of = hold_of }

@@ -12,9 +12,9 @@
 --   local ok, err, code = m:transaction():set("/orders/next", "42"):commit()
 --   -- code "ELOST": the lock was no longer held, nothing was written
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
-local R = require("zklock.client").recipe
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
+local R = require("zklock.internal.recipe")
 local Client = require("zklock.client").Client
 
 local M = {
@@ -26,6 +26,9 @@ local Txn = {}
 Txn.__index = Txn
 M.Txn = Txn
 Txn.__name = "zklock.transaction"
+
+-- Is t a transaction not yet committed (for zklock.queue's lock-safe take)?
+function M.is_open(t) return not t._committed end
 
 local NAMES = { [core.OP_CREATE] = "create", [core.OP_SET] = "set", [core.OP_DELETE] = "delete",
                 [core.OP_CHECK] = "check" }

@@ -1,6 +1,6 @@
--- The fast tier (no ZooKeeper server): zklock.check, the argument checks behind the public API.
+-- The fast tier (no ZooKeeper server): zklock.internal.args, the argument checks behind the public API.
 --   busted --lua=lua5.4 spec/fast/check_spec.lua
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 
 local function raises(fn, ...)
   local ok, err = pcall(fn, ...)
@@ -78,5 +78,15 @@ describe("argument checks #fast", function()
                            { { scheme = "d", id = "i", perms = 32 } } }) do
       assert.is_false((check.acl_option(bad)))
     end
+  end)
+end)
+
+describe("argument errors' position #fast", function()
+  it("is the caller's line, past zklock's files in lua/zklock/ and lua/zklock/internal/", function()
+    local retry = require("zklock.retry") -- lua/zklock/retry.lua -> lua/zklock/internal/args.lua
+    local this = debug.getinfo(1, "S").short_src
+    local ok, err = pcall(function() return retry.fixed({ delay = -1 }) end)
+    assert.is_false(ok)
+    assert.are.equal(this .. ":", tostring(err):sub(1, #this + 1), tostring(err))
   end)
 end)

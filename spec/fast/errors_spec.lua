@@ -1,17 +1,17 @@
 -- One error table (docs/design.md, "Errors"): every code a module returns is in zklock.errno
--- with a zklock.strerror text, and zklock.errors is the one formatter of "CODE: message".
+-- with a zklock.strerror text, and zklock.internal.errors is the one formatter of "CODE: message".
 -- The check is static: it reads every Lua module under lua/ and the binding's C files and finds
 -- each error code literal ("ECLOSED", "ETIMEDOUT: ...", errno.ZNONODE), so a code added on a
 -- path no test reaches is caught too.
 --   busted --lua=lua5.4 spec/fast/errors_spec.lua
 local zklock = require("zklock")
 local core = require("zklock.core")
-local E = require("zklock.errors")
+local E = require("zklock.internal.errors")
 
 -- Upper-case words in quotes that are not error codes: a session's state "EXPIRED"
 -- (client:on_session), an OpenResty worker's "EXITING" (ctx:stopping()), and "EUNKNOWN", the
 -- name zkl_err_name gives a number that is not in the table (a status from a ZooKeeper newer
--- than zklock's table: zklock.errors names it so, with the number in the message).
+-- than zklock's table: zklock.internal.errors names it so, with the number in the message).
 local NOT_CODES = { EXPIRED = true, EXITING = true, EUNKNOWN = true }
 
 local function read(path)
@@ -107,7 +107,7 @@ describe("error table #fast", function()
   end)
 end)
 
-describe("zklock.errors, the formatter #fast", function()
+describe("zklock.internal.errors, the formatter #fast", function()
   it("builds nil, \"CODE: message\", \"CODE\" from a name or a number, extra results after", function()
     local r, msg, code, extra = E.fail("ETIMEDOUT", "no answer within 2 s", "x")
     assert.is_nil(r)
@@ -188,7 +188,7 @@ describe("hand-made parts replaced #fast", function()
   it("the binding gives the session id in decimal, as Java prints a long", function()
     local s = require("support.scripted").new()
     local ok, err = pcall(function()
-      local raw = require("zklock.client").recipe.core(s.client)
+      local raw = require("zklock.internal.recipe").core(s.client)
       local seen = {}
       for i = 1, 2 do
         local hex, dec = s.client:session(), raw:session_id_decimal()

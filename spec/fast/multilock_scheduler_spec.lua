@@ -79,7 +79,7 @@ describe("builtin scheduler without a server #fast", function()
   after_each(function() c:close() end)
 
   it("scheduler.pcall: a catching call whose code waits (yields) on every Lua, 5.1 included", function()
-    local sched = require("zklock.scheduler")
+    local sched = require("zklock.internal.scheduler")
     for _, ypcall in ipairs({ sched.pcall, sched._yielding_pcall }) do
       local got, failed, order = nil, nil, {}
       c:spawn(function()
@@ -133,7 +133,7 @@ describe("builtin scheduler without a server #fast", function()
 
   it("a coroutine closed while it sleeps leaves no timer behind #lua54", function()
     -- the scheduler alone (its adapter protocol): the client's own deadline would hide the timer
-    local S = require("zklock.scheduler").new()
+    local S = require("zklock.internal.scheduler").new()
     local host = { abandon = function() error("nothing waits on an op here") end }
     local woke = false
     local co = S.spawn(function() S.sleep(host, 30); woke = true end)

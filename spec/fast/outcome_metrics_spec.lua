@@ -194,7 +194,7 @@ describe("metrics sink arguments #fast", function()
   it("keeps the reporters working: a sink that raises is logged, not raised", function()
     -- the library's own calls pass names and labels that the checks accept
     local s = M.prometheus()
-    local I = M._internal
+    local I = require("zklock.internal.report")
     local rep = I.reporter(s, nil, "none", function(_, msg) error("logged: " .. msg) end)
     local labels = I.labels(rep, "mutex", "/a", "orders")
     I.acquire_done(rep, labels, "mutex /a", 0.01, true, 0, 1, 0)

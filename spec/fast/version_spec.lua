@@ -1,4 +1,4 @@
--- One version everywhere (README, "Releasing"). Its single source is `#define ZKL_VERSION` in
+-- One version everywhere (docs/development.md, "Releasing"). Its single source is `#define ZKL_VERSION` in
 -- csrc/include/zklock.h: the binding exports it as zklock.core._VERSION and zklock._VERSION is
 -- that value, so a mismatch here means a stale build, or a copy that drifted (zklock.testing's own
 -- _VERSION, a rockspec not written from rockspec/zklock.rockspec.in).

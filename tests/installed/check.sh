@@ -5,7 +5,7 @@
 #   install DIR  luarocks install DIR/dist/zklock-X.Y.Z-1.src.rock into a fresh tree DIR/tree
 #   smoke DIR    tests/installed/smoke_spec.lua against DIR/tree only, from outside the source
 #                tree (a real ZooKeeper from the installed zklock.testing)
-#   recipe DIR   README's "Testing your own code with busted": the block after the marker line
+#   recipe DIR   docs/testing.md, "Testing your own code with busted": the block after the marker line
 #                "<!-- ci: tests/installed/check.sh recipe -->", verbatim, with TREE=DIR/tree, in a
 #                copy of examples/busted-user; busted must pass and have run tests
 set -euo pipefail
@@ -58,9 +58,9 @@ case "$STEP" in
     block=$(awk '/^<!-- ci: tests\/installed\/check.sh recipe -->$/ { m = 1; next }
       m == 1 && /^```sh$/ { m = 2; next }
       m == 2 && /^```$/ { exit }
-      m == 2 { print }' README.md)
-    [ -n "$block" ] || { echo "README.md has no recipe block after the marker" >&2; exit 1; }
-    printf 'the recipe (README.md):\n%s\n\n' "$block"
+      m == 2 { print }' docs/testing.md)
+    [ -n "$block" ] || { echo "docs/testing.md has no recipe block after the marker" >&2; exit 1; }
+    printf 'the recipe (docs/testing.md):\n%s\n\n' "$block"
     rm -rf "$DIR/user"
     cp -r examples/busted-user "$DIR/user"
     cd "$DIR/user"

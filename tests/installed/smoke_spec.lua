@@ -22,7 +22,8 @@ describe("installed zklock", function()
   it("is loaded from ZKL_TREE, not from a source tree", function()
     assert.is_string(TREE, "set ZKL_TREE to the luarocks tree under test")
     assert.is_nil(package.loaded["zklock"], "zklock was loaded before this spec")
-    for _, name in ipairs({ "zklock", "zklock.client", "zklock.testing", "zklock.testing.servers" }) do
+    for _, name in ipairs({ "zklock", "zklock.client", "zklock.internal.recipe", "zklock.testing",
+                            "zklock.testing.servers" }) do
       local file = package.searchpath(name, package.path)
       assert.is_true(under_tree(file), ("%s resolves to %s, not under %s"):format(name, tostring(file), TREE))
     end

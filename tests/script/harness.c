@@ -253,6 +253,7 @@ H_GROUP(g_latch);
 H_GROUP(g_handoff);
 H_GROUP(g_unknown);
 H_GROUP(g_loss);
+H_GROUP(g_fast);
 
 static const struct {
     const char *name;
@@ -271,6 +272,7 @@ static const struct {
     {"handoff", g_handoff, &g_handoff_n},
     {"unknown", g_unknown, &g_unknown_n},
     {"loss", g_loss, &g_loss_n},
+    {"fast", g_fast, &g_fast_n},
 };
 
 /* an argument names a group ("mutex") or one test ("mutex.grant") */

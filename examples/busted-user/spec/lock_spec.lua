@@ -1,4 +1,4 @@
--- A user's own spec against an installed zklock: the README's "Testing your own code with busted"
+-- A user's own spec against an installed zklock: docs/testing.md's "Testing your own code with busted"
 -- runs it (cd examples/busted-user, then the recipe's commands); so does CI, on the rock it builds.
 local zklock = require("zklock")
 local testing = require("zklock.testing")

@@ -70,12 +70,21 @@
 --       close().
 --       See README ("One worker across the fleet") for what happens on SUSPENDED, LOST,
 --       reload, quit and a crashed worker.
+--
+-- A cache shared by the workers of an instance
+--   zngx.shared_cache(dict, path, opts) -> reader | nil, msg, code
+--       in init_worker_by_lua* of every worker: one worker (elected with one_worker on
+--       <opts.election>/<instance id>) follows `path` with client:cache and publishes it into
+--       lua_shared_dict `dict`; every worker reads it: reader:get(path), :children(path),
+--       :version(), :info(), :keeping(), :close(). opts: hosts (required), depth, max_nodes,
+--       data (as client:cache), election, id, session_timeout, acl.
+--   zngx.cache_reader(dict) -> reader (reads only, any phase)
 if type(ngx) ~= "table" or not ngx.timer then
   error("zklock.adapters.openresty needs lua-nginx-module (OpenResty): no ngx here", 2)
 end
 local zklock = require("zklock")
-local check = require("zklock.check")
-local E = require("zklock.errors")
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
 local leader = require("zklock.leader")
 local semaphore = require("ngx.semaphore")
 
@@ -506,7 +515,306 @@ function Fleet:close()
   post_once(st.kick)
 end
 
+---------------------------------------------------------------- a cache shared by the workers
+--
+-- One worker of an nginx instance (the keeper) follows a tree with client:cache and publishes
+-- it into a lua_shared_dict; every worker reads it from there, without a ZooKeeper call.
+-- The keeper is chosen by one_worker on an election path of this instance only (the instance id
+-- is kept in the dict, which a reload keeps: old and new workers of one instance share it).
+--
+-- The dict (dedicated to one cache) holds:
+--   "instance"     the instance id (the first worker's "<host>-<pid>")
+--   "version"      the counter of published snapshots (incr: it only grows, across keepers)
+--   "current"      the version of the snapshot to read
+--   "s:<version>"  a snapshot: the whole tree serialized in one value (at most two kept)
+--   "error"        why the newest view could not be published (ERANGE), until one could
+-- A snapshot is written whole under a new key (safe_set: it never evicts) before "current"
+-- points at it, so a reader never sees part of one; a reader that finds the key it was pointed
+-- at gone (two publishes between its two reads) reads "current" again. Each worker keeps the
+-- parsed snapshot of the version it read last: when nothing changed a read costs two dict gets
+-- ("error", "current").
+
+local SNAP_MAGIC = "zklock-cache 1"
+local KEEP_POLL = 0.1 -- s: how often a keeper looks at stopping() while nothing changes
+
+-- "%.0f" keeps a zxid (< 2^53) exact where tostring may not (LuaJIT: 14 digits)
+local function num(v)
+  if type(v) == "number" then return ("%.0f"):format(v) end
+  return (tostring(v or 0):gsub("U?LL$", ""))
+end
+
+-- The whole cache in one string: a header line, then per node (parents before their children,
+-- siblings by name) "<path bytes> <data bytes or -1> <czxid> <mzxid> <version>\n<path><data>".
+local function serialize(cache, version, pid)
+  ngx.update_time()
+  local parts = { ("%s\n%d %d %.3f %s\n"):format(SNAP_MAGIC, version, pid, ngx.now(), cache.path) }
+  for path, stat, data in cache:walk() do
+    parts[#parts + 1] = ("%d %d %s %s %d\n"):format(#path, data and #data or -1, num(stat.czxid), num(stat.mzxid),
+      stat.version or 0)
+    parts[#parts + 1] = path
+    if data then parts[#parts + 1] = data end
+  end
+  return table.concat(parts)
+end
+
+local function parse(blob)
+  local pos = #SNAP_MAGIC + 2
+  if blob:sub(1, pos - 1) ~= SNAP_MAGIC .. "\n" then return nil, "not a zklock cache snapshot" end
+  local v, pid, at, root, e = blob:match("^(%d+) (%d+) ([%d%.]+) ([^\n]*)\n()", pos)
+  if not v then return nil, "bad snapshot header" end
+  local snap = { version = tonumber(v), pid = tonumber(pid), at = tonumber(at), root = root, nodes = {}, count = 0,
+                 bytes = #blob }
+  local nodes = snap.nodes
+  pos = e
+  local find, sub, match = string.find, string.sub, string.match
+  local n = 0
+  -- per node one find and the subs: stats stay text until a get asks for one
+  while pos <= #blob do
+    local _, e1, plen, dlen, stat = find(blob, "^(%d+) (%-?%d+) ([^\n]*)\n", pos)
+    if not e1 then return nil, "bad snapshot entry at byte " .. pos end
+    plen, dlen = tonumber(plen), tonumber(dlen)
+    local path = sub(blob, e1 + 1, e1 + plen)
+    pos = e1 + 1 + plen
+    local data = false
+    if dlen >= 0 then
+      data = sub(blob, pos, pos + dlen - 1)
+      pos = pos + dlen
+    end
+    nodes[path] = { data, stat }
+    n = n + 1
+    if path ~= root then
+      local name = match(path, "[^/]*$")
+      local p = nodes[plen == #name + 1 and "/" or sub(path, 1, plen - #name - 1)]
+      if p then
+        local kids = p[3]
+        if not kids then kids = {}; p[3] = kids end
+        kids[#kids + 1] = name
+      end
+    end
+  end
+  snap.count = n
+  return snap
+end
+
+local Shared = {}
+Shared.__index = Shared
+Shared.__name = "zklock.adapters.openresty.SharedCache"
+
+local function dict_of(fname, argn, dict)
+  if type(dict) == "string" then
+    local d = ngx.shared[dict]
+    if not d then
+      check.argerror(fname, argn, ("dict: no lua_shared_dict named %q in nginx.conf"):format(dict))
+    end
+    return d, dict
+  end
+  if type(dict) ~= "table" and type(dict) ~= "userdata" or type(dict.get) ~= "function" then
+    check.argerror(fname, argn, "dict: expected the name of a lua_shared_dict or ngx.shared.NAME, got "
+      .. check.describe(dict))
+  end
+  return dict, "?"
+end
+
+local function reader(d, name, handle) -- handle: the keeper election's (shared_cache), or nil
+  return setmetatable({ _dict = d, _name = name, _v = nil, _snap = nil, _handle = handle }, Shared)
+end
+
+-- The newest published snapshot (parsed once per version per worker) | nil, msg, code
+local function load(self)
+  local d = self._dict
+  local err = d:get("error")
+  if err then return nil, err, "ERANGE" end
+  for _ = 1, 3 do
+    local v = d:get("current")
+    if not v then
+      return nil, ("ECONNECTING: shared cache in lua_shared_dict %s: nothing published yet (no keeper has"
+        .. " loaded the tree)"):format(self._name), "ECONNECTING"
+    end
+    if v == self._v then return self._snap end
+    local blob = d:get("s:" .. v)
+    if blob then
+      local snap, perr = parse(blob)
+      if not snap then
+        return nil, ("EFORMAT: shared cache in lua_shared_dict %s: %s"):format(self._name, perr), "EFORMAT"
+      end
+      self._v, self._snap = v, snap
+      return snap
+    end
+    -- replaced between the two reads: read "current" again
+  end
+  return nil, ("EBUSY: shared cache in lua_shared_dict %s: the snapshot kept changing"):format(self._name), "EBUSY"
+end
+
+local function reader_check(self, fname)
+  if getmetatable(self) ~= Shared then check.raise(("zklock: use cache:%s(...) (with a colon)"):format(fname)) end
+end
+
+-- shared:get(path) -> data (false when data = false), stat { czxid, mzxid, version } | nil, msg, code
+function Shared:get(path)
+  reader_check(self, "get")
+  local snap, msg, code = load(self)
+  if not snap then return nil, msg, code end
+  if path == nil then path = snap.root end
+  check.znode_path("get", 1, path)
+  local n = snap.nodes[path]
+  if not n then
+    return nil, ("ZNONODE: get %s: not in the shared cache of %s"):format(check.short(path), check.short(snap.root)),
+      "ZNONODE"
+  end
+  local cz, mz, ver = n[2]:match("^(%d+) (%d+) (%-?%d+)$")
+  return n[1], { czxid = tonumber(cz), mzxid = tonumber(mz), version = tonumber(ver) }
+end
+
+-- shared:children(path) -> sorted names (a new table) | nil, msg, code
+function Shared:children(path)
+  reader_check(self, "children")
+  local snap, msg, code = load(self)
+  if not snap then return nil, msg, code end
+  if path == nil then path = snap.root end
+  check.znode_path("children", 1, path)
+  local n = snap.nodes[path]
+  if not n then
+    return nil, ("ZNONODE: children %s: not in the shared cache of %s"):format(check.short(path),
+      check.short(snap.root)), "ZNONODE"
+  end
+  local out = {}
+  for i, name in ipairs(n[3] or out) do out[i] = name end
+  return out
+end
+
+-- shared:version() -> the published version (an integer that grows with every publish; 0: none
+-- yet). One dict read: poll it to notice changes.
+function Shared:version()
+  reader_check(self, "version")
+  return self._dict:get("current") or 0
+end
+
+-- shared:info() -> { version, pid (the keeper that published it), at (ngx.now() then), nodes,
+-- root, bytes } of the newest snapshot | nil, msg, code
+function Shared:info()
+  reader_check(self, "info")
+  local snap, msg, code = load(self)
+  if not snap then return nil, msg, code end
+  return { version = snap.version, pid = snap.pid, at = snap.at, nodes = snap.count, root = snap.root,
+           bytes = snap.bytes }
+end
+
+-- This worker keeps the cache now.
+function Shared:keeping()
+  reader_check(self, "keeping")
+  return self._handle ~= nil and self._handle:running()
+end
+
+-- Leave the keeper election in this worker (see OneWorker:close()).
+function Shared:close()
+  reader_check(self, "close")
+  if self._handle then self._handle:close() end
+end
+
+-- Publish the cache's view: a new version under a new key, then "current". -> true | nil, msg
+local function publish(d, name, cache)
+  local function full(what, err)
+    local msg = ("ERANGE: shared cache %s: %s does not fit in lua_shared_dict %s (%s): give the dict room for"
+      .. " two snapshots"):format(cache.path, what, name, tostring(err))
+    d:safe_set("error", msg)
+    return nil, msg
+  end
+  local version, verr = d:incr("version", 1, 0)
+  if not version then return full("the version counter", verr) end
+  local blob = serialize(cache, version, ngx.worker.pid())
+  local old, older = d:get("current"), d:get("previous")
+  -- at most two snapshots at once: the one readers may be reading and the new one
+  if older and older ~= old then d:delete("s:" .. older) end
+  -- safe_set: a full dict fails the publish instead of evicting the snapshot being read
+  local ok, err = d:safe_set("s:" .. version, blob)
+  if not ok then return full(("the snapshot of %d bytes (%d nodes)"):format(#blob, cache:size()), err) end
+  ok, err = d:safe_set("current", version)
+  if not ok then return full("the current version", err) end
+  d:safe_set("previous", old)
+  d:delete("error")
+  return true
+end
+
+local SHARED_OPTS = {
+  hosts = check.is.string,
+  election = check.is.string,
+  id = check.is.string,
+  session_timeout = check.is.positive,
+  acl = check.acl_option,
+  depth = function(v)
+    return type(v) == "number" and v >= 0 and (v == math.huge or v == math.floor(v)), "an integer >= 0 or math.huge"
+  end,
+  max_nodes = function(v) return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge,
+    "an integer >= 1" end,
+  data = check.is.boolean,
+}
+
+-- zngx.shared_cache(dict, path, opts) -> cache reader (this worker takes part in the keeper
+-- election) | nil, msg, code. Call it in init_worker_by_lua* of every worker.
+function M.shared_cache(dict, path, opts)
+  local d, name = dict_of("shared_cache", 1, dict)
+  check.znode_path("shared_cache", 2, path)
+  opts = check.options("shared_cache", 3, opts, SHARED_OPTS)
+  if opts.hosts == nil then
+    check.argerror("shared_cache", 3, 'option \'hosts\' is required: "host:port[,host:port...][/chroot]"')
+  end
+  check.hosts("shared_cache", 3, opts.hosts)
+  if opts.election ~= nil then check.path("shared_cache", 3, opts.election) end
+  if ngx.get_phase() == "init" then
+    check.raise("zklock: shared_cache must be called in init_worker_by_lua* (or later), not in init_by_lua*")
+  end
+  -- the instance's id: the first worker to get here names it; a reload keeps the dict
+  local mine = (host_name() .. "-" .. ngx.worker.pid()):gsub("[/%s]", "_")
+  d:safe_add("instance", mine) -- safe_*: never evict another key (a snapshot, or this one)
+  local instance = d:get("instance") or mine
+  local election = (opts.election or "/zklock/openresty-keepers") .. "/" .. instance
+  local cache_opts = { depth = opts.depth, max_nodes = opts.max_nodes, data = opts.data }
+  local current -- the cache of this worker's term (closed at the next term if the job was killed)
+  local handle, msg, code = M.one_worker(election, function(job)
+    if current then current:close() end
+    local cache = job.client:cache(path, cache_opts)
+    current = cache
+    local bell = assert(semaphore.new(0))
+    local dirty = false
+    -- the arguments are not used: the handler works whichever order they come in
+    cache:on_change(function()
+      if job:stopping() then
+        -- the job was killed (LOST) and its cache lives on with the client's next session:
+        -- close it (not from inside its own event)
+        if current == cache then current = nil end
+        ngx.timer.at(0, function() cache:close() end)
+        return
+      end
+      dirty = true
+      post_once(bell)
+    end)
+    local failed_said = false
+    while not job:stopping() do
+      local _, fmsg, fcode = cache:get()
+      if fcode == "ERANGE" then -- past max_nodes: the cache stopped for good
+        if not failed_said then failed_said = true; d:safe_set("error", fmsg) end
+      elseif dirty and cache:is_initialized() then
+        dirty = false
+        local ok, perr = publish(d, name, cache)
+        if not ok then ngx.log(ngx.ERR, "zklock: ", perr) end
+      end
+      bell:wait(KEEP_POLL)
+    end
+    cache:close()
+    if current == cache then current = nil end
+  end, { hosts = opts.hosts, id = opts.id, session_timeout = opts.session_timeout, acl = opts.acl })
+  if not handle then return nil, msg, code end
+  return reader(d, name, handle)
+end
+
+-- zngx.cache_reader(dict) -> a reader of the shared cache published in `dict` (a worker that
+-- does not take part in the keeper election; any phase, any worker)
+function M.cache_reader(dict)
+  local d, name = dict_of("cache_reader", 1, dict)
+  return reader(d, name)
+end
+
 -- the classes, for scripts/apidoc.lua (not an API)
-M._Job, M._OneWorker = Job, Fleet
+M._Job, M._OneWorker, M._SharedCache = Job, Fleet, Shared
 
 return M

@@ -10,7 +10,9 @@
 --
 -- With opts.recorder (a zklock.testing.check recorder), every write logs `accept` or `reject`
 -- with token= and, for an accept, zxid= (the znode's mzxid, the order check.fenced uses).
-local E = require("zklock.errors")
+-- zklock.errors needs the C module; the harness itself (servers, processes) must load without it
+-- (a test process started without the build's cpath), so it is required when a write is refused
+local function fail(code, text) return require("zklock.internal.errors").fail(code, text) end
 
 local M = {}
 
@@ -67,7 +69,7 @@ function Fenced:write(token, value)
       local have = decode(cur)
       if have and have > token then
         note(self, "reject", token)
-        return E.fail("ESTALE", ("fencing token %.0f is older than %.0f, the newest this resource took"):format(
+        return fail("ESTALE", ("fencing token %.0f is older than %.0f, the newest this resource took"):format(
           token, have))
       end
       local st, msg, scode = c:set(self.path, data, stat.version, opts)
@@ -78,7 +80,7 @@ function Fenced:write(token, value)
       if scode ~= "ZBADVERSION" then return nil, msg, scode end
     end
   end
-  return E.fail("EBUSY", "the resource kept changing under 50 attempts")
+  return fail("EBUSY", "the resource kept changing under 50 attempts")
 end
 
 -- read() -> value, token | nil, msg, code (value nil and token nil when never written)

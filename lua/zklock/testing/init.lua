@@ -101,7 +101,7 @@
 --                                       `stop` signal, KILL after `grace` s) -> pid | nil, err
 --   testing.pid, testing.pid_start      this process's pid (number) and its starttime (string)
 --
--- The lock-test kit (README "A Jepsen-style lock test in busted"; each module's header has the
+-- The lock-test kit (docs/testing.md, "A Jepsen-style lock test in busted"; each module's header has the
 -- details):
 --   testing.proxy(target [, opts]) -> net   a fault proxy in front of one server (python3):
 --       net.hosts, net:cut([s]), net:blackhole([s]), net:drop_replies([s]), net:delay(ms [, s]),

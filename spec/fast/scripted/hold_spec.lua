@@ -1,4 +1,4 @@
--- The scripted tier (no ZooKeeper server): a mutex's hold (zklock.hold, the plumbing of the lock,
+-- The scripted tier (no ZooKeeper server): a mutex's hold (zklock.internal.hold, the plumbing of the lock,
 -- semaphore and multi-lock objects) against the fake ZooKeeper: its token, its loss reports and
 -- its release after the session ended. Also the scripted module's own guard.
 --   busted spec/fast/scripted/hold_spec.lua

@@ -1,4 +1,4 @@
--- The scripted tier (no ZooKeeper server): plain reads with watches (zklock.watch) against the
+-- The scripted tier (no ZooKeeper server): plain reads with watches (zklock.internal.watch) against the
 -- fake ZooKeeper: one armed watch shared per path and kind, armed again once it fired, and ended
 -- by the loss of the session.
 --   busted spec/fast/scripted/watch_spec.lua

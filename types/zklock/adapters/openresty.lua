@@ -121,4 +121,83 @@ function Job:stopping() end
 ---@return ("SUSPENDED"|"LOST"|"EXITING"|"CLOSED")? reason
 function Job:sleep(s) end
 
+---A tree of ZooKeeper nodes shared by every worker of this nginx instance: one worker (the
+---keeper, elected with `one_worker` on a path of this instance) follows it with `client:cache`
+---and publishes it into the `lua_shared_dict` `dict`; every worker reads it from there, from any
+---phase (balancer, log, ...), without a ZooKeeper call. A snapshot is written whole under a new
+---version before it becomes the current one: a reader never sees part of one, and the version
+---only grows (also across keepers). A new keeper (the old one crashed, lost its session, was
+---told `SUSPENDED`, or its worker exits on a reload) loads the tree again and publishes it;
+---meanwhile the readers serve the last snapshot. Call it in `init_worker_by_lua*` of every
+---worker. `dict` holds one cache: give it room for two snapshots (`info().bytes`); a snapshot
+---that does not fit is not published, and reads return `ERANGE` until one fits.
+---
+---Errors: bad arguments raise (naming the argument); calling it in `init_by_lua*` raises;
+---`nil, msg, code` as `one_worker`.
+---@param dict string|table The `lua_shared_dict`'s name, or `ngx.shared.NAME`.
+---@param path string The root of the cached tree.
+---@param opts zklock.adapters.openresty.SharedCacheOptions `hosts` is required.
+---@return zklock.adapters.openresty.SharedCache? cache
+---@return string? msg
+---@return string? code
+function zngx.shared_cache(dict, path, opts) end
+
+---Options of `shared_cache`.
+---@class zklock.adapters.openresty.SharedCacheOptions
+---@field hosts string Required: as for `zklock.connect`.
+---@field depth? integer As for `client:cache` (default: the whole tree below `path`).
+---@field max_nodes? integer As for `client:cache` (default 100,000); past it, reads return `ERANGE`.
+---@field data? boolean As for `client:cache`: `false` keeps no data (reads give `false`).
+---@field election? string Where the workers of an instance elect their keeper: `<election>/<instance id>` (default `"/zklock/openresty-keepers"`); the instance id (`"<host>-<pid of its first worker>"`) is kept in the dict, which a reload keeps.
+---@field id? string The keeper election's participant id (default `"<host name>/<worker pid>"`).
+---@field session_timeout? number Seconds (default 10): how long a crashed keeper's worker keeps the election before another takes over.
+---@field acl? zklock.ACL ACL of the election's nodes.
+
+---A reader of the cache published in `dict` by the keeper of this instance, for code that does
+---not call `shared_cache` itself (any worker, any phase).
+---@param dict string|table The `lua_shared_dict`'s name, or `ngx.shared.NAME`.
+---@return zklock.adapters.openresty.SharedCache reader
+function zngx.cache_reader(dict) end
+
+---What `shared_cache` and `cache_reader` return: reads of the newest published snapshot, from
+---the shared dict (parsed once per version in each worker; when nothing changed a read costs two
+---dict gets). Errors of the reads: `ECONNECTING` (nothing published yet), `ZNONODE` (not in the
+---cache), `ERANGE` (past `max_nodes`, or the snapshot does not fit in the dict), `EFORMAT` (the
+---dict holds something else), `EBUSY` (it was replaced three times during one read).
+---@class zklock.adapters.openresty.SharedCache
+local SharedCache = {}
+
+---A node's data (`false` when the cache keeps no data) and stat `{ czxid, mzxid, version }`.
+---@param path? string Default: the root.
+---@return string|false|nil data
+---@return table|string stat_or_msg
+---@return string? code
+function SharedCache:get(path) end
+
+---The sorted names of a node's cached children.
+---@param path? string Default: the root.
+---@return string[]? names
+---@return string? msg
+---@return string? code
+function SharedCache:children(path) end
+
+---The version of the newest snapshot (0: none yet). It grows with every publish: poll it to
+---notice a change (one dict get).
+---@return integer
+function SharedCache:version() end
+
+---`{ version, pid, at, nodes, root, bytes }` of the newest snapshot: the keeper worker's pid
+---that published it, `ngx.now()` then, the node count, the root path, the snapshot's size.
+---@return table? info
+---@return string? msg
+---@return string? code
+function SharedCache:info() end
+
+---This worker is the keeper now.
+---@return boolean
+function SharedCache:keeping() end
+
+---Leave the keeper election in this worker (as `OneWorker:close()`); reads go on.
+function SharedCache:close() end
+
 return zngx

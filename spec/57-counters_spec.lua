@@ -5,10 +5,10 @@
 -- listener sees every change made elsewhere (also across deletion); a session expiry during
 -- increments never counts one twice; 64-bit edges (wrap under 5.4, ERANGE without 64-bit
 -- integers); corrupt data and bad input give clear errors.
---   busted --lua=lua5.4 spec/57-shared_spec.lua     busted --lua=luajit --run=luajit ...
+--   busted --lua=lua5.4 spec/57-counters_spec.lua     busted --lua=luajit --run=luajit ...
 local zklock = require("zklock")
 local testing = require("zklock.testing")
-local shared = require("zklock.shared")
+local shared = require("zklock.counters")
 local util = require("support.util")
 local fixture = require("support.fixture")
 

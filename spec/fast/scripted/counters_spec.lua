@@ -1,8 +1,8 @@
--- The scripted tier (no ZooKeeper server): zklock.shared's compare-and-set against the fake
+-- The scripted tier (no ZooKeeper server): zklock.counters's compare-and-set against the fake
 -- ZooKeeper, the races answered by the spec.
---   busted spec/fast/scripted/shared_spec.lua
+--   busted spec/fast/scripted/counters_spec.lua
 local scripted = require("support.scripted")
-local shared = require("zklock.shared") -- the encodings only (pure Lua)
+local shared = require("zklock.counters") -- the encodings only (pure Lua)
 
 describe("scripted shared values #fast", function()
   local s

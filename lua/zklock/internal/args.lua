@@ -1,4 +1,4 @@
--- zklock.check: argument validation shared by the public API. Misuse raises an error that names
+-- zklock.internal.args: argument validation shared by the public API. Misuse raises an error that names
 -- the function, the argument and what was expected, at the caller's level.
 local core = require("zklock.core")
 
@@ -7,7 +7,7 @@ local M = {}
 -- Errors point at the first caller outside zklock's own Lua files, however deep inside the
 -- library the check ran.
 local here = debug.getinfo(1, "S").source
-local libdir = here:match("^@(.*[/\\])[^/\\]*$")
+local libdir = here:match("^@(.*[/\\])internal[/\\][^/\\]*$") -- lua/zklock/, this file's parent
 
 local function caller_level()
   local level = 3 -- the caller of argerror's caller

@@ -1,4 +1,4 @@
--- zklock.scheduler: the builtin coroutine scheduler behind client:spawn, client:run, client:sleep
+-- zklock.internal.scheduler: the builtin coroutine scheduler behind client:spawn, client:run, client:sleep
 -- and zklock.run. It is a host adapter like zklock.adapters.cqueues, luv and openresty (the
 -- protocol is in docs/design.md, "Host API"), with the optional hooks an adapter that keeps its
 -- own run queue needs: the client calls step() from every process(), folds timeout_ms() into
@@ -7,8 +7,8 @@
 -- One scheduler per client (made by the client). It owns the coroutines it spawned: only they
 -- suspend on a wait of this client; any other caller blocks (while driving the client).
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
 
 local M = {}
 
@@ -19,7 +19,7 @@ local unpack_ = table.unpack or unpack
 local WAIT = setmetatable({}, { __tostring = function() return "zklock.wait" end })
 M.WAIT = WAIT
 local SWEEP_MS = 100 -- how often waiters and tasks of dead coroutines are looked for
-local CO = setmetatable({}, { __tostring = function() return "zklock.scheduler.co" end }) -- w[CO]
+local CO = setmetatable({}, { __tostring = function() return "zklock.internal.scheduler.co" end }) -- w[CO]
 
 ---------------------------------------------------------------- a pcall that may yield
 --

@@ -1,4 +1,4 @@
--- zklock.errors: the one formatter of zklock's failures.
+-- zklock.internal.errors: the one formatter of zklock's failures.
 --
 -- Every code a module returns is in one table: ZKL_ERRNO_MAP in zklock.h, which the binding
 -- turns into zklock.errno (name -> number) and whose texts zklock.strerror returns. The codes
@@ -8,7 +8,7 @@
 -- An expected failure is returned as  nil, "CODE: message", "CODE"  (plus any extra results),
 -- and every module builds that triple here:
 --
---   local E = require("zklock.errors")
+--   local E = require("zklock.internal.errors")
 --   return E.fail("ETIMEDOUT", ("timed out after %g s waiting for %s"):format(s, path))
 --   return E.fail(st)                     -- a status number: "ZNONODE: node does not exist"
 --   local msg = E.message("ELOST", text)  -- the string alone

@@ -1,4 +1,6 @@
----@meta zklock.shared
+---@meta zklock.recipes_plain
+-- Shared counts and atomic longs (lua/zklock/counters.lua), the double barrier and zookeeper_lock:
+-- the recipes built on plain znode calls.
 
 ---A shared count (`client:shared_count(path, seed)`), Curator `SharedCount` on the wire.
 ---`zklock.type(sc)` is `"shared count"`.

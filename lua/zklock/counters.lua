@@ -1,4 +1,4 @@
--- zklock.shared: shared values on plain znode calls, on the wire like Apache Curator's recipes.
+-- zklock.counters: shared values on plain znode calls, on the wire like Apache Curator's recipes.
 --
 --   client:shared_count(path, seed)  Curator SharedCount: the node's data is a 4-byte big-endian
 --                                    signed int; versioned sets; a listener on change.
@@ -11,12 +11,12 @@
 -- +-(2^53 - 1); a stored value beyond that is reported as ERANGE (never rounded), and so is a
 -- result (add, increment) that would leave the range. Arguments beyond it raise.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
-local watch = require("zklock.watch")
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
+local watch = require("zklock.internal.watch")
 local retry = require("zklock.retry")
-local client_mod = require("zklock.client")
-local Client = client_mod.Client
+local Client = require("zklock.client").Client
+local R = require("zklock.internal.recipe")
 
 local M = {}
 
@@ -189,7 +189,7 @@ local function sc_notify(self, value, version)
   if fn then
     local ok, err = pcall(fn, "changed", self, value, version)
     if not ok then
-      require("zklock.client").recipe.log(self.client, "error",
+      R.log(self.client, "error",
         ("shared_count %s: on_change handler failed: %s"):format(self.path, tostring(err)))
     end
   end
@@ -260,17 +260,17 @@ function SharedCount:on_change(fn)
   -- one session handler per client re-arms every listening shared count (weak: a dropped
   -- shared count is not kept alive by it)
   local c = self.client
-  if not c._shared_counts then
-    local set = setmetatable({}, { __mode = "k" })
-    c._shared_counts = set
-    require("zklock.client").recipe.on_session(c, function(state)
+  local set = R.peek(c, "counters")
+  if not set then
+    set = R.slot(c, "counters", function() return setmetatable({}, { __mode = "k" }) end)
+    R.on_session(c, function(state)
       if state ~= "CONNECTED" then return end
       for sc in pairs(set) do
         if not sc._closed then sc_arm(sc) end
       end
     end)
   end
-  c._shared_counts[self] = true
+  set[self] = true
   sc_arm(self)
   return self
 end
@@ -281,7 +281,8 @@ function SharedCount:close()
   if self._closed then return true end
   self._closed = true
   self._on_change = nil
-  if self.client._shared_counts then self.client._shared_counts[self] = nil end
+  local set = R.peek(self.client, "counters")
+  if set then set[self] = nil end
   local rec = self._watch
   self._watch = nil
   if rec and self.client.state ~= "CLOSED" then watch.forget(self.client, rec) end

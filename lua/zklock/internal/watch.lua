@@ -1,4 +1,4 @@
--- zklock.watch: one-shot ZooKeeper watches armed by plain reads (client:get/exists/children with
+-- zklock.internal.watch: one-shot ZooKeeper watches armed by plain reads (client:get/exists/children with
 -- { watch = true }), and the callback form the recipes build on (revocation).
 --
 -- A read started with a watch registers a record under its core op id before anything can
@@ -13,8 +13,9 @@
 -- first read arm nothing, e.g. a get that found no node, a later read that found one starts
 -- again with a watch of its own.)
 local core = require("zklock.core")
-local check = require("zklock.check")
-local E = require("zklock.errors")
+local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
+local R = require("zklock.internal.recipe")
 
 local M = {}
 
@@ -33,21 +34,21 @@ Watch.__index = Watch
 Watch.__name = "zklock.watch"
 M.Watch = Watch
 
--- The client's watch tables, made on first use.
-local function state(client)
-  local st = client._watch
-  if not st then
-    st = {
-      ops = {},    -- core op id -> record (a read with a watch in flight, or an armed watch)
-      shared = {}, -- kind .. "\0" .. path -> armed, shareable Watch
-      timed = {},  -- wait record -> true, for waits with a deadline
-      waiting = 0, -- wait records not done (counted by client:pending())
-      signals = setmetatable({}, { __mode = "k" }), -- signal -> true while something waits on it
-    }
-    client._watch = st
-  end
-  return st
+-- The client's watch tables (its "watch" slot), made on first use.
+local function make_state()
+  return {
+    ops = {},    -- core op id -> record (a read with a watch in flight, or an armed watch)
+    shared = {}, -- kind .. "\0" .. path -> armed, shareable Watch
+    timed = {},  -- wait record -> true, for waits with a deadline
+    waiting = 0, -- wait records not done (counted by client:pending())
+    signals = setmetatable({}, { __mode = "k" }), -- signal -> true while something waits on it
+  }
 end
+local function state(client) return R.slot(client, "watch", make_state) end
+local function peek(client) return R.peek(client, "watch") end
+
+-- Has anything on client used watches or signals yet? (The client's dispatch asks first.)
+function M.active(client) return peek(client) ~= nil end
 
 local function arms(kind, status)
   return status == 0 or (kind == "exists" and status == core.errno.ZNONODE)
@@ -57,7 +58,7 @@ end
 
 -- OP_DONE of op `id` (status st): called by the client's dispatch for every OP_DONE.
 function M.on_done(client, id, st)
-  local ws = client._watch
+  local ws = peek(client)
   local rec = ws and ws.ops[id]
   if not rec then return end
   if arms(rec.kind, st) then
@@ -67,7 +68,7 @@ function M.on_done(client, id, st)
     rec.unarmed = true
     if rec.key and ws.shared[rec.key] == rec then ws.shared[rec.key] = nil end
   end
-  if rec.on_done then rec.on_done(st, st == 0 and client._c:result(id) or nil) end
+  if rec.on_done then rec.on_done(st, st == 0 and R.result(client, id) or nil) end
 end
 
 -- End every wait on obj (a watch or a signal): they return as woken.
@@ -95,7 +96,7 @@ end
 
 -- The WATCH event of op `id`: status is a ZKL_WATCH_* type or an error (ESESSION, ECLOSED).
 function M.on_event(client, id, status)
-  local ws = client._watch
+  local ws = peek(client)
   local rec = ws and ws.ops[id]
   if rec then finish(client, rec, status) end
 end
@@ -103,7 +104,7 @@ end
 -- Waits whose deadline passed end (ETIMEDOUT), and timers whose time came run (M.timer); run by
 -- every pump after the dispatch.
 function M.expire(client)
-  local ws = client._watch
+  local ws = peek(client)
   if not ws or next(ws.timed) == nil then return end
   local t = now()
   local due
@@ -125,7 +126,7 @@ function M.expire(client)
   table.sort(due, function(a, b) return a.deadline < b.deadline end)
   for _, w in ipairs(due) do
     local ok, err = pcall(w.fn)
-    if not ok then client:_emit("error", "a timer of the client failed: " .. tostring(err)) end
+    if not ok then R.log(client, "error", "a timer of the client failed: " .. tostring(err)) end
   end
 end
 
@@ -140,13 +141,13 @@ end
 
 -- Cancel timer t (made by M.timer); nothing if it ran already.
 function M.cancel_timer(client, t)
-  local ws = client._watch
+  local ws = peek(client)
   if ws then ws.timed[t] = nil end
 end
 
 -- ms until the first wait deadline (-1: none): folded into the client's timeout.
 function M.timeout_ms(client)
-  local ws = client._watch
+  local ws = peek(client)
   if not ws or next(ws.timed) == nil then return -1 end
   local first = math.huge
   for w in pairs(ws.timed) do
@@ -171,7 +172,7 @@ end
 
 -- Waits not done (for client:pending()).
 function M.pending(client)
-  local ws = client._watch
+  local ws = peek(client)
   return ws and ws.waiting or 0
 end
 
@@ -187,11 +188,11 @@ function M.start(client, kind, optype, path, ms, opts)
   local key = not (opts and opts.private) and (kind .. "\0" .. path) or nil
   local shared = key and ws.shared[key]
   if shared then
-    local id, msg, code = client._c:op(optype, path, nil, 0, -1, 0, ms > 0 and ms or 0)
+    local id, msg, code = R.op(client, optype, path, nil, 0, -1, 0, ms > 0 and ms or 0)
     if not id then return nil, msg, code end
     return id, shared, true
   end
-  local id, msg, code = client._c:op(optype, path, nil, 0, -1, 0, ms > 0 and ms or 0, true)
+  local id, msg, code = R.op(client, optype, path, nil, 0, -1, 0, ms > 0 and ms or 0, true)
   if not id then return nil, msg, code end
   local rec = setmetatable({ id = id, client = client, kind = kind, path = path, key = key, waits = {},
                              on_done = opts and opts.on_done, on_fire = opts and opts.on_fire }, Watch)
@@ -202,18 +203,18 @@ end
 
 -- Forget watch `rec` (a recipe's private one it no longer needs): no event reaches it any more.
 function M.forget(client, rec)
-  local ws = client._watch
+  local ws = peek(client)
   if not ws or ws.ops[rec.id] ~= rec then return end
   ws.ops[rec.id] = nil
   if rec.key and ws.shared[rec.key] == rec then ws.shared[rec.key] = nil end
   rec.on_done, rec.on_fire = nil, nil
-  if client.state ~= "CLOSED" then pcall(client._c.abandon, client._c, rec.id) end
+  R.abandon(client, rec.id)
 end
 
 -- The waiter of a read with a watch was abandoned (its coroutine is gone): nobody will see the
 -- watch object, so forget it unless it is shared with others.
 function M.abandoned(client, id)
-  local ws = client._watch
+  local ws = peek(client)
   local rec = ws and ws.ops[id]
   if rec and not rec.armed then M.forget(client, rec) end
 end
@@ -232,7 +233,7 @@ local function wait_on(client, obj, id, ms)
     w.deadline = now() + ms
     ws.timed[w] = true
   end
-  client:_await(w) -- suspends through the caller's adapter, or blocks while pumping
+  R.await(client, w) -- suspends through the caller's adapter, or blocks while pumping
   if not w.done then M.drop_wait(client, w) end -- woken otherwise (client closed, foreign resume)
   return not w.timed_out and client.state ~= "CLOSED"
 end
@@ -261,13 +262,13 @@ end
 
 -- Wake every wait on sig (from anywhere, the dispatch included: the woken resume later).
 function M.notify(sig)
-  local ws = sig.client._watch
+  local ws = peek(sig.client)
   if ws and sig.waits[1] then wake_all(sig.client, ws, sig) end
 end
 
 -- The client closed: every signal's waits end (watches end through their ECLOSED events).
 function M.close(client)
-  local ws = client._watch
+  local ws = peek(client)
   if not ws then return end
   for sig in pairs(ws.signals) do wake_all(client, ws, sig) end
 end

@@ -1,4 +1,4 @@
--- zklock.hold: the hold/acquire plumbing the lock, semaphore and multi-lock modules share.
+-- zklock.internal.hold: the hold/acquire plumbing the lock, semaphore and multi-lock modules share.
 --
 -- An object that acquires (a mutex, one side of a read-write lock, a semaphore) is set up with
 -- hold.init(obj, client, acl): its hold state lives under a key only this module knows
@@ -6,7 +6,7 @@
 -- on_lost handler. A granted core acquisition becomes a hold record (hold.adopt): the client
 -- routes the acquisition's state events to it (hold:on_state) and may drop it (hold:drop) when
 -- its owner coroutine is dead. Waiting goes through the client's recipe interface
--- (zklock.client's `recipe`), so it suspends or blocks as the client's adapters decide.
+-- (zklock.internal.recipe), so it suspends or blocks as the client's adapters decide.
 --
 -- The hold protocol (docs/design.md, "One hold protocol") rests on these records, so a recipe
 -- that grants something (a leader's term, latch leadership, a lock-safe queue message) adopts it
@@ -19,17 +19,17 @@
 --   <close>, __gc -> M.release / M.collected_hold
 -- and by calling hold:gone() on any evidence of its own that the node no longer exists.
 local core = require("zklock.core")
-local check = require("zklock.check")
-local R = require("zklock.client").recipe
-local watch = require("zklock.watch")
-local metrics = require("zklock.metrics")._internal
+local check = require("zklock.internal.args")
+local R = require("zklock.internal.recipe")
+local watch = require("zklock.internal.watch")
+local metrics = require("zklock.internal.report")
 
 local M = {}
 
 local running = coroutine.running
 local now = core.now -- monotonic milliseconds
 
-local STATE = setmetatable({}, { __tostring = function() return "zklock.hold.state" end })
+local STATE = setmetatable({}, { __tostring = function() return "zklock.internal.hold.state" end })
 
 local arm_revoke, disarm_revoke -- revocation (below)
 
@@ -37,8 +37,8 @@ local arm_revoke, disarm_revoke -- revocation (below)
 local function log(client, level, msg) return R.log(client, level, msg) end
 M.log = log
 
--- nil, "NAME: text", "NAME" for an error code (zklock.errors: the one formatter)
-local fail = require("zklock.errors").fail
+-- nil, "NAME: text", "NAME" for an error code (zklock.internal.errors: the one formatter)
+local fail = require("zklock.internal.errors").fail
 M.fail = fail
 
 -- The owner key of the caller: its coroutine, or a fixed key for the main thread (LuaJIT's
@@ -50,7 +50,7 @@ function M.me()
 end
 
 -- LuaJIT (Lua 5.1) runs no __gc for tables: a userdata proxy owned by the object runs it instead.
-local GC_PROXY = setmetatable({}, { __tostring = function() return "zklock.hold.gc_proxy" end })
+local GC_PROXY = setmetatable({}, { __tostring = function() return "zklock.internal.hold.gc_proxy" end })
 function M.gc_proxy(obj)
   if newproxy then
     local proxy = newproxy(true)

@@ -1,4 +1,4 @@
--- zklock.zklock_recipes_lock: a lock that shares a directory with ZooKeeper's own lock recipe
+-- zklock.zookeeper_lock: a lock that shares a directory with ZooKeeper's own lock recipe
 -- (org.apache.zookeeper.recipes.lock.WriteLock, zookeeper-recipes-lock), on plain calls.
 --
 -- Its nodes are <path>/x-<session id in decimal>-<seq10> (EPHEMERAL_SEQUENTIAL, data 0x12 0x34
@@ -9,12 +9,12 @@
 -- Unlike WriteLock, a waiter whose predecessor is already gone lists again instead of stalling,
 -- and a waiter that gives up (timeout, error) deletes its node. (docs/design.md)
 local core = require("zklock.core")
-local check = require("zklock.check")
+local check = require("zklock.internal.args")
 local Client = require("zklock.client").Client
-local R = require("zklock.client").recipe
-local gc_proxy = require("zklock.hold").gc_proxy
-local E = require("zklock.errors")
-local watch = require("zklock.watch")
+local R = require("zklock.internal.recipe")
+local gc_proxy = require("zklock.internal.hold").gc_proxy
+local E = require("zklock.internal.errors")
+local watch = require("zklock.internal.watch")
 
 local M = {}
 
