@@ -317,3 +317,44 @@ describe("hold protocol conformance", function()
     end)
   end
 end)
+
+-- A leader's term and a latch's leadership answer the protocol's calls for the current term
+-- (spec/support/conformance.lua says which checks do not apply to them, and why).
+describe("hold protocol conformance: leader terms and latch leadership", function()
+  local fx = fixture.server({}, { each = true })
+  local connect = fx.connect
+
+  for i, f in ipairs(conf.elections) do
+    it(f.name .. ": the session's expiry reports LOST once; a transaction of the term is refused; "
+       .. "tokens rise; nothing left", function()
+      local c = connect("el-expire")
+      local path = "/conf/election/" .. i
+      local obj = f.new(c, path)
+      local rec = recorder(obj)
+      assert.truthy(util.wait_until(function() return obj:is_held() end, 10, { c }), "never led")
+      local token, node = obj:token(), obj:node()
+      assert.is_number(token)
+      assert.are.equal(path .. "/", node:sub(1, #path + 1))
+      local t = obj:transaction():set(path, "x")
+      local sid = c:session()
+      assert(testing.expire(c, fx.zk.hosts))
+      assert.truthy(util.wait_until(function() return rec.LOST and c:session() and c:session() ~= sid end, 20, { c }),
+        "no LOST after the expiry: " .. table.concat(rec.order, " "))
+      util.drive({ c }, 0.3)
+      assert.are.equal(1, rec.LOST, table.concat(rec.order, " "))
+      assert.are.equal(obj, rec.obj)
+      assert_code("ELOST", pack(t:commit()))
+      if f.name == "latch leadership" then -- it joins again by itself: a new term, a larger token
+        assert.truthy(util.wait_until(function() return obj:is_held() end, 10, { c }), "never led again")
+        assert.is_true(obj:token() > token)
+      else
+        assert.is_false(obj:is_held())
+        assert.is_nil(obj:token())
+      end
+      obj:close()
+      local obs = connect("observer")
+      assert.truthy(util.wait_until(function() return #util.children(obs, path) == 0 end, 10, { c, obs }),
+        "left on the server under " .. path)
+    end)
+  end
+end)

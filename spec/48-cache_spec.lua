@@ -14,7 +14,7 @@ local pack, assert_code = util.pack, util.assert_code
 -- a recorder for a cache's events: list of { event, path, version, czxid, data }
 local function recorder(cache)
   local evs = {}
-  cache:on_change(function(_, event, path, stat, data)
+  cache:on_change(function(event, _, path, stat, data)
     evs[#evs + 1] = { event = event, path = path, version = stat and stat.version, czxid = stat and stat.czxid,
                       mzxid = stat and stat.mzxid, data = data }
   end)
@@ -259,7 +259,7 @@ describe("client:cache", function()
       "bad argument #2 to 'cache' (unknown option 'dept' (known: data, depth, max_nodes))")
     local cache = a:cache("/p")
     assert.has_error(function() cache:on_change(42) end,
-      "bad argument #1 to 'on_change' (expected a function(cache, event, path, stat, data) or nil, got 42 (number))")
+      "bad argument #1 to 'on_change' (expected a function(event, cache, path, stat, data) or nil, got 42 (number))")
     assert.has_error(function() cache:await(-1) end)
     assert.has_error(function() cache.get("/p") end)
     cache:close()

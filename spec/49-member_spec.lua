@@ -24,7 +24,7 @@ local pack, assert_code = util.pack, util.assert_code
 -- the events of a group as "event id=data" strings
 local function group_recorder(g)
   local evs = {}
-  g:on_change(function(_, event, id, data)
+  g:on_change(function(event, _, id, data)
     evs[#evs + 1] = event == "initialized" and "initialized" or ("%s %s=%s"):format(event, tostring(id), tostring(data))
   end)
   return evs
@@ -32,7 +32,7 @@ end
 
 local function member_recorder(m)
   local evs = {}
-  m:on_change(function(_, event, path) evs[#evs + 1] = event .. " " .. tostring(path) end)
+  m:on_change(function(event, _, path) evs[#evs + 1] = event .. " " .. tostring(path) end)
   return evs
 end
 
@@ -151,7 +151,7 @@ describe("client:member and client:group", function()
     local left_at
     local rec = g:on_change(nil) -- replaced below (on_change returns the group)
     assert.are.equal(g, rec)
-    g:on_change(function(_, event, id, data)
+    g:on_change(function(event, _, id, data)
       gevs[#gevs + 1] = event == "initialized" and "initialized"
         or ("%s %s=%s"):format(event, tostring(id), tostring(data))
       if event == "left" then left_at = left_at or util.now() end

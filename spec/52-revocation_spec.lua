@@ -24,7 +24,7 @@ describe("revocation", function()
   -- handler ran, then releases. Records the handler's calls and the hold interval.
   local function revocable_holder(c, obj, acquire, release)
     local rec = { calls = {}, released = false }
-    obj:on_revoke(function(node, target)
+    obj:on_revoke(function(_, target, node)
       rec.calls[#rec.calls + 1] = { target = target, node = node }
     end)
     c:spawn(function()
@@ -125,7 +125,7 @@ describe("revocation", function()
     local a, b = connect("se-a"), connect("se-b")
     local sem = a:semaphore("/rv/sem", 3)
     local by_sem, by_lease = {}, {}
-    sem:on_revoke(function(node, lease) by_sem[#by_sem + 1] = { lease, node } end)
+    sem:on_revoke(function(_, lease, node) by_sem[#by_sem + 1] = { lease, node } end)
     local leases = assert(sem:acquire_many(2, 5))
     local other = assert(a:semaphore("/rv/sem", 3):acquire(5))
     other:on_revoke(function(_, lease) by_lease[#by_lease + 1] = lease end)
@@ -142,7 +142,7 @@ describe("revocation", function()
     -- the semaphore mutex: fn(semaphore_mutex, node)
     local sm = a:semaphore_mutex("/rv/smx")
     local got
-    sm:on_revoke(function(node, t) got = { t, node } end)
+    sm:on_revoke(function(_, t, node) got = { t, node } end)
     assert(sm:acquire(5))
     assert.is_true(b:revoke(sm:node()))
     assert.is_true(util.wait_until(function() return got ~= nil end, 10, { a, b }))

@@ -164,15 +164,29 @@ describe("distributed queue (Curator's DistributedQueue)", function()
     local qb = b:queue(path, { format = "curator", lock_path = locks })
     local name = assert(qa:put("job"))
     local b_got
+    local heard, held, token = {}, nil, nil
     local r = pack(qa:take(10, function(items, msg)
       assert.are.same({ "job" }, items)
+      -- the hold protocol on the message: held, a token, on_lost told of the session's end
+      held, token = msg:is_held(), msg:token()
+      assert.are.equal(msg, msg:on_lost(function(state, m, why) heard[#heard + 1] = { state, m == msg, why } end))
       -- a's session expires mid-processing: its lock node goes, b gets the item and finishes it
       assert(testing.expire(a, zk.hosts))
+      local function lost() return heard[#heard] and heard[#heard][1] == "LOST" end
+      assert.is_true(util.wait_until(lost, 10, { a }), "on_lost not told")
+      assert.is_false(msg:is_held())
+      assert.is_nil(msg:token())
       b_got = pack(qb:take(10, function(_, bmsg) bmsg:transaction():create("/dq/605-done", "b") end))
       -- a, unaware, finishes too: its writes and the removal go in one multi fenced by its lock
       msg:transaction():create("/dq/605-done", "a"):set(path, "a was here")
     end))
     assert_code("ELOST", r)
+    assert.is_true(held)
+    assert.is_number(token)
+    assert.are.same({ "LOST", true, "session" }, heard[#heard])
+    local n = 0
+    for _, h in ipairs(heard) do if h[1] == "LOST" then n = n + 1 end end
+    assert.are.equal(1, n) -- once (a SUSPENDED may come first)
     assert.are.same({ { "job" }, name }, { b_got[1], b_got[2] })
     assert.are.equal("b", (b:get("/dq/605-done")))
     assert.are.equal("", (b:get(path)))

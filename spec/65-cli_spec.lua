@@ -521,6 +521,34 @@ describe("the zklock command", function()
       assert.is_nil(z:output():match("does not fit"), z:output()) -- the default grace fits, silently
     end)
 
+    -- --max-hold (issue 25 part 4): the command is stopped before the lock is released, even one
+    -- that ignores SIGTERM: SIGTERM at max-hold, SIGKILL of the tree --kill-grace later, then the
+    -- release; a waiter's command finds the first command dead
+    it("--max-hold stops a TERM-ignoring command (SIGTERM, grace, SIGKILL) before releasing; exit 75", function()
+      local dir = scope.tmpdir("maxhold")
+      local log, wlog = dir .. "/child.log", dir .. "/waiter.log"
+      local script = ("trap '' TERM; echo $$ >>%s; "):format(shq(log)) .. until_file(dir .. "/never")
+        .. "; echo survived >>" .. shq(log)
+      local z = bg(("run --max-hold 1 --kill-grace 1 /cli/maxhold -- %s %s"):format(SH, shq(script)))
+      wait_for(function() return #lines(log) >= 1 end, 20, "the child")
+      local child = tonumber(lines(log)[1])
+      local t0 = now()
+      -- the waiter's command asks whether the first command still runs
+      local rc, out = run(("run -w 30 /cli/maxhold -- %s %s"):format(SH,
+        shq(("if kill -0 %d 2>/dev/null; then echo alive; else echo dead; fi >>%s"):format(child, shq(wlog)))))
+      local waited = now() - t0
+      assert.equal(0, rc, out)
+      assert.same({ "dead" }, lines(wlog)) -- released only once the first command was gone
+      assert.equal(75, z:wait(20), z:output())
+      assert.is_false(pid_alive(child))
+      assert.is_nil((read_file(log) or ""):match("survived"))
+      local o = z:output()
+      assert.truthy(o:match("%-%-max%-hold 1 s; sending SIGTERM"), o)
+      assert.truthy(o:match("sending SIGKILL"), o) -- it ignored SIGTERM: the grace ran out
+      -- the waiter came after max-hold and the grace (less the time the child took to start)
+      assert.is_true(waited >= 1.2 and waited < 15, ("the waiter waited %.2f s"):format(waited))
+    end)
+
     it("--keep-running leaves the child running on loss, with a warning", function()
       local dir = scope.tmpdir("keep")
       local log = dir .. "/child.log"

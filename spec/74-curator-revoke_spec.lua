@@ -43,7 +43,7 @@ describe("revocation interop with Apache Curator 5.4 #interop", function()
     for _, case in ipairs(cases) do
       local l = case.make()
       local calls = {}
-      l:on_revoke(function(node, t) calls[#calls + 1] = { t, node } end)
+      l:on_revoke(function(_, t, node) calls[#calls + 1] = { t, node } end)
       assert(l:acquire(5))
       local node = l:node()
       for i = 1, 2 do

@@ -89,7 +89,7 @@ describe("group membership with Apache Curator 5.4 #interop", function()
      .. " zklock is made again by Curator and seen to leave and join", function()
     local g = o:group("/ig2")
     local evs = {}
-    g:on_change(function(_, event, id) if event ~= "initialized" then evs[#evs + 1] = event .. " " .. id end end)
+    g:on_change(function(event, _, id) if event ~= "initialized" then evs[#evs + 1] = event .. " " .. id end end)
     assert.is_true(g:await(10))
     call("member", { id = "java", path = "/ig2", data = "j" })
     local m = c:member("/ig2/lua", "l")
@@ -128,7 +128,7 @@ describe("group membership with Apache Curator 5.4 #interop", function()
 
     local g = o:group("/ip2")
     local evs = {}
-    g:on_change(function(_, event, id) if event ~= "initialized" then evs[#evs + 1] = event .. " " .. id end end)
+    g:on_change(function(event, _, id) if event ~= "initialized" then evs[#evs + 1] = event .. " " .. id end end)
     assert.is_true(g:await(10))
     local node = call("pnode", { id = "pn", path = "/ip2/node-", mode = "ephemeral_sequential", protected = 1,
                                  data = "cur" }).node

@@ -52,7 +52,7 @@ describe("election observer over Curator participants #interop", function()
 
   local function recorder(path)
     local e, seen = co:election(path), {}
-    e:on_change(function(_, event, id, token) seen[#seen + 1] = { event = event, id = id, token = token } end)
+    e:on_change(function(event, _, id, token) seen[#seen + 1] = { event = event, id = id, token = token } end)
     return e, seen
   end
 

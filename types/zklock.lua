@@ -308,11 +308,13 @@ function client:multilock(locks, opts) end
 
 ---Options of every lock constructor (`mutex`, `rwlock`, `semaphore`, `semaphore_mutex`).
 ---@class zklock.LockOptions
+---@field max_hold? number Seconds: every grant is bounded to this long; then it is lost (`on_lost` hears `"LOST"` with why `"max_hold"`, once) and its node deleted after the handler ran, so the next waiter comes after it (issue 25 part 4; default: unbounded).
 ---@field acl? zklock.ACL ACL of the queue nodes and of the parents the lock creates (default `"open"`).
 ---@field metric? string The `name` label of this object's metrics (default: the client's `metric_label`, else `"-"`).
 
 ---Options of `client:mutex` and `client:rwlock`.
 ---@class zklock.MutexOptions
+---@field max_hold? number Seconds: every grant is bounded to this long; then it is lost (`on_lost` hears `"LOST"` with why `"max_hold"`, once) and its node deleted after the handler ran, so the next waiter comes after it (issue 25 part 4; default: unbounded).
 ---@field acl? zklock.ACL ACL of the queue nodes and of the parents the lock creates (default `"open"`).
 ---@field metric? string The `name` label of this object's metrics (default: the client's `metric_label`, else `"-"`).
 ---@field data? string The data of this lock's queue nodes (default: the client's `identity`), e.g. a participant id as Curator's LeaderSelector writes it. Path and data together must fit the client's `max_data`.
@@ -347,6 +349,7 @@ function client:leader(path, fn, opts) end
 ---@field requeue? boolean Queue again after each term (Curator's `autoRequeue`; default false).
 ---@field acl? zklock.ACL ACL of the nodes (default `"open"`).
 ---@field suspended? "keep"|"stop" What `SUSPENDED` does to a term: `"keep"` (default) leaves it leading (`LOST` ends it); `"stop"` makes `is_leader()` false and `leader:sleep()` return false at once (`fn` should return then; the node is deleted when it does).
+---@field max_hold? number Seconds a term may last: then it is lost (`on_lost` hears `("LOST", leader, "max_hold")` once, `is_leader()` turns false, `leader:sleep()` returns false) and the node is deleted, so the next participant leads; `fn` should return then (zklock cannot interrupt it).
 
 ---A read-only view of the leader election at `path`: who leads (the participant id and the
 ---fencing token of the head node), that nobody does, and every change, without joining (it
@@ -359,7 +362,7 @@ function client:leader(path, fn, opts) end
 ---
 ---```lua
 ---local e = client:election("/election/jobs")
----e:on_change(function(_, event, id, token) print(event, id, token) end) -- "leader" | "ended" | "none"
+---e:on_change(function(event, _, id, token) print(event, id, token) end) -- "leader" | "ended" | "none"
 ---local id, token = e:leader()                                        -- false: nobody leads
 ---```
 ---
@@ -376,7 +379,7 @@ function client:election(path) end
 ---
 ---```lua
 ---local latch = client:latch("/election/cron", { id = "host-a" })
----latch:on_change(function(leading) print("leader:", leading) end)
+---latch:on_change(function(event) print("leader:", event == "LEADER") end)
 ---if latch:await(10) then ... end
 ---```
 ---
@@ -393,6 +396,7 @@ function client:latch(path, opts) end
 
 ---Options of `client:multilock`.
 ---@class zklock.MultiLockOptions
+---@field max_hold? number Seconds: every grant is bounded to this long; then it is lost (`on_lost` hears `"LOST"` with why `"max_hold"`, once) and its node deleted after the handler ran, so the next waiter comes after it (issue 25 part 4; default: unbounded).
 ---@field order? "given"|"path" Acquire in the given order (default) or sorted by path (a global order: two multi-locks over the same locks never deadlock).
 ---@field deadline? number Seconds shared by all components: the default timeout of `acquire`.
 ---@field per_lock_timeout? number Seconds each component may wait at most.
@@ -676,12 +680,14 @@ function client:delete(path, version, opts) end
 ---@field children? string[] The children (children).
 ---@field rc integer Result code (0).
 
----Add `fn(state, client)`, called on every session change: `"CONNECTED"`, `"SUSPENDED"`,
----`"EXPIRED"` (a new session is opened by itself), `"CLOSED"`. Errors raised by `fn` become
----warnings.
+---Set the handler `fn(state, client)`, called on every session change: `"CONNECTED"`,
+---`"SUSPENDED"`, `"EXPIRED"` (a new session is opened by itself), `"CLOSED"`. Replaces the
+---previous handler (the recipes' own session hooks are not affected); errors raised by `fn` are
+---logged.
 ---
----Errors: raises if `fn` is not a function.
----@param fn fun(state: string, client: zklock.Client)
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(state: "CONNECTED"|"SUSPENDED"|"EXPIRED"|"CLOSED", client: zklock.Client) nil removes it.
+---@return zklock.Client client
 function client:on_session(fn) end
 
 ---The current session's id and password (for tools that must act as this session, such as
@@ -865,6 +871,7 @@ function lock:acquire(timeout, opts) end
 ---`semaphore_mutex:acquire`, `multilock:acquire`).
 ---@class zklock.AcquireOptions
 ---@field retry? zklock.RetryPolicy Retry failures a new attempt can cure (see `zklock.retry`).
+---@field max_hold? number Seconds: bound this grant (overrides the object's `max_hold`; a reentrant acquire keeps the first grant's bound). When it passes the grant is lost: `on_lost` hears `("LOST", obj, "max_hold")` once, then the node is deleted; the owner's `release` answers `ELOST`.
 
 ---Release one level of the calling coroutine's hold; the last one deletes the queue node (retried
 ---across connection loss while the session lives).
@@ -909,20 +916,20 @@ function lock:cancel() end
 ---deleted; told once per hold). Replaces the previous handler.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.Lock) nil removes it.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.Lock, why?: "session"|"node"|"max_hold") nil removes it.
 ---@return zklock.Lock lock
 function lock:on_lost(fn) end
 
 ---Listen for revocation requests (`client:revoke`, Curator's `Revoker.attemptRevoke`) on every
 ---hold of this object, current and future: while held, the hold watches its own node and
----`fn(node, lock)` runs once per request. A request made while the holder still waited in the
+---`fn("REVOKE", lock, node)` runs once per request. A request made while the holder still waited in the
 ---queue, or while no handler was set, is reported when the hold (or the handler) starts. The
 ---watch also reports the node's deletion at once (`LOST` through `on_lost`). `fn`
 ---runs from the client's event dispatch, like `on_lost` handlers: it must not wait (set a flag
 ---or wake the owner, which decides whether to release). Errors it raises are logged.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(node: string, lock: zklock.Lock) nil stops listening.
+---@param fn? fun(event: "REVOKE", lock: zklock.Lock, node: string) nil stops listening.
 ---@return zklock.Lock lock
 function lock:on_revoke(fn) end
 
@@ -988,15 +995,15 @@ function semaphore:cancel() end
 ---Replaces the previous handler (a lease's own `lease:on_lost` takes precedence for that lease).
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease) nil removes it.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease, why?: "session"|"node"|"max_hold") nil removes it.
 ---@return zklock.Semaphore semaphore
 function semaphore:on_lost(fn) end
 
 ---Listen for revocation requests on every lease of this semaphore, current and future: as
----`lock:on_revoke`, with `fn(node, lease)`. (Curator's semaphores cannot be revoked.)
+---`lock:on_revoke`, with `fn("REVOKE", lease, node)`. (Curator's semaphores cannot be revoked.)
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(node: string, lease: zklock.Lease) nil stops listening.
+---@param fn? fun(event: "REVOKE", lease: zklock.Lease, node: string) nil stops listening.
 ---@return zklock.Semaphore semaphore
 function semaphore:on_revoke(fn) end
 
@@ -1049,10 +1056,10 @@ function lease:node() end
 function lease:transaction() end
 
 ---Listen for revocation requests on this lease alone (it takes precedence over the semaphore's
----handler): as `lock:on_revoke`, with `fn(node, lease)`.
+---handler): as `lock:on_revoke`, with `fn("REVOKE", lease, node)`.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(node: string, lease: zklock.Lease) nil stops listening (unless the semaphore has a handler).
+---@param fn? fun(event: "REVOKE", lease: zklock.Lease, node: string) nil stops listening (unless the semaphore has a handler).
 ---@return zklock.Lease lease
 function lease:on_revoke(fn) end
 
@@ -1060,7 +1067,7 @@ function lease:on_revoke(fn) end
 ---precedence over the semaphore's `on_lost` for this lease). Replaces the previous one.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease) nil: the semaphore's handler again.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lease: zklock.Lease, why?: "session"|"node"|"max_hold") nil: the semaphore's handler again.
 ---@return zklock.Lease lease
 function lease:on_lost(fn) end
 
@@ -1127,15 +1134,15 @@ function semaphore_mutex:participants() end
 ---Replaces the previous handler.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", mutex: zklock.SemaphoreMutex) nil removes it.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", mutex: zklock.SemaphoreMutex, why?: "session"|"node"|"max_hold") nil removes it.
 ---@return zklock.SemaphoreMutex mutex
 function semaphore_mutex:on_lost(fn) end
 
 ---Listen for revocation requests on the held lease: as `lock:on_revoke`, with
----`fn(node, semaphore_mutex)`.
+---`fn("REVOKE", semaphore_mutex, node)`.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(node: string, mutex: zklock.SemaphoreMutex) nil stops listening.
+---@param fn? fun(event: "REVOKE", mutex: zklock.SemaphoreMutex, node: string) nil stops listening.
 ---@return zklock.SemaphoreMutex mutex
 function semaphore_mutex:on_revoke(fn) end
 
@@ -1234,7 +1241,7 @@ function multilock:transaction() end
 ---change) and `"LOST"` (once per grant). Replaces the previous one.
 ---
 ---Errors: raises if `fn` is neither a function nor nil, or on a call without a colon.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", multilock: zklock.MultiLock) nil removes it.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", multilock: zklock.MultiLock, why?: "session"|"node"|"max_hold") nil removes it.
 ---@return zklock.MultiLock multilock
 function multilock:on_lost(fn) end
 
@@ -1258,6 +1265,21 @@ function leader:is_leader() end
 ---across every participant, Curator's included), nil when not leading.
 ---@return integer?
 function leader:token() end
+
+---The hold protocol's "do I hold it?" for the current term: the same answer as `is_leader()`
+---(which stays, as the election's own question).
+---@return boolean
+function leader:is_held() end
+
+---Full path of the current term's node, nil when not leading.
+---@return string?
+function leader:node() end
+
+---A fenced transaction that commits only while the current term's node exists.
+---
+---Errors: raises when not leading.
+---@return zklock.Transaction txn
+function leader:transaction() end
 
 ---The ids (node data) of the participants in queue order, the leader first.
 ---
@@ -1297,7 +1319,7 @@ function leader:requeue() end
 ---over). Replaces the previous handler.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", leader: zklock.Leader)
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", leader: zklock.Leader, why?: "session"|"node"|"max_hold")
 ---@return zklock.Leader leader
 function leader:on_lost(fn) end
 
@@ -1323,14 +1345,14 @@ local election = {}
 ---@return string? code
 function election:leader() end
 
----`fn(election, event, id, token)` for each change, in order: `"leader", id, token` (a term
+---`fn(event, election, id, token)` for each change, in order: `"leader", id, token` (a term
 ---began; also the first view when someone leads), `"ended", id, token` (the term seen before
 ---ended: resigned, lost or its node deleted; always reported before the next `"leader"` or
 ---`"none"`) and `"none"` (nobody leads; also the first view of an empty or missing election).
 ---Runs from the client's dispatch; it must not wait. Replaces the previous handler; nil removes it.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(election: zklock.Election, event: "leader"|"ended"|"none", id?: string, token?: integer)
+---@param fn? fun(event: "leader"|"ended"|"none", election: zklock.Election, id?: string, token?: integer)
 ---@return zklock.Election election
 function election:on_change(fn) end
 
@@ -1365,9 +1387,28 @@ function election:close() end
 ---@field kind "leader latch"
 local latch = {}
 
----Leading now? Drives the client first, so a loss nobody pumped for is noticed.
+---Leading now (the hold protocol's "do I hold it?"; formerly `has_leadership`)? Drives the
+---client first, so a loss nobody pumped for is noticed.
 ---@return boolean
-function latch:has_leadership() end
+function latch:is_held() end
+
+---Full path of our latch node while leading, else nil.
+---@return string?
+function latch:node() end
+
+---A fenced transaction that commits only while this latch leads on its node.
+---
+---Errors: raises when not leading.
+---@return zklock.Transaction txn
+function latch:transaction() end
+
+---Set the handler `fn(state, latch, why)` for the `SUSPENDED`, `RECONNECTED` and `LOST` of its
+---leadership (after `LOST` the latch joins again by itself). Replaces the previous handler.
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", latch: zklock.Latch, why?: "session"|"node"|"max_hold") nil removes it.
+---@return zklock.Latch latch
+function latch:on_lost(fn) end
 
 ---The fencing token (the czxid of our latch node) while leading, else nil.
 ---@return integer?
@@ -1383,11 +1424,12 @@ function latch:token() end
 ---@return string? code
 function latch:await(timeout) end
 
----Add a listener: `fn(is_leader, why)` on every change of leadership, `why` being `"LEADER"`,
----`"LOST"` (with the session) or `"CLOSED"` (by `close()`).
+---Set the handler: `fn(event, latch)` on every change of leadership, `event` being `"LEADER"`
+---(it leads now), `"LOST"` (with the session) or `"CLOSED"` (by `close()`). Replaces the
+---previous handler.
 ---
----Errors: raises if `fn` is not a function.
----@param fn fun(is_leader: boolean, why: "LEADER"|"LOST"|"CLOSED")
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(event: "LEADER"|"LOST"|"CLOSED", latch: zklock.Latch) nil removes it.
 ---@return zklock.Latch latch
 function latch:on_change(fn) end
 
@@ -1407,7 +1449,7 @@ function latch:participants() end
 ---@return string? code
 function latch:leader() end
 
----Leave: leadership is given up at once (`on_change(false, "CLOSED")`) and the node deleted
+---Leave: leadership is given up at once (`on_change` hears `"CLOSED"`) and the node deleted
 ---(when leading, this waits for the delete; a waiting entry's node is deleted in the
 ---background). Idempotent.
 ---

@@ -93,7 +93,7 @@ contenders.zklock = function(net, root)
   local h = { inits = 0 }
   local t0 = now()
   h.cache = c:cache(root, { max_nodes = 1000000 })
-  h.cache:on_change(function(_, event)
+  h.cache:on_change(function(event)
     if event == "initialized" then
       h.inits = h.inits + 1
       if h.inits == 1 then h.init = now() - t0 end

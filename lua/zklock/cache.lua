@@ -62,7 +62,7 @@ local function emit(self, event, path, stat, data)
   self._events = self._events + 1
   local fn = self._fn
   if not fn then return end
-  local ok, err = pcall(fn, self, event, path, stat, data)
+  local ok, err = pcall(fn, event, self, path, stat, data)
   if not ok then log(self, "error", ("on_change handler failed (%s %s): %s"):format(event, path, tostring(err))) end
 end
 
@@ -436,14 +436,14 @@ function Cache:await(timeout)
     "ETIMEDOUT"
 end
 
--- cache:on_change(fn) -> the cache. fn(cache, event, path, stat, data) for every "added",
+-- cache:on_change(fn) -> the cache. fn(event, cache, path, stat, data) for every "added",
 -- "updated", "removed" (with the last stat and data), "initialized" (path: the root; after the
 -- first sync and after every resync) and "failed" (data: the message; max_nodes passed). It
 -- runs from the client's event dispatch and must not wait. Replaces the handler; nil removes it.
 function Cache:on_change(fn)
   check.object(self, Cache, "cache", "on_change")
   if fn ~= nil and type(fn) ~= "function" then
-    check.argerror("on_change", 1, "expected a function(cache, event, path, stat, data) or nil, got "
+    check.argerror("on_change", 1, "expected a function(event, cache, path, stat, data) or nil, got "
       .. check.describe(fn))
   end
   self._fn = fn
@@ -509,7 +509,7 @@ function M.new(client, path, opts)
   if not set then
     set = setmetatable({}, { __mode = "k" })
     by_client[client] = set
-    client:on_session(function(state)
+    R.on_session(client, function(state)
       local list = {}
       for cache in pairs(set) do list[#list + 1] = cache end
       for _, cache in ipairs(list) do on_session(cache, state) end

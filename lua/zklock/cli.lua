@@ -71,7 +71,7 @@ end
 local VALUE_OPTS = {
   ["-w"] = true, ["--timeout"] = true, ["-E"] = true, ["--conflict-exit-code"] = true,
   ["--kill-grace"] = true, ["--semaphore"] = true, ["--session-timeout"] = true,
-  ["--connect-timeout"] = true, ["--min-age"] = true,
+  ["--connect-timeout"] = true, ["--min-age"] = true, ["--max-hold"] = true,
 }
 local function join_negative_values(args)
   local out, i = {}, 1
@@ -133,15 +133,18 @@ local function build_parser()
   run:option("--kill-grace", "seconds between SIGTERM and SIGKILL when the lock may be lost (default: 5, "
     .. "or less if the session timeout leaves less; see below)")
     :convert(number_in(0, 1e6, "a number of seconds >= 0", false, "--kill-grace"))
+  run:option("--max-hold", "hold at most this many seconds: then SIGTERM the command's tree, SIGKILL it "
+    .. "--kill-grace later if it is still there, and release (exit 75)")
+    :convert(number_in(0, 1e6, "a number of seconds >= 0", false, "--max-hold"))
   run:flag("--keep-running", "on lock loss, warn but leave the child running (etcdctl's behaviour)")
   run:flag("-q --quiet", "no warnings about the lock's state on stderr")
   common(run)
   run:epilog([[
 Exit status: the child's (128+N when signal N killed it); the conflict code (-E, default 1) when
 the lock was not taken (-n, -w); 64 bad usage; 69 no connection, or the session ended while
-waiting; 70 internal error; 75 the lock was lost, or could no longer be guaranteed, while the
-child ran (its process tree was stopped); 77 no permission; 126 the command cannot be executed;
-127 not found; 128+N when signal N (INT, TERM, HUP, QUIT, USR1, USR2) cancelled the wait.
+waiting; 70 internal error; 75 the lock was lost, or could no longer be guaranteed, or was held
+for --max-hold, while the child ran (its process tree was stopped); 77 no permission; 126 the
+command cannot be executed; 127 not found; 128+N when signal N (INT, TERM, HUP, QUIT, USR1, USR2) cancelled the wait.
 The child gets ZKLOCK_PATH, ZKLOCK_NODE (the lock node) and ZKLOCK_TOKEN (the fencing token).
 It runs in a process group of its own under a keeper process; signals sent to zklock go to that
 group. Guaranteed: while zklock runs, the child's whole process tree is killed (SIGKILL) before
@@ -412,6 +415,10 @@ local function supervise(S, o, argv, childenv, what, is_lost, warn)
     elseif state == "CONNECTED" then st.suspended_at = nil end
   end)
   local how, value, termed, killed, lost_seen, kdone, kval
+  -- --max-hold: SIGTERM to the tree when it passes, SIGKILL of the tree `grace` later; the
+  -- release comes after the tree is gone (the caller releases once this returns)
+  local max_hold_at = o.max_hold and (o.held_at or now_s()) + o.max_hold
+  local mh_term_at
   while true do
     if not how then how, value = proc.tree_status(stfd) end
     kdone, kval = proc.wait(keeper)
@@ -456,6 +463,21 @@ local function supervise(S, o, argv, childenv, what, is_lost, warn)
         end
       end
     end
+    if max_hold_at and not killed then
+      local t = now_s()
+      if not mh_term_at and t >= max_hold_at then
+        errf("%s held for --max-hold %g s; sending SIGTERM to the command's process tree (pid %d): "
+          .. "SIGKILL in %.3g s if it is still there", what, o.max_hold, pid, grace)
+        proc.tree_send(ctl, "TERM")
+        mh_term_at, lost_seen = t, true
+      elseif mh_term_at and t >= mh_term_at + grace then
+        errf("%s: the command's process tree outlived --kill-grace after --max-hold; sending SIGKILL (pid %d)",
+             what, pid)
+        proc.tree_send(ctl, "KILL_TREE")
+        killed = true
+      end
+      if not killed then next_at = math.min(next_at, mh_term_at and mh_term_at + grace or max_hold_at) end
+    end
     local max_ms = 250 -- a lost SIGCHLD record (full pipe) costs at most this long
     if next_at < math.huge then max_ms = math.max(0, math.min(max_ms, (next_at - now_s()) * 1000)) end
     S.pump(max_ms)
@@ -476,7 +498,7 @@ local function supervise(S, o, argv, childenv, what, is_lost, warn)
     end
     return EXIT.SOFTWARE
   end
-  if lost_seen and not o.keep_running then return EXIT.LOST end
+  if mh_term_at or (lost_seen and not o.keep_running) then return EXIT.LOST end
   return how == "exited" and value or 128 + value
 end
 
@@ -542,7 +564,7 @@ local function run(o, env)
     local ok, msg, code = lockobj:acquire(timeout)
     result = { ok = ok, msg = msg, code = code }
     if not ok then return end
-    held_node, held_token = ok:node(), ok:token()
+    held_node, held_token, o.held_at = ok:node(), ok:token(), now_s()
     while not want_release do client:sleep(0.05) end -- the release waits at most this long
     pcall(ok.release, ok) -- after a loss: ELOST, and the hold is forgotten
   end)

@@ -202,7 +202,13 @@ function Client:_on_session(st)
     self.state = name
   end
   if name == "CONNECTED" then self:_check_session_timeout() end
+  -- the recipes' hooks (recipe.on_session) first, then the user's handler (client:on_session)
   for _, fn in ipairs(self._session_handlers) do
+    local ok, err = pcall(fn, name, self)
+    if not ok then self:_emit("error", "session hook failed: " .. tostring(err)) end
+  end
+  local fn = self._session_fn
+  if fn then
     local ok, err = pcall(fn, name, self)
     if not ok then self:_emit("error", "on_session handler failed: " .. tostring(err)) end
   end
@@ -840,11 +846,14 @@ function Client:group(path, opts) return require("zklock.group").new(self, path,
 ---------------------------------------------------------------- session
 
 -- fn(state, client) on every session change: "CONNECTED", "SUSPENDED", "EXPIRED", "CLOSED".
+-- Replaces the handler; nil removes it. -> the client
 function Client:on_session(fn)
   check.client(self, "on_session")
-  if type(fn) ~= "function" then check.argerror("on_session", 1, "expected a function, got " .. check.describe(fn)) end
-  local hs = self._session_handlers
-  hs[#hs + 1] = fn
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_session", 1, "expected a function (or nil to remove the handler), got " .. check.describe(fn))
+  end
+  self._session_fn = fn
+  return self
 end
 
 -- session id (16 hex digits) and password, while a session exists.

@@ -185,8 +185,9 @@ function SharedCount:set(value)
 end
 
 local function sc_notify(self, value, version)
-  for _, fn in ipairs(self._listeners) do
-    local ok, err = pcall(fn, value, version, self)
+  local fn = self._on_change
+  if fn then
+    local ok, err = pcall(fn, "changed", self, value, version)
     if not ok then
       R.log(self.client, "error",
         ("shared_count %s: on_change handler failed: %s"):format(self.path, tostring(err)))
@@ -226,7 +227,7 @@ local function sc_read(self, rec, st, res)
 end
 
 function sc_arm(self)
-  if self._closed or self._watch or #self._listeners == 0 or self.client.state == "CLOSED" then return end
+  if self._closed or self._watch or not self._on_change or self.client.state == "CLOSED" then return end
   local rec
   local id, r = watch.start(self.client, "get", core.OP_GET, self.path, 0, {
     private = true,
@@ -242,24 +243,27 @@ function sc_arm(self)
   self._watch = rec
 end
 
--- sc:on_change(fn): fn(value, version, sc) runs whenever the count's node changes (a new
--- write, even of the same value), from the client's event dispatch (while the client is
--- pumped: a blocking call, client:run, or an adapter's loop); it must not wait. Several
--- listeners may be added; sc:close() removes them. The watch is armed again after every
--- change and after a reconnection (a change missed meanwhile is reported then).
+-- sc:on_change(fn) -> sc. fn("changed", sc, value, version) runs whenever the count's node
+-- changes (a new write, even of the same value), from the client's event dispatch (while the
+-- client is pumped: a blocking call, client:run, or an adapter's loop); it must not wait.
+-- Replaces the handler; nil removes it (the watch then lapses at its next firing);
+-- sc:close() removes it too. The watch is armed again after every change and after a
+-- reconnection (a change missed meanwhile is reported then).
 function SharedCount:on_change(fn)
   sc_check(self, "on_change")
-  if type(fn) ~= "function" then
-    check.argerror("on_change", 1, "expected a function(value, version, shared_count), got " .. check.describe(fn))
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_change", 1, "expected a function(event, shared_count, value, version) or nil, got "
+      .. check.describe(fn))
   end
-  self._listeners[#self._listeners + 1] = fn
+  self._on_change = fn
+  if fn == nil then return self end
   -- one session handler per client re-arms every listening shared count (weak: a dropped
   -- shared count is not kept alive by it)
   local c = self.client
   local set = R.peek(c, "counters")
   if not set then
     set = R.slot(c, "counters", function() return setmetatable({}, { __mode = "k" }) end)
-    c:on_session(function(state)
+    R.on_session(c, function(state)
       if state ~= "CONNECTED" then return end
       for sc in pairs(set) do
         if not sc._closed then sc_arm(sc) end
@@ -268,7 +272,7 @@ function SharedCount:on_change(fn)
   end
   set[self] = true
   sc_arm(self)
-  return true
+  return self
 end
 
 -- sc:close(): stop listening (the node stays). Calls on a closed shared count raise.
@@ -276,7 +280,7 @@ function SharedCount:close()
   check.object(self, SharedCount, "shared_count", "close")
   if self._closed then return true end
   self._closed = true
-  self._listeners = {}
+  self._on_change = nil
   local set = R.peek(self.client, "counters")
   if set then set[self] = nil end
   local rec = self._watch
@@ -295,7 +299,7 @@ function Client:shared_count(path, seed)
   check.open(self, "shared_count")
   check_path("shared_count", 1, path)
   seed = check_int("shared_count", 2, "seed", seed == nil and 0 or seed)
-  return setmetatable({ client = self, path = path, seed = seed, _listeners = {} }, SharedCount)
+  return setmetatable({ client = self, path = path, seed = seed }, SharedCount)
 end
 
 ---------------------------------------------------------------- DistributedAtomicLong

@@ -57,7 +57,7 @@ M.order = order
 local function emit(self, event, id, token)
   local fn = self._on_change
   if not fn then return end
-  local ok, err = pcall(fn, self, event, id, token)
+  local ok, err = pcall(fn, event, self, id, token)
   if not ok then
     hold.log(self.client, "error", ("on_change handler of election %s failed (%s): %s")
       :format(check.short(self.path), event, tostring(err)))
@@ -158,7 +158,7 @@ local function register(self)
   if not set then
     set = setmetatable({}, { __mode = "k" })
     registry[c] = set
-    c:on_session(function(state)
+    recipe.on_session(c, function(state)
       if state ~= "CONNECTED" then return end
       for e in pairs(set) do
         if not e._closed then look(e) end
@@ -213,7 +213,7 @@ function Election:leader()
   return nil, ("ETIMEDOUT: no answer about election %s yet"):format(self.path), "ETIMEDOUT"
 end
 
--- election:on_change(fn) -> election. fn(election, event, id, token) for each change, in order:
+-- election:on_change(fn) -> election. fn(event, election, id, token) for each change, in order:
 --   "leader", id, token   a term began (also the first view when someone leads)
 --   "ended", id, token    the term seen before ended (resigned, lost, its node deleted); always
 --                         before the next "leader" or "none"
@@ -222,7 +222,7 @@ end
 function Election:on_change(fn)
   check.object(self, Election, "election", "on_change")
   if fn ~= nil and type(fn) ~= "function" then
-    check.argerror("on_change", 1, "expected a function(election, event, id, token) or nil, got "
+    check.argerror("on_change", 1, "expected a function(event, election, id, token) or nil, got "
       .. check.describe(fn))
   end
   self._on_change = fn

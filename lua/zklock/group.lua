@@ -60,14 +60,14 @@ function Group:await(timeout)
   return self._cache:await(timeout)
 end
 
--- group:on_change(fn) -> the group. fn(group, event, id, data): "joined", "updated", "left"
+-- group:on_change(fn) -> the group. fn(event, group, id, data): "joined", "updated", "left"
 -- (with the last data), "initialized" (id nil; after the first sync and every resync),
 -- "failed" (data: the message). Runs from the client's event dispatch and must not wait.
 -- Replaces the handler; nil removes it.
 function Group:on_change(fn)
   check.object(self, Group, "group", "on_change")
   if fn ~= nil and type(fn) ~= "function" then
-    check.argerror("on_change", 1, "expected a function(group, event, id, data) or nil, got " .. check.describe(fn))
+    check.argerror("on_change", 1, "expected a function(event, group, id, data) or nil, got " .. check.describe(fn))
   end
   self._fn = fn
   return self
@@ -102,7 +102,7 @@ function M.new(client, path, opts)
   }, Group)
   local cache = client:cache(path, { depth = 1, max_nodes = opts.max_members and opts.max_members + 1 or nil })
   self._cache = cache
-  cache:on_change(function(_, event, p, _, data)
+  cache:on_change(function(event, _, p, _, data)
     local fn = self._fn
     if not fn or self._closed then return end
     local name = EVENTS[event]
@@ -112,7 +112,7 @@ function M.new(client, path, opts)
       return -- the group node itself
     end
     local id = event ~= "initialized" and event ~= "failed" and p:sub(#self._prefix + 1) or nil
-    fn(self, name, id, data)
+    fn(name, self, id, data)
   end)
   return self
 end

@@ -22,6 +22,7 @@ local check = require("zklock.internal.args")
 local hold = require("zklock.internal.hold")
 local watch = require("zklock.internal.watch")
 local Client = require("zklock.client").Client
+local ypcall = require("zklock.internal.scheduler").pcall -- a pcall the code it calls may wait (yield) in, on 5.1 too
 
 local M = {}
 
@@ -126,7 +127,7 @@ local function turn(e)
   local o, client = e._o, e.client
   if e.closed or client.state == "CLOSED" then return false end
   -- a mutex object per turn: nothing of a turn that failed (an expired session) carries over
-  local m = client:mutex(e.path, { acl = o.acl, data = o.id })
+  local m = client:mutex(e.path, { acl = o.acl, data = o.id, max_hold = o.max_hold })
   m:on_lost(e._on_lost)
   e._mutex = m
   -- the term's record exists before the grant: a SUSPENDED or LOST reported in the same round
@@ -164,7 +165,7 @@ local function turn(e)
     term.number = e.terms
     term.running = true
     e.term = term
-    local rok, r = pcall(o.run, e, term)
+    local rok, r = ypcall(o.run, e, term)
     term.running = false
     e.term = nil
     if not rok then
@@ -191,7 +192,7 @@ end
 local function run_loop(e)
   while true do
     -- never raise out of the loop (it would surface in whoever pumps the client)
-    local ok, more = pcall(turn, e)
+    local ok, more = ypcall(turn, e)
     if not ok then
       if e.client.state ~= "CLOSED" then elog(e, "error", tostring(more)) end
       break
@@ -208,6 +209,7 @@ local ENGINE_OPTIONS = {
   run = check.is.func, tell = check.is.func, spawn = check.is.func,
   pause = check.is.func, retry_delay = check.is.nonneg, on_state = check.is.func,
   on_exit = check.is.func, waiting = check.is.func, log = check.is.func, what = check.is.string,
+  max_hold = check.is.positive, -- seconds: a term is lost (why "max_hold") once it lasted this long
 }
 
 -- leader.engine(client, path, opts) -> engine (not started: engine:start()). opts: above; run is
@@ -237,15 +239,18 @@ function M.engine(client, path, opts)
   o.pause = o.pause or function(_, s) client:sleep(s) end
   local e = setmetatable({ client = client, path = path, id = o.id, terms = 0, running = false, closed = false,
                            _o = o }, Engine)
-  e._on_lost = function(state)
+  e._on_lost = function(state, _, why)
     local term = e.term or e._next
     if term then
       if state == "LOST" or (state == "SUSPENDED" and o.suspended == "stop") then tell(e, term, state) end
     end
-    if o.on_state then o.on_state(state, term) end
+    if o.on_state then o.on_state(state, term, why) end
   end
   return e
 end
+
+-- The mutex of the turn in progress (queued or leading), or nil.
+function Engine:mutex() return self._mutex end
 
 -- Start the loop (again, after a loop without requeue ended). -> true | false (running, closed)
 -- | nil, msg (the spawn hook failed)
@@ -297,24 +302,26 @@ function Client:leader(path, fn, opts)
     check.argerror("leader", 2, "expected a function (run while leader), got " .. check.describe(fn))
   end
   opts = check.options("leader", 3, opts, { id = id_option, requeue = check.is.boolean, acl = check.acl_option,
-                                            suspended = check.is.oneof("keep", "stop") })
+                                            suspended = check.is.oneof("keep", "stop"),
+                                            max_hold = check.is.positive })
   check_id(self, "leader", 3, path, opts.id)
   local lo = setmetatable({ client = self, path = path, id = opts.id, _running = true,
                             _changed = watch.signal(self) }, Leader) -- notified when the term may have ended
   local what = "leader " .. check.short(path)
   local engine = M.engine(self, path, {
     id = opts.id, acl = opts.acl, requeue = opts.requeue == true, suspended = opts.suspended or "keep", what = what,
+    max_hold = opts.max_hold,
     run = function(e)
       lo._mutex = e._mutex -- the mutex of this term (spec helpers read its node)
-      local ok, err = pcall(fn, lo)
+      local ok, err = ypcall(fn, lo)
       watch.notify(lo._changed) -- another coroutine in leader:sleep() hears the term is over
       if not ok then hold.log(self, "error", ("%s: the leader function raised: %s"):format(what, tostring(err))) end
     end,
     tell = function() watch.notify(lo._changed) end,
-    on_state = function(state)
+    on_state = function(state, _, why)
       local handler = lo._on_lost
       if not handler then return end
-      local ok, err = pcall(handler, state, lo)
+      local ok, err = pcall(handler, state, lo, why)
       if not ok then
         hold.log(self, "error", ("on_lost handler of %s failed (%s): %s"):format(what, state, tostring(err)))
       end
@@ -332,6 +339,38 @@ function Leader:is_leader()
   check.object(self, Leader, "leader", "is_leader")
   if current(self) then hold.refresh(self.client) end
   return current(self) ~= nil and self.client.state ~= "CLOSED"
+end
+
+-- The hold protocol (docs/design.md, "One hold protocol") for the current term: is_held is
+-- is_leader (kept as the election's own question), node and transaction answer for the term.
+function Leader:is_held()
+  check.object(self, Leader, "leader", "is_held")
+  return self:is_leader()
+end
+
+-- The hold record of the current term (its mutex's one hold), or nil.
+local function term_hold(self)
+  local m = self:is_leader() and self._engine:mutex()
+  if not m then return nil end
+  for _, h in pairs(hold.holds(m)) do if h:live() then return h end end
+  return nil
+end
+
+-- Full path of the current term's node, nil when not leading.
+function Leader:node()
+  check.object(self, Leader, "leader", "node")
+  local h = term_hold(self)
+  return h and h.node or nil
+end
+
+-- A fenced transaction that commits only while this term's node exists. Raises when not leading.
+function Leader:transaction()
+  check.object(self, Leader, "leader", "transaction")
+  local h = term_hold(self)
+  if not h then
+    check.raise(("zklock: transaction of leader %s while not leading"):format(check.short(self.path)))
+  end
+  return require("zklock.txn").fenced(self.client, h:guard())
 end
 
 -- The fencing token of the current term (czxid of our node), nil when not leading.
@@ -418,8 +457,9 @@ local function set_leader(self, on, state)
   if self._is_leader == on then return end
   self._is_leader = on
   watch.notify(self._changed)
-  for _, fn in ipairs(self._listeners) do
-    local ok, err = pcall(fn, on, state)
+  local fn = self._on_change
+  if fn then
+    local ok, err = pcall(fn, state, self)
     if not ok then
       hold.log(self.client, "error", ("on_change handler of leader latch %s failed: %s")
         :format(check.short(self.path), tostring(err)))
@@ -474,7 +514,7 @@ join = function(self)
   if self._joining or self._closed or self.client.state == "CLOSED" then return end
   self._joining = true
   self.client:spawn(function()
-    local ok, err = pcall(joining, self)
+    local ok, err = ypcall(joining, self)
     self._joining = false
     if not ok and self.client.state ~= "CLOSED" then
       hold.log(self.client, "error", ("leader latch %s: %s"):format(check.short(self.path), tostring(err)))
@@ -493,10 +533,18 @@ function Client:latch(path, opts)
   opts = check.options("latch", 2, opts, { id = id_option, acl = check.acl_option })
   check_id(self, "latch", 2, path, opts.id)
   local self_ = setmetatable({ client = self, path = path, id = opts.id, kind = "leader latch",
-                               _listeners = {}, _is_leader = false, _closed = false,
+                               _is_leader = false, _closed = false,
                                _changed = watch.signal(self) }, Latch) -- notified on every change
   hold.init(self_, self, opts.acl, opts.id)
-  hold.on_lost(self_, function(state)
+  hold.on_lost(self_, function(state, _, why)
+    local fn = self_._on_lost
+    if fn then
+      local ok, err = pcall(fn, state, self_, why)
+      if not ok then
+        hold.log(self, "error", ("on_lost handler of leader latch %s failed (%s): %s")
+          :format(check.short(path), state, tostring(err)))
+      end
+    end
     if state == "LOST" then
       self_._lost_hold = self_._hold
       self_._hold, self_._token = nil, nil
@@ -508,9 +556,10 @@ function Client:latch(path, opts)
   return self_
 end
 
--- Leading now? Drives the client first, so a loss nobody pumped for is noticed.
-function Latch:has_leadership()
-  check.object(self, Latch, "latch", "has_leadership")
+-- Leading now (the hold protocol's "do I hold it?"; was has_leadership)? Drives the client
+-- first, so a loss nobody pumped for is noticed.
+function Latch:is_held()
+  check.object(self, Latch, "latch", "is_held")
   if self._is_leader then hold.refresh(self.client) end
   return self._is_leader and not self._closed and self.client.state ~= "CLOSED"
 end
@@ -518,8 +567,34 @@ end
 -- Fencing token (czxid of our latch node) while leading, else nil.
 function Latch:token()
   check.object(self, Latch, "latch", "token")
-  if self:has_leadership() then return self._token end
+  if self:is_held() then return self._token end
   return nil
+end
+
+-- Full path of our latch node while leading, else nil.
+function Latch:node()
+  check.object(self, Latch, "latch", "node")
+  local h = self:is_held() and self._hold
+  return h and h.node or nil
+end
+
+-- A fenced transaction that commits only while this latch leads on its node. Raises when not
+-- leading.
+function Latch:transaction()
+  check.object(self, Latch, "latch", "transaction")
+  local h = self:is_held() and self._hold
+  if not h then
+    check.raise(("zklock: transaction of leader latch %s while not leading"):format(check.short(self.path)))
+  end
+  return require("zklock.txn").fenced(self.client, h:guard())
+end
+
+-- fn(state, latch, why) for the SUSPENDED, RECONNECTED and LOST of its leadership (after LOST
+-- the latch joins again by itself). Replaces the handler; nil removes it. -> the latch
+function Latch:on_lost(fn)
+  check.object(self, Latch, "latch", "on_lost")
+  self._on_lost = hold.check_handler("on_lost", fn)
+  return self
 end
 
 -- Wait until this latch leads: true, or nil, "ETIMEDOUT: ...", or nil, "ECLOSED: ..." when the
@@ -531,9 +606,9 @@ function Latch:await(timeout)
     return fail(core.errno.ECLOSED, ("leader latch %s is closed"):format(self.path))
   end
   local ok = wait_for(self.client, ms, function()
-    return self:has_leadership() or self._closed or self.client.state == "CLOSED"
+    return self:is_held() or self._closed or self.client.state == "CLOSED"
   end, self._changed)
-  if self:has_leadership() then return true end
+  if self:is_held() then return true end
   if ok then
     return fail(core.errno.ECLOSED, ("%s was closed while waiting for leadership of latch %s")
       :format(self._closed and "the latch" or "its client", self.path))
@@ -542,14 +617,11 @@ function Latch:await(timeout)
     :format(timeout, self.path))
 end
 
--- fn(is_leader, why) on every change of leadership: true ("LEADER"), false ("LOST" with the
--- session, "CLOSED" by close()). Adds a listener; returns the latch.
+-- fn(event, latch) on every change of leadership: "LEADER" (it leads now), "LOST" (with the
+-- session), "CLOSED" (by close()). Replaces the handler; nil removes it. -> the latch
 function Latch:on_change(fn)
   check.object(self, Latch, "latch", "on_change")
-  if type(fn) ~= "function" then
-    check.argerror("on_change", 1, "expected a function, got " .. check.describe(fn))
-  end
-  self._listeners[#self._listeners + 1] = fn
+  self._on_change = hold.check_handler("on_change", fn)
   return self
 end
 
@@ -567,7 +639,7 @@ function Latch:leader()
   return p[1]
 end
 
--- Leave: leadership is given up at once (is_leader false, on_change(false, "CLOSED")) and the
+-- Leave: leadership is given up at once (is_leader false, on_change: "CLOSED") and the
 -- node deleted: waits for the delete when leading (true | nil, msg, code); a waiting entry is
 -- withdrawn and its node deleted in the background. Idempotent (true).
 function Latch:close()

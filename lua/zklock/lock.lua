@@ -27,7 +27,8 @@ local DATA_OPTION = check.is.string
 -- rw: the read-write lock this object is a side of (nil for a mutex)
 local function new(client, recipe, path, fname, opts, rw)
   check.path(fname, 1, path)
-  opts = check.options(fname, 2, opts, { acl = check.acl_option, data = DATA_OPTION, metric = check.is.string })
+  opts = check.options(fname, 2, opts, { acl = check.acl_option, data = DATA_OPTION, metric = check.is.string,
+                                         max_hold = check.is.positive })
   hold.check_data(client, fname, 2, path, opts.data)
   local self = setmetatable({
     client = client,
@@ -38,12 +39,15 @@ local function new(client, recipe, path, fname, opts, rw)
     _rw = rw,
   }, Lock)
   hold.init(self, client, opts.acl, opts.data)
+  hold.set_max_hold(self, opts.max_hold)
   hold.gc_proxy(self)
   return self
 end
 
--- acquire(timeout, { retry = policy }) -> self | nil, msg, code
---   timeout: seconds; nil = wait forever; 0 = try once. retry: see zklock.retry.
+-- acquire(timeout, { retry = policy, max_hold = seconds }) -> self | nil, msg, code
+--   timeout: seconds; nil = wait forever; 0 = try once. retry: see zklock.retry. max_hold: this
+--   grant is lost (on_lost: "LOST", lock, "max_hold") and its node deleted once held that long
+--   (a reentrant acquire keeps the bound of the first).
 function Lock:acquire(timeout, opts)
   check.object(self, Lock, "lock", "acquire")
   local client = self.client
@@ -51,7 +55,14 @@ function Lock:acquire(timeout, opts)
   local ms = check.timeout("acquire", 1, timeout)
   -- no retry policy: one attempt with what was just checked (no closure, no second check)
   if opts == nil then return self:_attempt(timeout, ms) end
-  return retry.acquire(client, "acquire", 2, timeout, opts, function(left) return self:_acquire_once(left) end)
+  local _, max_hold = retry.option("acquire", 2, opts)
+  local r, msg, code = retry.acquire(client, "acquire", 2, timeout, opts,
+    function(left) return self:_acquire_once(left) end)
+  if r and max_hold then
+    local h = hold.of(self, me())
+    if h and h.count == 1 then hold.bound(h, max_hold) end
+  end
+  return r, msg, code
 end
 
 -- One attempt of a retried acquire (the client may have been closed while it slept).
@@ -170,7 +181,7 @@ end
 -- replaces the handler (nil removes it). -> the lock
 Lock.on_lost = hold.on_lost
 
--- fn(node, lock) when another process asks the holder to let go (Curator's revocation:
+-- fn("REVOKE", lock, node) when another process asks the holder to let go (Curator's revocation:
 -- client:revoke(node) or Revoker.attemptRevoke); nil stops listening. -> the lock. See hold.on_revoke.
 Lock.on_revoke = hold.on_revoke
 
@@ -212,7 +223,8 @@ Lock.__gc = hold.collected
 -- client:rwlock(path): Curator InterProcessReadWriteLock. Two lock objects on one path.
 local function new_rw(client, path, opts)
   check.path("rwlock", 1, path)
-  opts = check.options("rwlock", 2, opts, { acl = check.acl_option, data = DATA_OPTION, metric = check.is.string })
+  opts = check.options("rwlock", 2, opts, { acl = check.acl_option, data = DATA_OPTION, metric = check.is.string,
+                                            max_hold = check.is.positive })
   hold.check_data(client, "rwlock", 2, path, opts.data)
   local rw = { path = path }
   rw.read = new(client, core.READ, path, "rwlock", opts, rw)

@@ -45,7 +45,7 @@ end
 local function emit(self, event, arg)
   local fn = self._fn
   if not fn then return end
-  local ok, err = pcall(fn, self, event, arg)
+  local ok, err = pcall(fn, event, self, arg)
   if not ok then log(self, "error", ("on_change handler failed (%s): %s"):format(event, tostring(err))) end
 end
 
@@ -328,14 +328,14 @@ function Member:await(timeout)
   return nil, ("ETIMEDOUT: the member %s was not in place within %g s"):format(self.path, ms / 1000), "ETIMEDOUT"
 end
 
--- member:on_change(fn) -> the member. fn(member, event, arg): "created" (arg: the node's path;
+-- member:on_change(fn) -> the member. fn(event, member, arg): "created" (arg: the node's path;
 -- the first creation and every re-creation), "deleted" (arg: the path; found gone, being made
 -- again), "failed" (arg: the message; the server refused the create for good). Runs from the
 -- client's event dispatch and must not wait. Replaces the handler; nil removes it.
 function Member:on_change(fn)
   check.object(self, Member, "member", "on_change")
   if fn ~= nil and type(fn) ~= "function" then
-    check.argerror("on_change", 1, "expected a function(member, event, path) or nil, got " .. check.describe(fn))
+    check.argerror("on_change", 1, "expected a function(event, member, path) or nil, got " .. check.describe(fn))
   end
   self._fn = fn
   return self
@@ -396,7 +396,7 @@ function M.new(client, path, data, opts)
   if not set then
     set = {}
     by_client[client] = set
-    client:on_session(function(state)
+    R.on_session(client, function(state)
       local list = {}
       for m in pairs(set) do list[#list + 1] = m end
       for _, m in ipairs(list) do on_session(m, state) end

@@ -13,6 +13,7 @@ local hold = require("zklock.internal.hold")
 local lockmod = require("zklock.lock")
 local semmod = require("zklock.semaphore")
 local Client = require("zklock.client").Client
+local E = require("zklock.internal.errors")
 
 local fail, me = hold.fail, hold.me
 
@@ -38,6 +39,7 @@ local function new(client, locks, opts)
     per_lock_timeout = check.is.nonneg,
     rollback = check.is.oneof("reverse", "given"),
     metric = check.is.string,
+    max_hold = check.is.positive,
   })
   local seen, seen_path = {}, {}
   for i, l in ipairs(locks) do
@@ -91,12 +93,12 @@ end
 local function listen(self, holds)
   if not holds then return end
   local g = {}
-  local function on(state)
+  local function on(state, h)
     if g.lost or state == g.last then return end
     g.last, g.lost = state, state == "LOST"
     local fn = self._on_lost
     if fn then
-      local ok, err = pcall(fn, state, self)
+      local ok, err = pcall(fn, state, self, state == "LOST" and h and h.lost or nil)
       if not ok then
         hold.log(self.client, "error", ("on_lost handler of %s failed (%s): %s"):format(tostring(self), state,
           tostring(err)))
@@ -117,8 +119,22 @@ function MultiLock:acquire(timeout, opts)
   hold.check_open(client, "acquire")
   if timeout == nil then timeout = self.opts.deadline end
   check.timeout("acquire", 1, timeout)
-  if opts == nil then return self:_acquire_once(timeout) end -- no retry policy: no closure per call
-  return retry.acquire(client, "acquire", 2, timeout, opts, function(left) return self:_acquire_once(left) end)
+  local max_hold = self.opts.max_hold
+  if opts ~= nil then max_hold = select(2, retry.option("acquire", 2, opts)) or max_hold end
+  local r, msg, code
+  if opts == nil and not max_hold then return self:_acquire_once(timeout) end -- no closure per call
+  if opts == nil then r, msg, code = self:_acquire_once(timeout)
+  else
+    r, msg, code = retry.acquire(client, "acquire", 2, timeout, opts,
+      function(left) return self:_acquire_once(left) end)
+  end
+  if r and max_hold then
+    -- every component bounded alike: the first to pass reports the grant LOST ("max_hold")
+    for _, h in ipairs(holds_of(self, me()) or {}) do
+      if h.count == 1 then hold.bound(h, max_hold) end
+    end
+  end
+  return r, msg, code
 end
 
 function MultiLock:_acquire_once(timeout)
@@ -221,17 +237,16 @@ function MultiLock:release()
         errors[#errors + 1] = { lock = l, msg = msg, code = code }
       end
     else
-      errors[#errors + 1] = { lock = l, code = "ENOTHELD",
-                              msg = ("ENOTHELD: %s was not held (released on its own?)"):format(describe(l)) }
+      local text = ("%s was not held (released on its own?)"):format(describe(l))
+      errors[#errors + 1] = { lock = l, code = "ENOTHELD", msg = E.message("ENOTHELD", text) }
     end
   end
   if #errors == 0 then return true end
   local parts = {}
   for _, e in ipairs(errors) do parts[#parts + 1] = e.msg end
   -- "CODE: ..." like every release's message (the first failure's code), each failure's own after
-  return nil, ("%s: releasing multi-lock: %d of %d failed: %s"):format(errors[1].code, #errors, #self.locks,
-    table.concat(parts, "; ")),
-         errors[1].code, errors
+  return E.fail(errors[1].code, ("releasing multi-lock: %d of %d failed: %s"):format(#errors, #self.locks,
+    table.concat(parts, "; ")), errors)
 end
 
 -- Held when the calling coroutine holds every component.

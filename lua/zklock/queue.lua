@@ -36,6 +36,7 @@ local core = require("zklock.core")
 local check = require("zklock.internal.args")
 local E = require("zklock.internal.errors")
 local R = require("zklock.internal.recipe")
+local ypcall = require("zklock.internal.scheduler").pcall -- fn may wait (yield), also on PUC Lua 5.1
 local Client = require("zklock.client").Client
 
 local now = core.now
@@ -221,6 +222,66 @@ end
 
 function Message:__tostring() return ("zklock.queue_message(%s)"):format(self.node) end
 
+-- The hold protocol (docs/design.md, "One hold protocol") while fn runs: the grant is this
+-- consumer's lock node of the item. is_held: the lock node is still this session's (and fn has
+-- not returned); token: its czxid (one exists request, the first time); the lock node's path is
+-- the field `lock` (`node`, a field older than the protocol, is the item's path, so there is no
+-- node() method); on_lost(fn): fn(state, message, why) for SUSPENDED, RECONNECTED and LOST (the session
+-- ended) while fn runs. release, <close> and collection do not apply: the take removes the item
+-- and the lock node when fn returns (or only the lock node when it raises).
+function Message:is_held()
+  check.object(self, Message, "message", "is_held")
+  return not self._done and not self._lost and self._guard.live()
+end
+
+function Message:token()
+  check.object(self, Message, "message", "token")
+  if not self:is_held() then return nil end
+  if not self._token then
+    local st = self._client:exists(self.lock)
+    self._token = st and st.czxid or nil
+  end
+  return self._token
+end
+
+function Message:on_lost(fn)
+  check.object(self, Message, "message", "on_lost")
+  if fn ~= nil and type(fn) ~= "function" then
+    check.argerror("on_lost", 1, "expected a function (or nil to remove the handler), got " .. check.describe(fn))
+  end
+  self._on_lost = fn
+  return self
+end
+
+-- Messages whose fn runs, per client, told of the session's states by one hook per client.
+local running_msgs = setmetatable({}, { __mode = "k" }) -- client -> { [message] = true }
+local function tell_msg(m, state)
+  if m._lost or m._done then return end
+  if state == "LOST" then m._lost = true end
+  local fn = m._on_lost
+  if not fn then return end
+  local ok, err = pcall(fn, state, m, state == "LOST" and "session" or nil)
+  if not ok then R.log(m._client, "error", ("on_lost handler of %s failed (%s): %s"):format(tostring(m), state,
+    tostring(err))) end
+end
+local function track_msg(client, m)
+  local set = running_msgs[client]
+  if not set then
+    set = setmetatable({}, { __mode = "k" })
+    running_msgs[client] = set
+    R.on_session(client, function(state)
+      for msg in pairs(set) do
+        if state == "SUSPENDED" then tell_msg(msg, "SUSPENDED")
+        elseif state == "EXPIRED" then tell_msg(msg, "LOST")
+        elseif state == "CONNECTED" then
+          tell_msg(msg, client:session() == msg._sid and "RECONNECTED" or "LOST")
+        end
+      end
+    end)
+  end
+  set[m] = true
+end
+
 -- Lua 5.4: fn runs under a to-be-closed guard, so that coroutine.close() on a coroutine suspended
 -- inside fn removes the lock node at once (a delete sent without waiting for its answer; the
 -- item stays). LuaJIT cannot parse it: there the lock node goes with the session.
@@ -323,7 +384,7 @@ function Queue:_try_locked(name, ms, fn)
     self:_unlock(lock)
     return fail(wg.status, "take", node, ms)
   end
-  local m = setmetatable({ name = name, node = node, lock = lock, _client = client }, Message)
+  local m = setmetatable({ name = name, node = node, lock = lock, _client = client, _sid = sid }, Message)
   m._guard = { node = lock, what = "the lock of queue item " .. name, live = function()
     R.refresh(client)
     if client.state == "CLOSED" then return false end
@@ -334,13 +395,16 @@ function Queue:_try_locked(name, ms, fn)
   local t
   if items and fn then
     local ok, err
+    track_msg(client, m)
     if guarded_pcall then
       ok, err = guarded_pcall(fn, items, m, function()
         if client.state ~= "CLOSED" then start(client, core.OP_DELETE, lock, ms, nil, 0) end
       end)
     else
-      ok, err = pcall(fn, items, m)
+      ok, err = ypcall(fn, items, m)
     end
+    m._done = true
+    running_msgs[client][m] = nil
     if not ok then
       -- the item stays where it is (for the next consumer); only our lock goes
       pcall(self._unlock, self, lock)

@@ -85,12 +85,13 @@ function M.acquire(client, fname, argn, timeout, opts, once)
   return M.run(policy, timeout, require("zklock.core").now, function(s) client:sleep(s) end, once)
 end
 
--- Validate the { retry = ... } option of an acquire.
+-- Validate the options of an acquire: { retry = policy, max_hold = seconds }. -> policy, max_hold
 function M.option(fname, argn, opts)
   opts = check.options(fname, argn, opts, {
     retry = function(v) return type(v) == "function", "a retry policy (function(attempt, code) -> seconds|nil)" end,
+    max_hold = check.is.positive,
   })
-  return opts.retry
+  return opts.retry, opts.max_hold
 end
 
 return M

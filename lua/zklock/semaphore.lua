@@ -52,7 +52,7 @@ function Lease:is_held()
   check.object(self, Lease, "lease", "is_held")
   return self._hold:live()
 end
--- fn(node, lease) when another process asks this lease's holder to give it back (nil: stop).
+-- fn("REVOKE", lease, node) when another process asks this lease's holder to give it back (nil: stop).
 -- -> the lease
 function Lease:on_revoke(fn)
   check.object(self, Lease, "lease", "on_revoke")
@@ -105,10 +105,13 @@ local function new(client, path, max_leases, opts, fname)
   if not max_int(max_leases) then
     check.argerror(fname, 2, "max_leases: expected an integer >= 1, got " .. check.describe(max_leases))
   end
-  opts = check.options(fname, 3, opts, { acl = check.acl_option, metric = check.is.string })
+  opts = check.options(fname, 3, opts, { acl = check.acl_option, metric = check.is.string,
+                                         max_hold = check.is.positive })
   local self = setmetatable({ client = client, path = path, max_leases = max_leases, kind = "semaphore",
                               metric = opts.metric }, Semaphore)
-  return hold.init(self, client, opts.acl)
+  hold.init(self, client, opts.acl)
+  hold.set_max_hold(self, opts.max_hold)
+  return self
 end
 
 -- acquire_many(n, timeout, { retry = policy }) -> array of n leases | nil, msg, code (all or none)
@@ -122,7 +125,13 @@ function Semaphore:acquire_many(n, timeout, opts)
   end
   check.timeout("acquire_many", 2, timeout)
   if opts == nil then return self:_acquire_once(n, timeout) end -- no retry policy: no closure per call
-  return retry.acquire(client, "acquire_many", 3, timeout, opts, function(left) return self:_acquire_once(n, left) end)
+  local _, max_hold = retry.option("acquire_many", 3, opts)
+  local leases, msg, code = retry.acquire(client, "acquire_many", 3, timeout, opts,
+    function(left) return self:_acquire_once(n, left) end)
+  if leases and max_hold then
+    for _, l in ipairs(leases) do hold.bound(l._hold, max_hold) end
+  end
+  return leases, msg, code
 end
 
 function Semaphore:_acquire_once(n, timeout)
@@ -167,7 +176,7 @@ end
 
 -- fn(state, lease) with state "SUSPENDED" | "RECONNECTED" | "LOST" for every lease.
 Semaphore.on_lost = hold.on_lost
--- fn(node, lease) for a revocation request on any lease of this semaphore (current and future).
+-- fn("REVOKE", lease, node) for a revocation request on any lease of this semaphore (current and future).
 Semaphore.on_revoke = hold.on_revoke
 
 -- Lease holders (and leases being counted): { { path, node, sequence, data }, ... } by sequence.
@@ -260,10 +269,10 @@ function SemaphoreMutex:on_lost(fn)
   check.object(self, SemaphoreMutex, "semaphore_mutex", "on_lost")
   hold.check_handler("on_lost", fn)
   local this = self
-  hold.on_lost(self.semaphore, fn and function(state) return fn(state, this) end or nil)
+  hold.on_lost(self.semaphore, fn and function(state, _, why) return fn(state, this, why) end or nil)
   return self
 end
--- fn(node, semaphore_mutex) when another process asks the holder to let go (nil: stop).
+-- fn("REVOKE", semaphore_mutex, node) when another process asks the holder to let go (nil: stop).
 -- -> the semaphore mutex
 function SemaphoreMutex:on_revoke(fn)
   check.object(self, SemaphoreMutex, "semaphore_mutex", "on_revoke")
@@ -271,14 +280,15 @@ function SemaphoreMutex:on_revoke(fn)
     check.argerror("on_revoke", 1, "expected a function or nil, got " .. check.describe(fn))
   end
   local this = self
-  hold.on_revoke(self.semaphore, fn and function(node) return fn(node, this) end or nil)
+  hold.on_revoke(self.semaphore, fn and function(event, _, node) return fn(event, this, node) end or nil)
   return self
 end
 function SemaphoreMutex:__tostring() return ("zklock.semaphore_mutex(%s)"):format(self.path) end
 
 local function new_mutex(client, path, opts)
   check.path("semaphore_mutex", 1, path)
-  check.options("semaphore_mutex", 2, opts, { acl = check.acl_option, metric = check.is.string })
+  check.options("semaphore_mutex", 2, opts, { acl = check.acl_option, metric = check.is.string,
+                                              max_hold = check.is.positive })
   local sem = new(client, path, 1, opts, "semaphore_mutex")
   return setmetatable({ client = client, path = path, semaphore = sem, kind = "semaphore mutex" }, SemaphoreMutex)
 end

@@ -13,6 +13,8 @@ local check = require("zklock.internal.args")
 local Client = require("zklock.client").Client
 local R = require("zklock.internal.recipe")
 local gc_proxy = require("zklock.internal.hold").gc_proxy
+local E = require("zklock.internal.errors")
+local watch = require("zklock.internal.watch")
 
 local M = {}
 
@@ -22,38 +24,6 @@ ZkLock.__name = "zklock.zookeeper_lock"
 M.ZkLock = ZkLock
 
 M.DATA = "\18\52" -- WriteLock's default data, bytes 0x12 0x34
-
--- 16 hex digits (a 64-bit session id) -> its decimal text as a signed Java long, exactly (no
--- 64-bit arithmetic needed: base-10^7 limbs).
-function M.session_decimal(hex)
-  hex = hex:lower()
-  local negative = #hex == 16 and tonumber(hex:sub(1, 1), 16) >= 8
-  local digits = {}
-  for i = 1, #hex do digits[i] = tonumber(hex:sub(i, i), 16) end
-  if negative then -- two's complement: 2^64 - v = (~v) + 1
-    for i = 1, #digits do digits[i] = 15 - digits[i] end
-    local i = #digits
-    while i >= 1 do
-      digits[i] = digits[i] + 1
-      if digits[i] < 16 then break end
-      digits[i] = 0
-      i = i - 1
-    end
-  end
-  local limbs = { 0 } -- little-endian, base 10^7
-  for _, d in ipairs(digits) do
-    local carry = d
-    for j = 1, #limbs do
-      local v = limbs[j] * 16 + carry
-      limbs[j] = v % 10000000
-      carry = math.floor(v / 10000000)
-    end
-    if carry > 0 then limbs[#limbs + 1] = carry end
-  end
-  local out = { ("%d"):format(limbs[#limbs]) }
-  for j = #limbs - 1, 1, -1 do out[#out + 1] = ("%07d"):format(limbs[j]) end
-  return (negative and "-" or "") .. table.concat(out)
-end
 
 -- WriteLock's ZNodeName: name -> prefix, sequence (nil when none)
 function M.parse(name)
@@ -129,7 +99,8 @@ local function report(self, state)
   if state == "LOST" then self._lost = true end
   local fn = self._on_lost
   if fn then
-    local ok, err = pcall(fn, state, self)
+    local why = state == "LOST" and (self._lost_max and "max_hold" or self._lost_node and "node" or "session") or nil
+    local ok, err = pcall(fn, state, self, why)
     if not ok then
       R.log(self.client, "error", ("zookeeper_lock %s: on_lost handler failed (%s): %s"):format(self.path, state,
         tostring(err)))
@@ -148,6 +119,9 @@ local function node_gone(self)
 end
 
 function ZkLock:_lost_how()
+  if self._lost_max then
+    return ("(held for its max_hold of %g s: released by zklock)"):format(self._lost_max)
+  end
   if self._lost_node then
     return ("(its node %s was deleted while it was held)"):format(check.short(tostring(self._node)))
   end
@@ -159,7 +133,7 @@ local function held_locks(client)
   if r.held then return r.held end
   local held = setmetatable({}, { __mode = "k" }) -- lock -> true while held and not lost
   r.held = held
-  client:on_session(function(state, c)
+  R.on_session(client, function(state, c)
     for lock in pairs(held) do
       if state == "SUSPENDED" then
         if not lock._suspended then
@@ -254,16 +228,19 @@ end
 
 local acquire
 
--- lock:acquire(timeout) -> lock | nil, msg, code (ETIMEDOUT, ECANCELED, ELOST, ESESSION, ...)
+-- lock:acquire(timeout, { max_hold = s }) -> lock | nil, msg, code (ETIMEDOUT, ECANCELED, ELOST, ...)
+--   max_hold (or the constructor's): once held that long the lock is lost (on_lost: "LOST",
+--   lock, "max_hold"), then its node is deleted in the background; release answers ELOST.
 --   timeout: seconds, nil = wait forever, 0 = try once. Before the first session it waits for
 --   one (within the timeout). On failure the node is deleted, and so it is when the calling
 --   coroutine dies while it waits (closed, killed by its host, collected).
-function ZkLock:acquire(timeout)
+function ZkLock:acquire(timeout, opts)
   zl_check(self, "acquire")
   local ms = check.timeout("acquire", 1, timeout)
+  opts = check.options("acquire", 2, opts, { max_hold = check.is.positive })
   if self._held and not self:is_held() then -- lost and not released yet
-    return nil, ("ELOST: zookeeper_lock %s was lost %s; release it before acquiring again")
-      :format(check.short(self.path), self:_lost_how()), "ELOST"
+    return E.fail("ELOST", ("zookeeper_lock %s was lost %s; release it before acquiring again")
+      :format(check.short(self.path), self:_lost_how()))
   end
   if self._node or self._waiting_co then
     check.raise("zklock: zookeeper_lock:acquire while held or acquiring (not reentrant)")
@@ -294,40 +271,61 @@ function ZkLock:acquire(timeout)
   self._waiting_co = nil
   R.done_waiting(c, rec)
   if self._waiting == rec then self._waiting = nil end
-  if ok then return self end
+  if ok then
+    local mh = opts.max_hold or self.max_hold
+    if mh then -- bounded: LOST ("max_hold") told first, then the node deleted in the background
+      local node = self._node
+      self._mh_timer = watch.timer(c, mh * 1000, function()
+        self._mh_timer = nil
+        if not self._held or self._lost or self._node ~= node then return end
+        self._lost_max = mh
+        reg_of(c).held[self] = nil
+        R.log(c, "warn", ("zookeeper_lock %s held for its max_hold of %g s: releasing it"):format(
+          check.short(self.path), mh))
+        report(self, "LOST")
+        R.discard(c, node)
+      end)
+    end
+    return self
+  end
   return nil, msg, code
 end
 
 local SLICE = 0.2 -- s: a waiter looks at cancel() this often (no request: a local wait)
 
 local function cancelled(self)
-  return ("ECANCELED: zookeeper_lock %s: the acquire was cancelled"):format(check.short(self.path)), "ECANCELED"
+  return E.message("ECANCELED", ("zookeeper_lock %s: the acquire was cancelled"):format(check.short(self.path))),
+    "ECANCELED"
 end
 
 local function timed_out(self, timeout)
   if timeout == 0 then
-    return ("ETIMEDOUT: zookeeper_lock %s is held by another owner"):format(check.short(self.path)), "ETIMEDOUT"
+    return E.message("ETIMEDOUT", ("zookeeper_lock %s is held by another owner"):format(check.short(self.path))),
+      "ETIMEDOUT"
   end
-  return ("ETIMEDOUT: zookeeper_lock %s: not acquired within %g s"):format(check.short(self.path), timeout),
-    "ETIMEDOUT"
+  return E.message("ETIMEDOUT", ("zookeeper_lock %s: not acquired within %g s"):format(check.short(self.path),
+    timeout)), "ETIMEDOUT"
 end
 
 function acquire(self, timeout, ms)
   local deadline = ms >= 0 and core.now() + ms or nil
   local c = self.client
-  local sid = c:session()
+  local raw = R.core(c)
+  -- the session id as Java prints a long (the C side's decimal); nil without a session
+  local dec = raw:session_id_decimal()
   -- no session yet (connecting): wait for one, as the core does for a mutex's first request
-  while not sid do
+  while not dec do
     if c.state == "CLOSED" then
-      return nil, ("ECLOSED: the client was closed while acquiring %s"):format(check.short(self.path)), "ECLOSED"
+      return E.fail("ECLOSED", ("the client was closed while acquiring %s"):format(check.short(self.path)))
     end
     if self._cancelled then return nil, cancelled(self) end
     local left = deadline and (deadline - core.now()) / 1000
     if left and left <= 0 then return nil, timed_out(self, timeout) end
     c:sleep(math.min(left or SLICE, 0.05))
-    sid = c:session()
+    dec = raw:session_id_decimal()
   end
-  local prefix = "x-" .. M.session_decimal(type(sid) == "number" and ("%016x"):format(sid) or sid) .. "-"
+  local sid = c:session() -- the session the node belongs to (a loss check compares it)
+  local prefix = "x-" .. dec .. "-"
   self._prefix = prefix
   creating(self, true)
   local node, msg, code = R.create(c, self.path .. "/" .. prefix, self.data, { ephemeral = true, sequential = true,
@@ -353,11 +351,12 @@ function acquire(self, timeout, ms)
     for i, k in ipairs(kids) do if k == mine then idx = i break end end
     if not idx then
       set_node(self, nil)
-      return nil, ("ELOST: zookeeper_lock %s: its node %s is gone (the session ended)"):format(
-        check.short(self.path), mine), "ELOST"
+      return E.fail("ELOST", ("zookeeper_lock %s: its node %s is gone (the session ended)"):format(
+        check.short(self.path), mine))
     end
     if idx == 1 then
       self._held, self._sid, self._suspended, self._lost, self._lost_node = true, sid, nil, nil, nil
+      self._lost_max = nil
       held_locks(c)[self] = true
       call(self, "on_acquired")
       return true
@@ -375,7 +374,7 @@ function acquire(self, timeout, ms)
       if code ~= "ETIMEDOUT" then return give_up(self, msg, code) end
     end
   end
-  return give_up(self, "ETIMEDOUT: zookeeper_lock: gave up", "ETIMEDOUT")
+  return give_up(self, E.message("ETIMEDOUT", "zookeeper_lock: gave up"), "ETIMEDOUT")
 end
 
 -- The session that took the lock is gone (expired, or the client closed): so is the node.
@@ -389,26 +388,27 @@ function ZkLock:release()
   check.object(self, ZkLock, "zookeeper_lock", "release")
   if not self._held then check.raise("zklock: zookeeper_lock:release while not held") end
   reg_of(self.client).held[self] = nil -- nothing more to report, whatever the outcome
+  if self._mh_timer then watch.cancel_timer(self.client, self._mh_timer) self._mh_timer = nil end
   if self.client.state == "CLOSED" then -- the node went with the session
     set_node(self, nil)
     self._held = false
     call(self, "on_released")
     return true
   end
-  if self._lost_node then
+  if self._lost_node or self._lost_max then
     set_node(self, nil)
     self._held = false
     call(self, "on_released")
-    return nil, ("ELOST: zookeeper_lock %s was lost %s before this release"):format(check.short(self.path),
-      self:_lost_how()), "ELOST"
+    return E.fail("ELOST", ("zookeeper_lock %s was lost %s before this release"):format(check.short(self.path),
+      self:_lost_how()))
   end
   if lost(self) then
     local node = self._node
     set_node(self, nil)
     self._held = false
     call(self, "on_released")
-    return nil, ("ELOST: zookeeper_lock %s: the session that held %s ended; the lock was lost before"
-      .. " this release"):format(check.short(self.path), tostring(node)), "ELOST"
+    return E.fail("ELOST", ("zookeeper_lock %s: the session that held %s ended; the lock was lost before"
+      .. " this release"):format(check.short(self.path), tostring(node)))
   end
   local ok, msg, code = self.client:delete(self._node)
   if not ok and code == "ZNONODE" then
@@ -423,8 +423,7 @@ function ZkLock:release()
     set_node(self, nil)
     self._held = false
     call(self, "on_released")
-    return nil, ("ELOST: zookeeper_lock %s was lost %s before this release"):format(check.short(self.path), why),
-      "ELOST"
+    return E.fail("ELOST", ("zookeeper_lock %s was lost %s before this release"):format(check.short(self.path), why))
   end
   if not ok then return nil, msg, code end
   set_node(self, nil)
@@ -511,7 +510,7 @@ function ZkLock:on_lost(fn)
 end
 
 local OPTIONS = { on_acquired = check.is.func, on_released = check.is.func, on_lost = check.is.func,
-                  data = check.is.string }
+                  data = check.is.string, max_hold = check.is.positive }
 
 -- client:zookeeper_lock(path, { on_acquired = fn(lock), on_released = fn(lock),
 --                              on_lost = fn(state, lock), data = })
@@ -531,7 +530,7 @@ function Client:zookeeper_lock(path, opts)
   opts = check.options("zookeeper_lock", 2, opts, OPTIONS)
   local self_ = setmetatable({ client = self, path = path, kind = "zookeeper_lock", data = opts.data or M.DATA,
                                on_acquired = opts.on_acquired, on_released = opts.on_released,
-                               _on_lost = opts.on_lost }, ZkLock)
+                               _on_lost = opts.on_lost, max_hold = opts.max_hold }, ZkLock)
   gc_proxy(self_)
   return self_
 end

@@ -71,3 +71,34 @@ describe("hold protocol: argument checks #fast", function()
     end) end
   end
 end)
+
+describe("hold protocol: leader terms and latch leadership #fast", function()
+  local c
+  setup(function() c = assert(zklock.connect("127.0.0.1:1", { wait = false })) end)
+  teardown(function() c:close() end)
+
+  for i, f in ipairs(conf.elections) do
+    local path = "/conf/fast/election" .. i
+
+    it(f.name .. ": the protocol's calls exist, a dot says so, on_lost follows the handler rule", function()
+      local obj = f.new(c, path)
+      for _, name in ipairs(conf.ELECTION_METHODS) do
+        assert.is_function(obj[name], f.name .. " lacks " .. name)
+        raises({ "with a colon" }, obj[name])
+      end
+      raises({ "bad argument #1 to 'on_lost'", "expected a function" }, obj.on_lost, obj, 1)
+      assert.are.equal(obj, obj:on_lost(function() end))
+      assert.are.equal(obj, obj:on_lost(nil))
+      obj:close()
+    end)
+
+    it(f.name .. ": not leading: is_held() false, token() and node() nil, transaction() raises", function()
+      local obj = f.new(c, path)
+      assert.is_false(obj:is_held())
+      assert.is_nil(obj:token())
+      assert.is_nil(obj:node())
+      raises({ "transaction" }, obj.transaction, obj)
+      obj:close()
+    end)
+  end
+end)

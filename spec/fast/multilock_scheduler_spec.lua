@@ -78,6 +78,27 @@ describe("builtin scheduler without a server #fast", function()
   before_each(function() c = offline() end)
   after_each(function() c:close() end)
 
+  it("scheduler.pcall: a catching call whose code waits (yields) on every Lua, 5.1 included", function()
+    local sched = require("zklock.internal.scheduler")
+    for _, ypcall in ipairs({ sched.pcall, sched._yielding_pcall }) do
+      local got, failed, order = nil, nil, {}
+      c:spawn(function()
+        got = { ypcall(function(a, b)
+          order[#order + 1] = "in"
+          c:sleep(0.02) -- suspends the spawned coroutine, not the caller's thread
+          order[#order + 1] = "woke"
+          return a + b, "two"
+        end, 1, 2) }
+        failed = { ypcall(function() c:sleep(0.01) error("boom", 0) end) }
+      end)
+      c:spawn(function() order[#order + 1] = "other" end)
+      assert(c:run(5))
+      assert.are.same({ true, 3, "two" }, got)
+      assert.are.same({ false, "boom" }, failed)
+      assert.are.same({ "in", "other", "woke" }, order)
+    end
+  end)
+
   it("spawned coroutines run interleaved at their sleeps; run() returns once all are done", function()
     local log = {}
     for _, name in ipairs({ "a", "b" }) do

@@ -71,6 +71,23 @@ end
 M.GRANT_METHODS = { "release", "is_held", "token", "node", "on_lost", "transaction" }
 M.ACQUIRER_METHODS = { "acquire", "cancel" }
 
+-- Grants that no acquire returns: a leader's term (client:leader runs a function while it
+-- leads) and a latch's leadership (the latch joins by itself). They answer is_held, token, node,
+-- on_lost and transaction for the current term; these checks do not apply to them: acquire's
+-- timeouts and return value, cancel, release (close() leaves the election instead), <close> and
+-- collection of a grant (there is no grant object apart from the election's own).
+M.elections = {
+  {
+    name = "leader term",
+    new = function(c, path) return c:leader(path, function(lo) lo:sleep(30) end) end,
+  },
+  {
+    name = "latch leadership",
+    new = function(c, path) return c:latch(path) end,
+  },
+}
+M.ELECTION_METHODS = { "is_held", "token", "node", "on_lost", "transaction" }
+
 -- Timeouts that must raise (argument #1 of acquire, naming "timeout").
 M.BAD_TIMEOUTS = {
   { 0 / 0, "NaN" }, { -1, "-1" }, { -1e-9, "-1e-09" }, { -math.huge, "-inf" }, { "5", "\"5\"" }, { {}, "table" },

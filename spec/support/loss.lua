@@ -197,19 +197,19 @@ M.families = {
     hold = function(hc, path, ev)
       local lt = hc:latch(path)
       local h = {}
-      lt:on_change(function(leading) if h.led and not leading then ev.learned("on_change false") end end)
+      lt:on_change(function(event) if h.led and event ~= "LEADER" then ev.learned("on_change false") end end)
       local ok, err = lt:await(10)
       if not ok then lt:close() return nil, err end
       h.led = true
-      h.held = function() return lt:has_leadership() end
+      h.held = function() return lt:is_held() end
       h.close = function() pcall(lt.close, lt) end
       return h
     end,
     contend = function(wc, path, ev)
       local lt = wc:latch(path)
       local w = {}
-      lt:on_change(function(leading)
-        if leading and not w.got then w.got = true ev.granted() ev.released() end
+      lt:on_change(function(event)
+        if event == "LEADER" and not w.got then w.got = true ev.granted() ev.released() end
       end)
       w.close = function() pcall(lt.close, lt) end
       return w
@@ -340,7 +340,7 @@ local function batch(ctx, n)
       for _, r in ipairs(rounds) do
         local t1, rq1 = now(), M.run_delay_ms()
         if r.hc.state ~= "CLOSED" then r.hc:process() end
-        -- (is_leader() and has_leadership() drive the client too)
+        -- (is_leader() and is_held() drive the client too)
         if not r.learned_at and r.set_sent and not r.h.held() then r.ev_h.learned("is_held() false") end
         if r.set_sent and not r.decided then
           -- wall time of the calls less their wait for a CPU: time spent blocked inside them

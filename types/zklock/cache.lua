@@ -71,12 +71,12 @@ function cache:is_initialized() end
 ---@return string? code
 function cache:await(timeout) end
 
----Set the handler: `fn(cache, event, path, stat, data)` for `"added"`, `"updated"`, `"removed"`
+---Set the handler: `fn(event, cache, path, stat, data)` for `"added"`, `"updated"`, `"removed"`
 ---(with the last stat and data), `"initialized"` (path: the root; after the first sync and after
 ---each resync) and `"failed"` (data: the message; `max_nodes` passed). It runs from the client's
 ---event dispatch and must not wait; an error in it is logged. Replaces the handler; `nil`
 ---removes it.
----@param fn? fun(cache: zklock.Cache, event: "added"|"updated"|"removed"|"initialized"|"failed", path: string, stat?: zklock.Stat, data?: string|false)
+---@param fn? fun(event: "added"|"updated"|"removed"|"initialized"|"failed", cache: zklock.Cache, path: string, stat?: zklock.Stat, data?: string|false)
 ---@return zklock.Cache self
 function cache:on_change(fn) end
 

@@ -57,11 +57,11 @@ function member:is_current() end
 ---@return string? code
 function member:await(timeout) end
 
----Set the handler: `fn(member, event, path)` for `"created"` (the node made: the first time and
+---Set the handler: `fn(event, member, path)` for `"created"` (the node made: the first time and
 ---every time again), `"deleted"` (the node found deleted; being made again) and `"failed"`
 ---(path: the message; the server refused the create). It runs from the client's event dispatch
 ---and must not wait; an error in it is logged. Replaces the handler; `nil` removes it.
----@param fn? fun(member: zklock.Member, event: "created"|"deleted"|"failed", path: string)
+---@param fn? fun(event: "created"|"deleted"|"failed", member: zklock.Member, path: string)
 ---@return zklock.Member self
 function member:on_change(fn) end
 
@@ -119,11 +119,11 @@ function group:is_initialized() end
 ---@return string? code
 function group:await(timeout) end
 
----Set the handler: `fn(group, event, id, data)` for `"joined"`, `"updated"`, `"left"` (with the
+---Set the handler: `fn(event, group, id, data)` for `"joined"`, `"updated"`, `"left"` (with the
 ---last data), `"initialized"` (id nil; after the first sync and after each resync) and
 ---`"failed"` (data: the message). It runs from the client's event dispatch and must not wait;
 ---an error in it is logged. Replaces the handler; `nil` removes it.
----@param fn? fun(group: zklock.Group, event: "joined"|"updated"|"left"|"initialized"|"failed", id?: string, data?: string)
+---@param fn? fun(event: "joined"|"updated"|"left"|"initialized"|"failed", group: zklock.Group, id?: string, data?: string)
 ---@return zklock.Group self
 function group:on_change(fn) end
 

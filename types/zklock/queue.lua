@@ -98,3 +98,23 @@ local message = {}
 ---still fenced). Raises when called twice.
 ---@return zklock.Transaction txn
 function message:transaction() end
+
+---While `fn` runs: does this consumer still hold the item's lock node (its session lives, `fn`
+---has not returned)? (The hold protocol; the lock node's path is the field `lock`: `node` is
+---the item's path, so a message has no `node()` method.)
+---@return boolean
+function message:is_held() end
+
+---The fencing token of the lock node (its czxid; one `exists` request the first time), nil once
+---not held.
+---@return integer?
+function message:token() end
+
+---Set the handler `fn(state, message, why)` for `"SUSPENDED"`, `"RECONNECTED"` and `"LOST"` (why
+---`"session"`: the session ended, the item stays for another consumer) while `fn` of the take
+---runs. Replaces the previous handler.
+---
+---Errors: raises if `fn` is neither a function nor nil.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", message: zklock.QueueMessage, why?: "session") nil removes it.
+---@return zklock.QueueMessage message
+function message:on_lost(fn) end

@@ -38,14 +38,14 @@ function shared_count:try_set(value, version) end
 ---@return string? code
 function shared_count:set(value) end
 
----Call `fn(value, version, sc)` for every change of the node made after this call (any write,
+---Set the handler: `fn("changed", sc, value, version)` for every change of the node made after this call (any write,
 ---also of the same value; a deletion and recreation). Runs from the client's event dispatch,
 ---i.e. while the client is pumped (a blocking call, `client:run`, an adapter's loop); it must not
 ---wait. The watch is armed again after each change and after a reconnection, so a change made
 ---meanwhile is reported then (several changes in between are reported once, with the latest
----value). Several listeners may be added; an error in one is logged.
----@param fn fun(value: integer, version: integer, sc: zklock.SharedCount)
----@return true
+---value). Replaces the previous handler; an error in it is logged.
+---@param fn? fun(event: "changed", sc: zklock.SharedCount, value: integer, version: integer) nil removes it.
+---@return zklock.SharedCount sc
 function shared_count:on_change(fn) end
 
 ---Stop listening (the node stays). Later calls other than `close` raise.
@@ -181,8 +181,9 @@ function double_barrier:node() end
 ---@class zklock.ZookeeperLockOptions
 ---@field on_acquired? fun(lock: zklock.ZookeeperLock) Called when acquired (WriteLock's `LockListener.lockAcquired`).
 ---@field on_released? fun(lock: zklock.ZookeeperLock) Called after release (`LockListener.lockReleased`).
----@field on_lost? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.ZookeeperLock) Called while held when the connection is lost, comes back on the same session, or the session ended (see `zookeeper_lock:on_lost`).
+---@field on_lost? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.ZookeeperLock, why?: "session"|"node"|"max_hold") Called while held when the connection is lost, comes back on the same session, or the session ended (see `zookeeper_lock:on_lost`).
 ---@field data? string Node data (default the bytes 0x12 0x34, as WriteLock writes).
+---@field max_hold? number Seconds every grant is bounded to: then it is lost (`on_lost` hears `("LOST", lock, "max_hold")` once) and its node deleted in the background; `release` answers `ELOST`.
 
 ---A lock on ZooKeeper's WriteLock protocol (`client:zookeeper_lock(path, opts)`). It answers like
 ---every other grant (docs/design.md, "One hold protocol"). Lua 5.4: `<close>` releases it; an
@@ -208,10 +209,11 @@ local zookeeper_lock = {}
 ---(`coroutine.close`, killed by its host: the client's reaper of dead owners). Raises when held
 ---or on a bad timeout.
 ---@param timeout? number Seconds; nil waits forever, 0 tries once.
+---@param opts? { max_hold?: number } `max_hold`: bound this grant (overrides the constructor's), as `zklock.ZookeeperLockOptions.max_hold`.
 ---@return zklock.ZookeeperLock? lock The lock itself (for `<close>`).
 ---@return string? msg
 ---@return string? code
-function zookeeper_lock:acquire(timeout) end
+function zookeeper_lock:acquire(timeout, opts) end
 
 ---Delete the node and call `on_released`. Raises when not held. `ELOST` when the hold was lost
 ---first: the session that took the lock ended, or its node was deleted by someone else (found by
@@ -257,6 +259,6 @@ function zookeeper_lock:cancel() end
 ---client's event dispatch: it must not wait (set a flag, wake the owner).
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.ZookeeperLock) nil removes it.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", lock: zklock.ZookeeperLock, why?: "session"|"node"|"max_hold") nil removes it.
 ---@return zklock.ZookeeperLock lock
 function zookeeper_lock:on_lost(fn) end

@@ -97,7 +97,7 @@ function M.attach(client, cq, opts)
   -- The fd is closed by client:close(): cqueues must forget it first (cqueues.cancel), which
   -- also wakes the pump so that it ends. Session handlers run before the fd is closed.
   st.fd = client:fd()
-  client:on_session(function(state)
+  require("zklock.internal.recipe").on_session(client, function(state)
     if state == "CLOSED" and states[client] == st then
       cqueues.cancel(st.fd)
       st.kick:signal()

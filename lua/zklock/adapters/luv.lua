@@ -198,7 +198,7 @@ function M.attach(client, uv, opts)
   client:use(adapter)
 
   -- The fd is closed by client:close(): the poll handle must be stopped first.
-  client:on_session(function(state)
+  require("zklock.internal.recipe").on_session(client, function(state)
     if state == "CLOSED" and states[client] == st then
       M.detach(client)
     end

@@ -66,7 +66,8 @@
 --       to stop, and queues again. opts: hosts (required), id, session_timeout (10 s),
 --       stop_grace (5 s), acl. ctx: token, node, id, path, pid, worker, client,
 --       ctx:stopping() -> nil | "SUSPENDED" | "LOST" | "EXITING" | "CLOSED",
---       ctx:sleep(s) -> true | nil, reason. handle: running(), token(), close().
+--       ctx:sleep(s) -> true | nil, reason. handle: running() (and is_held(), the same), token(),
+--       close().
 --       See README ("One worker across the fleet") for what happens on SUSPENDED, LOST,
 --       reload, quit and a crashed worker.
 --
@@ -83,6 +84,7 @@ if type(ngx) ~= "table" or not ngx.timer then
 end
 local zklock = require("zklock")
 local check = require("zklock.internal.args")
+local E = require("zklock.internal.errors")
 local leader = require("zklock.leader")
 local semaphore = require("ngx.semaphore")
 
@@ -255,7 +257,7 @@ end
 
 function M.start(hosts, connect_opts, pump_opts)
   if worker_client and worker_client.state ~= "CLOSED" then
-    return nil, "EEXIST: zklock.adapters.openresty.start: this worker already has a client", "EEXIST"
+    return E.fail("EEXIST", "zklock.adapters.openresty.start: this worker already has a client")
   end
   local opts = connect_opts
   if type(connect_opts) == "table" then
@@ -479,7 +481,7 @@ function M.one_worker(path, fn, opts)
   local ok, err = engine:start()
   if not ok then
     client:close()
-    return nil, "ESYSTEM: one_worker: cannot start the supervisor timer: " .. tostring(err), "ESYSTEM"
+    return E.fail("ESYSTEM", "one_worker: cannot start the supervisor timer: " .. tostring(err))
   end
   st.engine = engine
   return setmetatable({ _st = st }, Fleet)
@@ -490,6 +492,12 @@ function Fleet:running()
   if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:running() (with a colon)") end
   local job = self._st.job
   return job ~= nil and not job._term.why and not job._why
+end
+
+-- The hold protocol's "do I hold it?": the same answer as running().
+function Fleet:is_held()
+  if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:is_held() (with a colon)") end
+  return self:running()
 end
 
 -- The fencing token of the job this worker runs now, or nil.

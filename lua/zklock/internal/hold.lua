@@ -74,6 +74,7 @@ function M.init(obj, client, acl, data)
     pending = {},  -- op id -> waiter, while acquiring
     on_lost = nil,
     on_revoke = nil,
+    max_hold = nil, -- seconds: every grant of obj is released once held this long (M.bound)
     live = setmetatable({}, { __mode = "k" }), -- every hold of obj not yet released (leases too)
   }
   return obj
@@ -91,6 +92,21 @@ function M.check_data(client, fname, argn, path, data)
     ("option 'data': %d bytes (with the path and node name)"):format(size))
   return data
 end
+
+-- The max_hold option (seconds, nil: unbounded) of a constructor or an acquire. Raises naming
+-- the option otherwise. -> seconds | nil
+function M.check_max_hold(fname, argn, v)
+  if v == nil then return nil end
+  if type(v) ~= "number" or v ~= v or v <= 0 or v == math.huge then
+    check.argerror(fname, argn, "option 'max_hold': expected a number of seconds > 0 (finite), got "
+      .. check.describe(v))
+  end
+  return v
+end
+
+-- Bound every later grant of obj to `seconds` (nil: unbounded), as opts.max_hold of its
+-- constructor does (already validated).
+function M.set_max_hold(obj, seconds) obj[STATE].max_hold = seconds end
 
 -- The node data of obj's acquisitions (nil: the client's identity).
 function M.data(obj) return obj[STATE].data end
@@ -218,6 +234,7 @@ function M.adopt(obj, id, owner, target, kind, path)
   st.live[hold] = true
   if st.on_revoke then arm_revoke(hold) end
   if R.metrics(st.client) then hold.granted_at = now() end
+  if st.max_hold then M.bound(hold, st.max_hold) end
   return hold
 end
 
@@ -241,6 +258,7 @@ function Hold:owner() return self.owner_ref and self.owner_ref[1] end
 -- Held (not lost, not closed with the client, not released)? Drives the client first.
 function Hold:live()
   R.refresh(self.client)
+  if self.max_hold_at and not self.lost and now() >= self.max_hold_at then self:max_hold_passed() end
   return not self.lost and not self.closed and not self.released and self.client.state ~= "CLOSED"
 end
 
@@ -248,6 +266,7 @@ end
 -- (the client was closed: the node went with the session; nobody is told).
 function Hold:on_state(state)
   if self.lost then return end -- LOST is final and reported once (the session's end after a node's)
+  if state == "CLOSED" or state == "LOST" then self:unbound() end
   if state == "CLOSED" then self.closed = true hold_done(self, "closed with the client") return end
   if state == "LOST" then self.lost = self.lost_why or "session"
   elseif state == "SUSPENDED" then self.suspended = true
@@ -260,7 +279,8 @@ function Hold:on_state(state)
   end
   local fn = self.on_lost or self.obj[STATE].on_lost
   if fn then
-    local ok, err = pcall(fn, state, self.target)
+    -- fn(event, target, why): why (LOST only) is "session", "node" or "max_hold"
+    local ok, err = pcall(fn, state, self.target, state == "LOST" and self.lost or nil)
     if not ok then
       log(self.client, "error", ("on_lost handler of %s failed (%s): %s"):format(self:what(), state, tostring(err)))
     end
@@ -279,6 +299,8 @@ end
 function Hold:lost_how()
   if self.lost == "node" then
     return ("(its node %s was deleted while it was held)"):format(check.short(self.node or "?"))
+  elseif self.lost == "max_hold" then
+    return ("(held for its max_hold of %g s: released by zklock)"):format(self.max_hold)
   end
   return "with the session"
 end
@@ -292,6 +314,47 @@ function Hold:gone()
   self.lost_why = "node"
   self:on_state("LOST")
   self.lost_why = nil
+end
+
+---------------------------------------------------------------- bounded holds (max_hold)
+--
+-- A hold bounded to `max_hold` seconds is lost when they pass while it is held: its on_lost
+-- handler hears ("LOST", target, "max_hold") once, and only then is its node deleted (in the
+-- background), so the next waiter is granted after the handler ran. The owner's release then
+-- answers ELOST, as after any loss. The time is kept by a client timer (zklock.watch): it fires
+-- when the client is driven; is_held/token/node look at the clock themselves.
+
+-- Bound hold h to `seconds` from now (replacing an earlier bound).
+function M.bound(h, seconds)
+  h:unbound()
+  if h.lost or h.closed or h.released then return end
+  h.max_hold, h.max_hold_at = seconds, now() + seconds * 1000
+  h.max_hold_timer = watch.timer(h.client, seconds * 1000, function() h:max_hold_passed() end)
+end
+
+-- Drop the hold's bound (released, lost, closed).
+function Hold:unbound()
+  local t = self.max_hold_timer
+  if t then
+    self.max_hold_timer = nil
+    watch.cancel_timer(self.client, t)
+  end
+end
+
+-- The hold's max_hold passed: LOST (why "max_hold") reported once, then its node given back.
+function Hold:max_hold_passed()
+  if self.lost or self.closed or self.released then return end
+  self.max_hold_at = nil
+  log(self.client, "warn", ("%s held for its max_hold of %g s: releasing it"):format(self:what(), self.max_hold))
+  self.lost_why = "max_hold"
+  self:on_state("LOST")
+  self.lost_why = nil
+  hold_done(self, "max_hold")
+  -- the handler has run: give the node back now; the owner's release answers ELOST
+  disarm_revoke(self)
+  R.track(self.client, self.id, nil)
+  self.abandoned = true
+  if self.client.state ~= "CLOSED" then pcall(R.core(self.client).abandon, R.core(self.client), self.id) end
 end
 
 -- What a fenced transaction (zklock.txn) checks before and while it commits: the hold's node.
@@ -358,7 +421,7 @@ local function revoke_read(hold, st, res)
   if rep then
     metrics.revoked(rep, labels_of(hold.obj[STATE], hold.obj, rep), rep.events ~= "none" and hold:what(), hold.token)
   end
-  local ok, err = pcall(fn, hold.node, hold.target)
+  local ok, err = pcall(fn, "REVOKE", hold.target, hold.node)
   if not ok then
     log(hold.client, "error", ("on_revoke handler of %s failed: %s"):format(hold:what(), tostring(err)))
   end
@@ -386,7 +449,7 @@ function arm_revoke(hold)
 end
 
 -- Set (fn) or clear (nil) the revocation handler of hold `h` alone (a lease), or of every hold
--- of obj (current and future) with on_revoke(obj, fn). fn(node, target) runs from the client's
+-- of obj (current and future) with on_revoke(obj, fn). fn("REVOKE", target, node) runs from the client's
 -- event dispatch, like on_lost handlers: it must not wait (set a flag, wake the owner).
 local function set_revoke(h)
   if revoke_fn(h) then arm_revoke(h) else disarm_revoke(h) end
@@ -417,6 +480,7 @@ end
 -- Unlist the hold from its object and its client (it is being released or dropped).
 local function unlist(hold)
   disarm_revoke(hold)
+  hold:unbound()
   local st = hold.obj[STATE]
   st.live[hold] = nil
   local owner = hold:owner()
@@ -454,6 +518,7 @@ function M.release(hold)
   if hold.closed or client.state == "CLOSED" then
     return true -- the session was closed: every node of ours went with it
   end
+  if hold.abandoned then return lost_before_release(hold) end -- max_hold gave the node back
   local ok, msg, code = R.core(client):release(hold.id)
   local status
   if ok then

@@ -34,6 +34,10 @@ end
 
 function recipe.peek(self, key) return self._slots[key] end
 
+-- recipe.on_session(client, fn): a recipe's own session hook, fn(state, client), run before the
+-- user's handler; added for the client's life (the user's client:on_session replaces only its own)
+function recipe.on_session(self, fn) local hs = self._session_handlers; hs[#hs + 1] = fn end
+
 function recipe.op(self, optype, path, data, flags, version, acl_id, ms, watch)
   return self._c:op(optype, path, data, flags, version, acl_id, ms, watch)
 end

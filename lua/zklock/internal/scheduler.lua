@@ -21,6 +21,46 @@ M.WAIT = WAIT
 local SWEEP_MS = 100 -- how often waiters and tasks of dead coroutines are looked for
 local CO = setmetatable({}, { __tostring = function() return "zklock.internal.scheduler.co" end }) -- w[CO]
 
+---------------------------------------------------------------- a pcall that may yield
+--
+-- PUC Lua 5.1 cannot yield across pcall ("attempt to yield across metamethod/C-call boundary"),
+-- and the election engine catches the errors of code that waits (a term, a leader's function).
+-- There M.pcall runs fn in a coroutine of its own, forwards its yields to whoever resumes the
+-- caller and reads coroutine.resume's result: an error ends the call as pcall's would. The
+-- inner coroutine acts for the caller: the scheduler parks, wakes and times the caller
+-- (owner_of), so a wait inside fn suspends like one outside it. Lua 5.2+ and LuaJIT yield
+-- across pcall: there M.pcall is pcall.
+local pack = table.pack or function(...) return { n = select("#", ...), ... } end
+local owner_of = setmetatable({}, { __mode = "k" }) -- inner coroutine -> the coroutine it acts for
+M.YIELD_ACROSS_PCALL = not (_VERSION == "Lua 5.1" and not rawget(_G, "jit"))
+
+local function acting(co)
+  return co and owner_of[co] or co
+end
+
+local function yielding_pcall(fn, ...)
+  local outer = running()
+  if not outer then return pcall(fn, ...) end -- the main thread does not yield: a plain pcall
+  local co = coroutine.create(fn)
+  owner_of[co] = acting(outer)
+  local r = pack(resume(co, ...))
+  while true do
+    if not r[1] then
+      owner_of[co] = nil
+      return false, r[2]
+    end
+    if status(co) == "dead" then
+      owner_of[co] = nil
+      return true, unpack_(r, 2, r.n)
+    end
+    r = pack(resume(co, yield(unpack_(r, 2, r.n)))) -- pass the yield out, the resume back in
+  end
+end
+
+-- M.pcall(fn, ...) -> pcall's results; fn may wait (yield) on every Lua this library supports.
+M.pcall = M.YIELD_ACROSS_PCALL and pcall or yielding_pcall
+M._yielding_pcall = yielding_pcall -- for the fast tier, on every Lua
+
 -- Lua 5.4: a to-be-closed guard around the yield, so that coroutine.close() on a waiting
 -- coroutine withdraws its operation (and its task) at once. LuaJIT cannot parse it; there the
 -- periodic sweep of dead coroutines does the same, a little later.
@@ -67,11 +107,11 @@ function M.new()
   function S.owns(_)
     local co, main = running()
     if main or not co then return false end
-    return tasks[co] == true
+    return tasks[acting(co)] == true
   end
 
   function S.wait(client, w)
-    local co = running()
+    local co = acting(running())
     w[CO] = co
     parked[w], client_of[w] = co, client
     if guarded_yield then guarded_yield(w) else yield(WAIT) end
@@ -87,7 +127,7 @@ function M.new()
 
   -- seconds may be math.huge: then only client:close() wakes it
   function S.sleep(_, seconds)
-    local timer = { at = now() + seconds * 1000, co = running() }
+    local timer = { at = now() + seconds * 1000, co = acting(running()) }
     local i = #timers + 1
     while i > 1 and timers[i - 1].at > timer.at do i = i - 1 end
     table.insert(timers, i, timer)

@@ -101,21 +101,48 @@ function M.on_event(client, id, status)
   if rec then finish(client, rec, status) end
 end
 
--- Waits whose deadline passed end (ETIMEDOUT); run by every pump after the dispatch.
+-- Waits whose deadline passed end (ETIMEDOUT), and timers whose time came run (M.timer); run by
+-- every pump after the dispatch.
 function M.expire(client)
   local ws = peek(client)
   if not ws or next(ws.timed) == nil then return end
   local t = now()
+  local due
   for w in pairs(ws.timed) do
     if t >= w.deadline then
       ws.timed[w] = nil
-      if not w.done then
+      if w.fn then
+        due = due or {}
+        due[#due + 1] = w
+      elseif not w.done then
         w.done, w.timed_out = true, true
         ws.waiting = ws.waiting - 1
         if w.adapter then w.adapter.wake(client, w) end
       end
     end
   end
+  if not due then return end
+  -- after the traversal: a timer's function may start or cancel timers
+  table.sort(due, function(a, b) return a.deadline < b.deadline end)
+  for _, w in ipairs(due) do
+    local ok, err = pcall(w.fn)
+    if not ok then R.log(client, "error", "a timer of the client failed: " .. tostring(err)) end
+  end
+end
+
+-- A timer: fn() runs from the pump (it must not wait) once `ms` milliseconds have passed, if
+-- the client is driven then (a pump, client:run, a sleep, any wait). Not counted by
+-- client:pending(): a timer alone does not keep client:run going. -> the timer (for cancel_timer)
+function M.timer(client, ms, fn)
+  local t = { deadline = now() + ms, fn = fn }
+  state(client).timed[t] = true
+  return t
+end
+
+-- Cancel timer t (made by M.timer); nothing if it ran already.
+function M.cancel_timer(client, t)
+  local ws = peek(client)
+  if ws then ws.timed[t] = nil end
 end
 
 -- ms until the first wait deadline (-1: none): folded into the client's timeout.

@@ -829,15 +829,15 @@ function M.cache(h, opts)
 end
 
 -- record_cache(rec, cache [, fn]) -> cache: the cache's handler logs every event for check.cache
--- (then calls fn(cache, event, path, stat, data) when given). Replaces the cache's handler.
+-- (then calls fn(event, cache, path, stat, data) when given). Replaces the cache's handler.
 function M.record_cache(rec, cache, fn)
   if getmetatable(rec) ~= Recorder then
     error("zklock.testing.check.record_cache: bad argument #1: expected a recorder", 2)
   end
-  return cache:on_change(function(c, event, path, stat, data)
+  return cache:on_change(function(event, c, path, stat, data)
     rec:log("cache", path, { what = event, czxid = stat and stat.czxid, mzxid = stat and stat.mzxid,
                              value = type(data) == "string" and data or nil })
-    if fn then fn(c, event, path, stat, data) end
+    if fn then fn(event, c, path, stat, data) end
   end)
 end
 

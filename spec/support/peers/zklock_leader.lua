@@ -81,7 +81,7 @@ local function run_latch()
   while running() do
     local l = c:latch(path, { id = id })
     local lost_at
-    l:on_change(function(on) if not on and not lost_at then lost_at = now() end end)
+    l:on_change(function(event) if event ~= "LEADER" and not lost_at then lost_at = now() end end)
     local led = false
     while not led and running() do led = l:await(0.05) == true end
     if not led then l:close() break end
@@ -89,7 +89,7 @@ local function run_latch()
     local node = l._hold and base(l._hold.node) or "-"
     line("B", key, owner, id, tostring(tok), ms(start), node)
     local until_ = start + hold_ms
-    while now() < until_ and l:has_leadership() and running() do c:sleep(0.01) end
+    while now() < until_ and l:is_held() and running() do c:sleep(0.01) end
     local finish = lost_at or now()
     local how = lost_at and "lost" or "ok"
     l:close()

@@ -82,6 +82,10 @@ local OneWorker = {}
 ---@return boolean
 function OneWorker:running() end
 
+---The hold protocol's "do I hold it?": the same answer as `running()`.
+---@return boolean
+function OneWorker:is_held() end
+
 ---The fencing token of the job this worker runs now, or nil.
 ---@return integer?
 function OneWorker:token() end
