@@ -267,6 +267,6 @@ static void create_ok_name_copy_fails(void) {
 H_DEFINE_GROUP(g_plain, {"create_with_parents", create_with_parents},
                {"create_parents_reaped", create_parents_reaped},
                {"create_parent_refused", create_parent_refused}, {"timeouts", timeouts},
-               {"create_ok_name_copy_fails", create_ok_name_copy_fails},
-               {"bad_args", bad_args}, {"create_ttl", create_ttl}, {"txn_lifecycle", txn_lifecycle},
+               {"create_ok_name_copy_fails", create_ok_name_copy_fails}, {"bad_args", bad_args},
+               {"create_ttl", create_ttl}, {"txn_lifecycle", txn_lifecycle},
                {"txn_timeout_and_bad_args", txn_timeout_and_bad_args});
