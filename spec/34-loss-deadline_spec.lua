@@ -107,7 +107,7 @@ end)
 --     case where a closeSession could reach the server.
 -- The waiter must be granted only after the holder's owner saw is_held() false. ZKLOCK_H1_ROUNDS
 -- (3) rounds per fault. Known weakness: with the read side shut only (the old code) this passed
--- too (19 rounds); the grant followed LOST within a few ms in only 1 of them, so the ZooKeeper
+-- too (11 delay rounds); the grant followed LOST within a few ms in only 1 of them, so the ZooKeeper
 -- client seldom got the closeSession out here, and the check is weaker than it should be.
 local testing = require("zklock.testing")
 local core = require("zklock.core")
