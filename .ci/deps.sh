@@ -11,7 +11,7 @@ PKGS=(
   libcurator-recipes-java python3-kazoo python3
   lua-cqueues lua-luv
   nginx-core libnginx-mod-http-lua lua-resty-core curl
-  procps iproute2 util-linux bsdutils
+  procps iproute2 util-linux bsdutils strace
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -256,6 +256,72 @@ describe("zklock run/elect: the command's tree is dead before the next holder's 
     scenario("elect, kill -9", "kill9", "elect", "trap '' TERM; sleep 30 | cat")
   end)
 
+  -- M2 (review of issue 21): the keeper dies after it reported the command's exit but before it
+  -- killed what the command left behind (here a setsid'd sleep). strace holds the keeper's
+  -- kill() calls back (every one comes after that report), and the test kills the keeper then.
+  -- zklock must kill and reap the leftover itself before giving the lock back: B's command
+  -- starts only after A's tree is dead. ZKLOCK_CLI_ROUNDS rounds.
+  it("the keeper killed after the command exited, a setsid'd leftover still running: dead before B starts",
+     function()
+    assert(os.execute("command -v strace >/dev/null 2>&1"), "this test needs strace (it delays the keeper's kill())")
+    local holds, outs = {}, {}
+    for r = 1, ROUNDS do
+      local dir = scope.tmpdir("keeper-after-exit-" .. r)
+      local path = "/tree/keeper-after-exit/" .. r
+      local fifo, dead, go = dir .. "/fifo", dir .. "/dead", dir .. "/go"
+      assert(os.execute("mkfifo " .. shq(fifo)))
+      fifos[#fifos + 1] = fifo
+      pids[#pids + 1] = fw.spawn_bg(("sh -c %s"):format(shq(("cat %s >/dev/null; date +%%s%%N >%s")
+        :format(shq(fifo), shq(dead)))), dir .. "/watcher.out")
+      local astart, bstart = dir .. "/a.start", dir .. "/b.start"
+      local opts = ("--session-timeout %d"):format(SESSION)
+      local a = bg(("run %s %s -- %s %s"):format(opts, path, SH, shq(holder_cmd(fifo, astart,
+        ("echo $$ >%s; (setsid sleep 30 &); i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.02; i=$((i+1)); done")
+          :format(shq(dir .. "/cmd.pid"), shq(go))))), zk.hosts, dir, "a")
+      assert(wait_for(function() return ns_in(astart) end, 20, "A's command"), output(a))
+      local b = bg(("run %s %s -- %s %s"):format(opts, path, SH, shq(("date +%%s%%N >%s"):format(shq(bstart)))),
+        zk.hosts, dir, "b")
+      assert(wait_for(function() return util.child_count(c, path) >= 2 end, 20, "B queued"), output(b))
+      local keeper = tonumber(sh(("ps -o pid= --ppid %d"):format(a.pid)):match("%d+"))
+      assert(keeper, "A's keeper not found")
+      local tracer = fw.spawn_bg(("strace -p %d -e trace=kill -e inject=kill:delay_enter=10s -o /dev/null")
+        :format(keeper), dir .. "/strace.out")
+      pids[#pids + 1] = tracer
+      assert(wait_for(function()
+        return ((read_file("/proc/" .. keeper .. "/status") or ""):match("TracerPid:%s*(%d+)") or "0") ~= "0"
+      end, 10, "strace attached"))
+      c:sleep(0.5) -- attached is not yet ready to hold a call back
+      testing.write_file(go, "")
+      -- the command exits; the keeper reports it and then stalls in its first kill()
+      local cmd = ns_in(dir .. "/cmd.pid")
+      assert(cmd, "the command's pid")
+      local function cmd_gone() return not sh(("ps -o pid= -p %d"):format(cmd)):match("%d+") end -- reaped
+      assert(wait_for(cmd_gone, 10, "A's command exited"))
+      c:sleep(0.3)
+      -- SIGKILL lands once strace lets the keeper go (it holds it in the delayed kill())
+      os.execute(("kill -KILL %d; kill -TERM %d"):format(keeper, tracer))
+      assert(wait_for(function() return ns_in(bstart) end, SESSION + 20, "B's command"), output(b))
+      wait_for(function() return ns_in(dead) end, 3, "A's tree")
+      local a_dead = ns_in(dead)
+      if not a_dead then
+        for _, p in ipairs(holders_of(fifo)) do os.execute(("kill -KILL %d 2>/dev/null"):format(p)) end
+        assert(wait_for(function() return ns_in(dead) end, 10, "A's tree, killed by the test"))
+        a_dead = ns_in(dead)
+      end
+      wait_for(function() return rc_of(a) end, 20, "A's exit")
+      outs[#outs + 1] = output(a)
+      holds[#holds + 1] = { key = path, owner = "A" .. r, start = ns_in(astart) / 1e6, finish = a_dead / 1e6 }
+      local bs = ns_in(bstart) / 1e6
+      holds[#holds + 1] = { key = path, owner = "B" .. r, start = bs, finish = bs + 1 }
+      print(("\n  [keeper killed after exit] round %d: B started %.0f ms after A's tree died, A exited %s")
+        :format(r, (ns_in(bstart) - a_dead) / 1e6, tostring(rc_of(a))))
+      kill_all()
+    end
+    local ok, msg = check.mutex(check.from_holds(holds))
+    assert(ok, msg)
+    for _, o in ipairs(outs) do assert.truthy(o:match("ended unexpectedly"), o) end
+  end)
+
   -- The grace: spent while SUSPENDED, before LOST; cancelled by a reconnect that comes first.
   local function term_logger(dir, stop)
     return ("trap 'echo \"TERM $(date +%%s%%N)\" >>%s/log; exit 0' TERM; echo start >>%s/log; i=0; "

@@ -133,13 +133,16 @@ static void string_stat_done(int rc, const char *v, const struct Stat *st, const
     if (f.done.ss) f.done.ss(rc, v, st, f.data);
 }
 
-/* After the call: the request went out (keep the slot) or was refused before the ZooKeeper client
- * took it (free the slot: its completion will not run). ZBADARGUMENTS and ZINVALIDSTATE are
- * returned before a completion is registered; for other refusals (out of memory while queueing)
- * the completion may still run, so the slot stays for it. */
+/* After the call: the request went out (keep the slot for its completion) or was refused at once
+ * (free the slot). The ZooKeeper client (3.8, zookeeper.c) refuses before it registers a
+ * completion with every synchronous code (ZBADARGUMENTS, ZINVALIDSTATE, ZNOWATCHER from
+ * remove-watches, ZSYSTEMERROR, ZUNIMPLEMENTED, ...) except ZMARSHALLINGERROR: that one is also
+ * returned when queueing the bytes failed after the completion was registered, so the completion
+ * may still run and the slot stays for it (a handle reset forgets it at worst). A local
+ * remove-watches answers ZOK at once and runs no completion: its caller frees the slot. */
 static int issued(zkl_client *c, size_t s, int rc) {
     if (rc == ZOK) c->issued_at = zkl__now(c);
-    if (s && (rc == ZBADARGUMENTS || rc == ZINVALIDSTATE)) slot_put(c, s);
+    if (s && rc != ZOK && rc != ZMARSHALLINGERROR) slot_put(c, s);
     return rc;
 }
 
@@ -233,10 +236,12 @@ int zkl__aremove_all_watches(zkl_client *c, const char *path, ZooWatcherType typ
                              void_completion_t done, const void *data) {
     TAKE(c, K_VOID, done, data, v);
     void_completion_t fn = s ? void_done : done;
-    return issued(c, s,
-                  c->zk->aremove_all_watches(c->zh, path, type, local,
-                                             (void_completion_t *)(void (*)(void))fn,
-                                             CTX(s, data)));
+    int rc =
+        issued(c, s,
+               c->zk->aremove_all_watches(c->zh, path, type, local,
+                                          (void_completion_t *)(void (*)(void))fn, CTX(s, data)));
+    if (s && local && rc == ZOK) slot_put(c, s); /* done locally: no completion runs */
+    return rc;
 }
 
 /* The handle is gone (closed or replaced): every completion it owed has run (the client runs them

@@ -265,7 +265,10 @@ static void handle_session(zkl_client *c) {
     if (c->zk_connected && c->state == ZKL_STATE_SUSPENDED) {
         const clientid_t *id = c->zk->client_id(c->zh);
         if (!id || id->client_id != c->session_id) {
-            c->state = ZKL_STATE_CONNECTING; /* not the session we had: taken as a new one */
+            /* not the session we had: the old one is gone, with whatever it held; every op
+             * learns it (LOST, ESESSION) before anything runs in a new session */
+            session_expired(c);
+            return;
         } else if (c->answered_seq < c->resume_seq) {
             /* the same session, but only an answer to a request sent since the link came back
              * (or the silence began) proves the server still keeps it */

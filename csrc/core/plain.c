@@ -150,7 +150,9 @@ static void plain_create_reply(int rc, const char *name, const struct Stat *st, 
             return;
         }
     }
-    if (rc == ZOK && set_result_data(c, op, name, strlen(name)) != ZOK) rc = ZKL_ENOMEM;
+    /* the node was made: a name that cannot be copied (out of memory) leaves the result without
+     * it, but the create is still reported done, never as a failure a caller would retry */
+    if (rc == ZOK && name) (void)set_result_data(c, op, name, strlen(name));
     plain_stat_common(c, op, rc, st);
     zkl__op_maybe_free(c, op);
 }

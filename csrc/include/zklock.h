@@ -654,7 +654,8 @@ typedef enum {
     ZKL_OP_GET = 1,      /* data + stat */
     ZKL_OP_CHILDREN = 2, /* children names */
     ZKL_OP_EXISTS = 3,   /* stat */
-    ZKL_OP_CREATE = 4,   /* created path (flags: ZKL_CREATE_*) */
+    ZKL_OP_CREATE = 4,   /* created path (flags: ZKL_CREATE_*); data NULL with ZKL_OK when the
+                            node was made but its name could not be copied (out of memory) */
     ZKL_OP_SET = 5,      /* stat */
     ZKL_OP_DELETE = 6,
     ZKL_OP_CHECK = 7 /* transactions only: the node exists (and has `version`, unless -1) */

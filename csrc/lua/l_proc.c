@@ -25,7 +25,7 @@
  *                                   whole tree (the keeper exits once nothing of it is left)
  *   proc.tree_status(st)            -> nil | "exited", n | "signaled", n: the command's end
  *   proc.close(fd); proc.subreaper(); proc.foreground_tty() -> 0 | nil; proc.take_tty(fd);
- *   proc.kill_group(pgid, sig); proc.kill_tree(pgid) -> n; proc.reap() -> n
+ *   proc.kill_group(pgid, sig); proc.kill_tree([pgid]) -> n; proc.reap() -> n
  *
  * Signal handlers do only write(2) on the pipe (async-signal-safe, errno saved). */
 #define _GNU_SOURCE
@@ -43,6 +43,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lzklock.h"
@@ -393,9 +394,9 @@ static int l_kill(lua_State *L) {
  * The keeper is forked from a process with threads (the ZooKeeper client's): it calls only
  * async-signal-safe functions (raw syscalls, no stdio, no malloc) and never returns to Lua. */
 #define TREE_KILL 0xFF
+/* descendants one kill_tree call remembers (not a bound on the host's processes: see there) */
 #define TREE_MAX 32768
-static pid_t tree_pid[TREE_MAX], tree_ppid[TREE_MAX];
-static unsigned char tree_mark[TREE_MAX];
+static pid_t tree_set[TREE_MAX];
 
 struct dirent64_raw {
     unsigned long long d_ino;
@@ -438,46 +439,46 @@ static pid_t stat_ppid(const char *name) {
     return (pid_t)digits_of(p, NULL);
 }
 
-/* SIGKILL to the group and to every process descended from self. -> how many were signalled */
+static int in_tree(pid_t p, int n) {
+    for (int i = 0; i < n; i++)
+        if (tree_set[i] == p) return 1;
+    return 0;
+}
+
+/* SIGKILL to the group pgid (0: none) and to every process descended from self. -> how many
+ * were signalled (zombies too). Each pass over /proc kills and remembers the processes whose
+ * parent is self or one remembered already; passes repeat until one finds nothing new (a child
+ * listed before its parent is found a pass later). Only descendants are remembered, so no
+ * number of other processes on the host can hide one. Should more than TREE_MAX descendants
+ * be found, those beyond are killed without being remembered: their children are re-parented
+ * to self (a subreaper) once they die, and the caller's next call finds them. */
 static int kill_tree(pid_t self, pid_t pgid) {
-    int killed = 0;
+    int killed = 0, n = 0;
     if (pgid > 0 && kill(-pgid, SIGKILL) == 0) killed++;
-    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return killed;
-    int n = 0;
     char buf[8192];
-    for (;;) {
-        long r = syscall(SYS_getdents64, dfd, buf, sizeof buf);
-        if (r <= 0) break;
-        for (long off = 0; off < r;) {
-            struct dirent64_raw *d = (struct dirent64_raw *)(buf + off);
-            off += d->d_reclen;
-            const char *end;
-            long pid = digits_of(d->d_name, &end);
-            if (pid <= 0 || *end || n >= TREE_MAX) continue;
-            pid_t pp = stat_ppid(d->d_name);
-            if (pp <= 0) continue;
-            tree_pid[n] = (pid_t)pid;
-            tree_ppid[n] = pp;
-            tree_mark[n] = 0;
-            n++;
-        }
-    }
-    close(dfd);
-    /* mark the descendants level by level (a pass per level of the tree) */
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int i = 0; i < n; i++) {
-            if (tree_mark[i]) continue;
-            int mine = tree_ppid[i] == self;
-            for (int j = 0; j < n && !mine; j++)
-                mine = tree_mark[j] && tree_pid[j] == tree_ppid[i];
-            if (mine) {
-                tree_mark[i] = 1;
-                changed = 1;
-                if (kill(tree_pid[i], SIGKILL) == 0) killed++;
+    for (int grew = 1; grew;) {
+        grew = 0;
+        int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0) break;
+        for (;;) {
+            long r = syscall(SYS_getdents64, dfd, buf, sizeof buf);
+            if (r <= 0) break;
+            for (long off = 0; off < r;) {
+                struct dirent64_raw *d = (struct dirent64_raw *)(buf + off);
+                off += d->d_reclen;
+                const char *end;
+                long pid = digits_of(d->d_name, &end);
+                if (pid <= 0 || *end || pid == self || in_tree((pid_t)pid, n)) continue;
+                pid_t pp = stat_ppid(d->d_name);
+                if (pp <= 0 || (pp != self && !in_tree(pp, n))) continue;
+                if (kill((pid_t)pid, SIGKILL) == 0) killed++;
+                if (n < TREE_MAX) {
+                    tree_set[n++] = (pid_t)pid;
+                    grew = 1;
+                }
             }
         }
+        close(dfd);
     }
     return killed;
 }
@@ -589,7 +590,9 @@ static void keeper_main(int ctl, int st, int errw, const char **argv, const char
             if (w < 0 && errno == ECHILD && (child_done || dying)) _exit(0);
             break;
         }
-        if (dying) kill_tree(getpid(), c);
+        /* the group only while the command is unreaped: once it is, its pid (and group id) may
+         * be reused, and every member left of its group is a descendant, found by the walk */
+        if (dying) kill_tree(getpid(), child_done ? 0 : c);
         struct pollfd p[2] = {{ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
         /* while killing: look again soon (a process forked just before the kill is
          * re-parented here once its parent is gone) */
@@ -616,6 +619,22 @@ static void keeper_main(int ctl, int st, int errw, const char **argv, const char
             }
         }
     }
+}
+
+/* SIGKILL every descendant of this process and reap them, until none is left or 5 s passed */
+static int kill_orphans(void) {
+    for (int i = 0; i < 500; i++) {
+        int st;
+        pid_t w;
+        do {
+            errno = 0;
+            w = waitpid(-1, &st, WNOHANG);
+        } while (w > 0 || (w < 0 && errno == EINTR));
+        if (kill_tree(getpid(), 0) == 0) return 0;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
 }
 
 /* proc.tree(argv, env, tty) -> keeper pid, command pid, ctl fd, st fd | nil, msg, errno */
@@ -674,7 +693,12 @@ static int l_tree(lua_State *L) {
         close(st[0]);
         while (waitpid(k, &stt, 0) < 0 && errno == EINTR) {
         }
-        if (r != (ssize_t)sizeof child_errno) child_errno = ECHILD;
+        if (r != (ssize_t)sizeof child_errno) {
+            /* the keeper died before it told the command's pid: the command may run already,
+             * re-parented here (proc.subreaper): kill and reap every descendant, bounded */
+            child_errno = ECHILD;
+            kill_orphans();
+        }
         lua_pushnil(L);
         lua_pushfstring(L, "%s: %s", argv[0], strerror(child_errno));
         lua_pushinteger(L, child_errno);
@@ -755,12 +779,15 @@ static int l_foreground_tty(lua_State *L) {
     return 1;
 }
 
-/* proc.kill_tree(pgid) -> n: SIGKILL to the group and to every descendant of this process (a
- * subreaper's orphans included); n signalled, zombies too (reap them, then call again until 0).
+/* proc.kill_tree([pgid]) -> n: SIGKILL to the group (pgid nil or 0: no group) and to every
+ * descendant of this process (a subreaper's orphans included); n signalled, zombies too (reap
+ * them, then call again until 0). A group whose leader was reaped may be another's by now: pass
+ * none then (its members are descendants anyway).
  * proc.reap() -> n: the children that had ended, reaped. */
 static int l_kill_tree(lua_State *L) {
-    pid_t pgid = (pid_t)luaL_checkinteger(L, 1);
-    luaL_argcheck(L, pgid > 1, 1, "expected a process group id > 1");
+    pid_t pgid = (pid_t)luaL_optinteger(L, 1, 0);
+    luaL_argcheck(L, pgid == 0 || pgid > 1, 1,
+                  "expected a process group id > 1, or 0/nil for none");
     lua_pushinteger(L, kill_tree(getpid(), pgid));
     return 1;
 }

@@ -8,7 +8,8 @@
 --
 -- Exit status (docs in docs/cli.md): the child's (128+N when signal N killed it);
 -- the conflict code (-E, default 1) when the lock was not taken; 64 usage; 69 no connection or the
--- session ended while waiting; 70 internal error; 75 the lock was lost while the child ran; 77 no
+-- session ended while waiting; 70 internal error; 71 the child's tree could not be confirmed dead
+-- before the lock could no longer be guaranteed; 75 the lock was lost while the child ran; 77 no
 -- permission (ACL, auth); 126/127 the command could not be executed / was not found; 128+N when
 -- signal N interrupted the wait for the lock.
 --
@@ -23,7 +24,7 @@ local M = {}
 local COMMANDS = setmetatable({}, { __mode = "k" })
 
 M.EXIT = {
-  OK = 0, CONFLICT = 1, USAGE = 64, UNAVAILABLE = 69, SOFTWARE = 70, LOST = 75, NOPERM = 77,
+  OK = 0, CONFLICT = 1, USAGE = 64, UNAVAILABLE = 69, SOFTWARE = 70, TREE = 71, LOST = 75, NOPERM = 77,
   NOEXEC = 126, NOTFOUND = 127,
 }
 local EXIT = M.EXIT
@@ -142,9 +143,11 @@ local function build_parser()
   run:epilog([[
 Exit status: the child's (128+N when signal N killed it); the conflict code (-E, default 1) when
 the lock was not taken (-n, -w); 64 bad usage; 69 no connection, or the session ended while
-waiting; 70 internal error; 75 the lock was lost, or could no longer be guaranteed, or was held
-for --max-hold, while the child ran (its process tree was stopped); 77 no permission; 126 the
-command cannot be executed; 127 not found; 128+N when signal N (INT, TERM, HUP, QUIT, USR1, USR2) cancelled the wait.
+waiting; 70 internal error; 71 the child's process tree could not be confirmed dead before the
+lock could no longer be guaranteed; 75 the lock was lost, or could no longer be guaranteed, or was
+held for --max-hold, while the child ran (its process tree was stopped); 77 no permission; 126 the
+command cannot be executed; 127 not found; 128+N when signal N (INT, TERM, HUP, QUIT, USR1, USR2)
+cancelled the wait.
 The child gets ZKLOCK_PATH, ZKLOCK_NODE (the lock node) and ZKLOCK_TOKEN (the fencing token).
 It runs in a process group of its own under a keeper process; signals sent to zklock go to that
 group. Guaranteed: while zklock runs, the child's whole process tree is killed (SIGKILL) before
@@ -487,16 +490,28 @@ local function supervise(S, o, argv, childenv, what, is_lost, warn)
   proc.close(ctl)
   proc.close(stfd)
   if tty then proc.take_tty(tty) end
-  if not how then -- the keeper died without a word (someone killed it): the tree was re-parented
-    -- here (zklock is a subreaper too); kill and reap it the way the keeper would have
+  if not (kdone == "exited" and kval == 0) then
+    -- the keeper exits 0 only once nothing of the tree is left. Anything else (it was killed,
+    -- before or after the command exited, while a leftover such as a setsid'd daemon still ran):
+    -- the tree was re-parented here (zklock is a subreaper too); kill and reap it the way the
+    -- keeper would have, while the lock is still ours, and give the lock back only once nothing
+    -- of it is left. No group is signalled: the command may be reaped and its pid reused.
     errf("the keeper of the command's process tree ended unexpectedly (%s %s); killing the tree",
          tostring(kdone), tostring(kval))
-    for _ = 1, 500 do -- bounded: 5 s
+    local dead = false
+    while true do
       proc.reap()
-      if proc.kill_tree(pid) == 0 then break end
-      core.poll({}, 10)
+      if proc.kill_tree() == 0 then dead = true break end
+      local left = not is_lost() and seconds_to_lost(client, st) or nil
+      if left == nil or left <= KILL_EARLY then break end
+      S.pump(10)
     end
-    return EXIT.SOFTWARE
+    if not dead then
+      errf("the command's process tree could not be confirmed dead (a process in uninterruptible "
+        .. "sleep?) before %s could no longer be guaranteed", what)
+      return EXIT.TREE
+    end
+    if not how then return EXIT.SOFTWARE end
   end
   if mh_term_at or (lost_seen and not o.keep_running) then return EXIT.LOST end
   return how == "exited" and value or 128 + value

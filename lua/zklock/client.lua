@@ -809,7 +809,13 @@ function Client:_create(path, data, opts, giveup)
     + (opts.container and core.CREATE_CONTAINER or 0) + (opts.parents and core.CREATE_PARENTS or 0)
   local r, msg, code = plain(self, "create", core.OP_CREATE, path, ms, data or "", flags, -1,
                              recipe_acl_id(self, opts.acl), giveup, opts.ttl and math.ceil(opts.ttl * 1000))
-  if r then return r.data, r end -- r: the stat of the node made (czxid, ...), for recipes
+  if r then
+    if r.data then return r.data, r end -- r: the stat of the node made (czxid, ...), for recipes
+    -- made, but the core ran out of memory copying its name: a plain node's name is its path
+    if not opts.sequential then return path, r end
+    return nil, ("create %s: the node was made (czxid %d), but its sequential name was lost (out of memory)")
+      :format(path, r.czxid or 0), "ENOMEM"
+  end
   return nil, msg, code
 end
 

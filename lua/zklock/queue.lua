@@ -93,7 +93,8 @@ end
 
 -- The words a take ends with when the delete that takes an item got no answer (its code is in
 -- zklock.outcome_unknown): the server may have removed it, and then nobody received it.
-local TAKEN = "outcome unknown: the item may have been taken and lost (removed, but not handed out)"
+local TAKEN = "outcome unknown: the item may have been taken and lost (removed, but not handed out;"
+  .. " its bytes are the 4th result)"
 
 -- nil, msg, code for a failed request; `tail` is appended when its outcome is unknown
 local function fail(st, what, path, ms, tail)
@@ -198,7 +199,13 @@ function Queue:_try_plain(name, ms)
     return E.fail("EFORMAT", ("queue item %s is not a Curator DistributedQueue message (%s); it was removed"
       .. " (its bytes are the 4th result)"):format(check.short(node), why), data)
   elseif wd.status ~= core.errno.ZNONODE then
-    return fail(wd.status, "take", node, ms, TAKEN)
+    local a, m, c = fail(wd.status, "take", node, ms, TAKEN)
+    -- the delete may have been applied: hand back the bytes the get read, so the caller can put
+    -- them back instead of losing the item
+    if core.outcome_unknown(wd.status) and wg.status == 0 then
+      return a, m, c, (wg.result and wg.result.data) or ""
+    end
+    return a, m, c
   end
   return false -- ZNONODE: another consumer took it
 end

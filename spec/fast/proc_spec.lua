@@ -222,6 +222,22 @@ describe("core.proc #fast", function()
     assert.truthy(msg:match("/nonexistent/zklock%-test"), msg)
   end)
 
+  it("kill_tree without a group: every descendant of this process, grandchildren too", function()
+    local out = tmpname()
+    local pid = assert(proc.spawn(sh_c(("echo $$ >>%s; sh -c 'echo $$ >>%s; exec sleep 30' & exec sleep 30")
+      :format(out, out))))
+    local pids = pids_in(out, 2)
+    for _, p in ipairs(pids) do assert.is_true(alive(p), "pid " .. p) end
+    assert.is_true(proc.kill_tree() >= 2)
+    assert.same({ "signaled", 9 }, { reap(pid) })
+    local deadline = core.now() + 5000
+    while alive(pids[2]) and core.now() < deadline do core.poll({}, 10) end
+    for _, p in ipairs(pids) do assert.is_false(alive(p), "pid " .. p .. " outlived kill_tree") end
+    assert.equal(0, proc.kill_tree(0)) -- nothing left
+    util.assert_words(util.error_of(proc.kill_tree, 1), { "process group id" })
+    os.remove(out)
+  end)
+
   it("names signals both ways", function()
     assert.equal(15, proc.signum("TERM"))
     assert.equal(15, proc.signum("SIGTERM"))

@@ -53,7 +53,7 @@ typedef struct wtch {
     void *ctx;
 } wtch;
 
-enum { IT_REPLY = 1, IT_WATCH, IT_UP, IT_DOWN, IT_EXPIRE, IT_AUTH_FAILED };
+enum { IT_REPLY = 1, IT_WATCH, IT_UP, IT_UP_NEW, IT_DOWN, IT_EXPIRE, IT_AUTH_FAILED };
 
 typedef struct item {
     struct item *next;
@@ -92,6 +92,7 @@ static struct {
     int64_t zxid;
     char **live;
     int nlive, caplive;
+    int refuse_remove; /* the next remove-watches call returns this at once (0: none) */
 } F;
 
 static void *xmalloc(size_t n) {
@@ -611,6 +612,14 @@ void fz_connect(void) {
     push(new_item(IT_UP));
 }
 
+void fz_refuse_next_remove(int rc) {
+    F.refuse_remove = rc;
+}
+
+void fz_connect_new_session(void) {
+    push(new_item(IT_UP_NEW));
+}
+
 void fz_disconnect(void) {
     doom_pending();
     push(new_item(IT_DOWN));
@@ -727,6 +736,13 @@ static int t_process(zhandle_t *zh, int events) {
             it->fn(zh, it->ev, zh->state, it->path, it->ctx);
             break;
         case IT_UP:
+        case IT_UP_NEW:
+            if (it->type == IT_UP_NEW && zh->ever_connected) {
+                /* the server gave this handle another session: the old one's nodes are gone */
+                tree_drop_ephemerals(zh->cid.client_id);
+                live_clear();
+                zh->cid.client_id = F.next_session++;
+            }
             if (!zh->ever_connected) {
                 zh->ever_connected = 1;
                 zh->cid.client_id = F.next_session++;
@@ -916,6 +932,11 @@ static int t_aremove_all_watches(zhandle_t *zh, const char *path, ZooWatcherType
                                  void_completion_t *done, const void *data) {
     (void)local;
     if (!usable(zh)) return ZINVALIDSTATE;
+    if (F.refuse_remove) { /* refused before a completion is registered: nothing recorded */
+        int rc = F.refuse_remove;
+        F.refuse_remove = 0;
+        return rc;
+    }
     fz_req *r = record(zh, FZ_REMOVE_WATCHES, path, data);
     r->mode = (int)type;
     /* zookeeper.h's type is void_completion_t *, the client calls it as a void_completion_t */

@@ -103,8 +103,15 @@ int fz_fire(int type, const char *path);
 int fz_armed(const char *path); /* watchers armed on path (any kind) */
 int fz_armed_total(void);
 
+/* the next remove-watches request is refused synchronously with rc (ZNOWATCHER, as the
+ * ZooKeeper client does when no watcher of ours is on the path): no completion will run */
+void fz_refuse_next_remove(int rc);
+
 /* session (queued like answers) */
 void fz_connect(void); /* CONNECTED: a new session on a fresh handle, else the same session */
+/* CONNECTED on the same handle, but with a session other than the one it had (the old one is
+ * gone with its ephemeral nodes) */
+void fz_connect_new_session(void);
 void fz_disconnect(
     void);               /* connection loss: CONNECTING, unanswered requests fail ZCONNECTIONLOSS */
 void fz_expire(void);    /* EXPIRED: unanswered requests fail ZSESSIONEXPIRED, watches dropped */

@@ -343,6 +343,31 @@ static void new_session_counts_from_connect(void) {
     h_free(c);
 }
 
+static void remove_reply(int rc, const void *data) {
+    (void)rc, (void)data;
+}
+
+/* A request the ZooKeeper client refuses synchronously (here remove-watches with ZNOWATCHER,
+ * returned before it registers a completion) gives its answer slot back at once: a slot kept for
+ * a completion that never runs would count as a request in flight for the rest of the handle. */
+static void sync_refusal_frees_slot(void) {
+    zkl_client *c = h_client();
+    size_t before = c->inflight_n;
+    fz_refuse_next_remove(ZNOWATCHER);
+    CHECK_INT(zkl__aremove_all_watches(c, "/w", ZWATCHTYPE_DATA, 0, remove_reply, NULL),
+              ZNOWATCHER);
+    CHECK_INT(c->inflight_n, before);
+    EXPECT_NO_REQ();
+    /* a request that went out keeps its slot until answered */
+    CHECK_INT(zkl__aremove_all_watches(c, "/w", ZWATCHTYPE_DATA, 0, remove_reply, NULL), ZOK);
+    CHECK_INT(c->inflight_n, before + 1);
+    fz_req *r = EXPECT_REQ(FZ_REMOVE_WATCHES, "/w");
+    fz_reply(r, ZNOWATCHER);
+    h_pump(c);
+    CHECK_INT(c->inflight_n, before);
+    h_free(c);
+}
+
 H_DEFINE_GROUP(g_loss, {"push_does_not_move_deadline", push_does_not_move_deadline},
                {"push_keeps_loss_ms", push_keeps_loss_ms},
                {"heartbeat_answer_moves_deadline", heartbeat_answer_moves_deadline},
@@ -352,4 +377,5 @@ H_DEFINE_GROUP(g_loss, {"push_does_not_move_deadline", push_does_not_move_deadli
                {"reconnect_needs_server_answer", reconnect_needs_server_answer},
                {"lost_at_answer_plus_timeout", lost_at_answer_plus_timeout},
                {"no_heartbeat_while_requests_flow", no_heartbeat_while_requests_flow},
-               {"new_session_counts_from_connect", new_session_counts_from_connect});
+               {"new_session_counts_from_connect", new_session_counts_from_connect},
+               {"sync_refusal_frees_slot", sync_refusal_frees_slot});

@@ -241,8 +241,32 @@ static void txn_timeout_and_bad_args(void) {
     h_free(c);
 }
 
+/* The server made the node, but the copy of its name fails (out of memory): the create is
+ * reported done (ZKL_OK) without the name, never as a failure a caller would retry. */
+static void create_ok_name_copy_fails(void) {
+    h_alloc A;
+    h_alloc_init(&A, 0);
+    zkl_client *c = h_client_alloc(&A.a);
+    zkl_op_args a = {ZKL_OP_CREATE, "/n", "x", 1, ZKL_CREATE_SEQUENTIAL, -1, 0, 0, 0, 0};
+    uint64_t id;
+    CHECK_INT(zkl_op_start(c, &a, &id), ZKL_OK);
+    fz_req *r = EXPECT_REQ(FZ_CREATE, "/n");
+    fz_create_ok(r, 7, 0x77);
+    A.fail_at = A.count + 1; /* the next allocation: the copy of the created name */
+    h_pump(c);
+    CHECK_INT(A.failed, 1);
+    EXPECT_EV(c, ZKL_EV_OP_DONE, id, ZKL_OK);
+    zkl_op_result res;
+    CHECK_INT(zkl_op_result_get(c, id, &res), ZKL_OK);
+    CHECK_INT(res.rc, ZKL_OK);
+    CHECK(res.data == NULL);
+    CHECK_INT(res.czxid, 0x77);
+    h_free(c);
+}
+
 H_DEFINE_GROUP(g_plain, {"create_with_parents", create_with_parents},
                {"create_parents_reaped", create_parents_reaped},
                {"create_parent_refused", create_parent_refused}, {"timeouts", timeouts},
-               {"bad_args", bad_args}, {"create_ttl", create_ttl}, {"txn_lifecycle", txn_lifecycle},
+               {"create_ok_name_copy_fails", create_ok_name_copy_fails}, {"bad_args", bad_args},
+               {"create_ttl", create_ttl}, {"txn_lifecycle", txn_lifecycle},
                {"txn_timeout_and_bad_args", txn_timeout_and_bad_args});

@@ -532,6 +532,39 @@ static void expiry_fails_plain_calls(void) {
     h_free(c);
 }
 
+/* The link comes back on the same handle with a session other than the one we had: the old
+ * session is gone, so the hold is LOST and the session EXPIRED (as on an expiry), before the
+ * client starts over; never silently carried into the new session. */
+static void held_new_session_same_handle(void) {
+    zkl_client *c = h_client();
+    fz_req *cr;
+    uint64_t id = hold(c, &cr);
+    int64_t s1 = zkl_client_session(c, NULL);
+    fz_disconnect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
+    EXPECT_EV(c, ZKL_EV_LOCK_STATE, id, ZKL_LOCK_SUSPENDED);
+    EXPECT_NO_EV(c);
+    fz_connect_new_session();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_LOCK_STATE, id, ZKL_LOCK_LOST);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_EXPIRED);
+    EXPECT_NO_EV(c);
+    zkl_lock_info info;
+    CHECK_INT(zkl_lock_info_get(c, id, &info), ZKL_OK);
+    CHECK_INT(info.held, 0);
+    CHECK_INT(zkl_lock_release(c, id), ZKL_ELOST);
+    zkl_stats st;
+    zkl_client_stats(c, &st);
+    CHECK_INT(st.sessions_expired, 1);
+    fz_connect();
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_CONNECTED);
+    EXPECT_NO_EV(c);
+    CHECK(zkl_client_session(c, NULL) != s1);
+    h_free(c);
+}
+
 H_DEFINE_GROUP(g_session, {"reopen_paced", reopen_paced},
                {"expiry_fails_plain_calls", expiry_fails_plain_calls},
                {"auth_failed_is_terminal", auth_failed_is_terminal},
@@ -546,6 +579,7 @@ H_DEFINE_GROUP(g_session, {"reopen_paced", reopen_paced},
                {"expire_releasing", expire_releasing},
                {"held_suspended_reconnected", held_suspended_reconnected},
                {"held_lost_by_timer", held_lost_by_timer},
+               {"held_new_session_same_handle", held_new_session_same_handle},
                {"not_driven_for_a_timeout", not_driven_for_a_timeout},
                {"release_across_connection_loss", release_across_connection_loss},
                {"waiter_relists_after_reconnect", waiter_relists_after_reconnect},

@@ -34,7 +34,9 @@ function queue:put(data) end
 ---errors as `nil, msg, code`. When the delete that takes the item got no answer (a code for
 ---which `zklock.outcome_unknown(code)` is true: `ZOPERATIONTIMEOUT`, `ZCONNECTIONLOSS`,
 ---`ETIMEDOUT`, `ESESSION`, `ECLOSED`, ...) msg says "outcome unknown: the item may have been
----taken and lost": the server may have removed it, and nobody received it. Raises on an invalid
+---taken and lost": the server may have removed it, and nobody received it. The item's bytes (as read,
+---before any Curator decoding) are then the 4th result when its read was answered, so the caller
+---can `put` them back (the item may then be there twice). Raises on an invalid
 ---timeout or a closed client.
 ---
 ---Curator's format: `data` is the list of the message's items. A message that is not Curator's
@@ -59,6 +61,7 @@ function queue:put(data) end
 ---@return (string|string[])? data The item (Curator's format: the list of items).
 ---@return string? name Its node name; on error the message.
 ---@return string? code On error.
+---@return string? bytes On `EFORMAT`, and on an unknown outcome of the plain take's delete: the item's bytes.
 function queue:take(timeout, fn) end
 
 ---Take the first item if there is one, never waiting.

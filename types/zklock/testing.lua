@@ -502,6 +502,17 @@ function net:blackhole_after_push(seconds, armed) end
 ---@return true
 function net:delay(ms, seconds) end
 
+---Forward every byte towards the client `ms` milliseconds late, order kept; requests reach the
+---server at once. The client's link stays up while everything it hears is old: a client whose
+---loss clock counts from answers sees its deadline pass on a link the ZooKeeper client still
+---counts as up.
+---
+---Errors: raises on `ms` outside 0..600000 or `seconds` that is not a positive number.
+---@param ms number 0..600000.
+---@param seconds? number Bound.
+---@return true
+function net:delay_replies(ms, seconds) end
+
 ---Close every connection once; reconnects pass (nothing to heal).
 ---@return true
 function net:reset() end

@@ -105,6 +105,7 @@
 -- details):
 --   testing.proxy(target [, opts]) -> net   a fault proxy in front of one server (python3):
 --       net.hosts, net:cut([s]), net:blackhole([s]), net:drop_replies([s]), net:delay(ms [, s]),
+--       net:delay_replies(ms [, s]),
 --       net:reset(), net:heal(), net:status(), net:stop()          (zklock.testing.net)
 --   testing.nemesis(opts) -> nem             a seeded fault schedule (partition and isolate_leader
 --       among its faults with an ensemble{ partitions = true }): nem:plan(seconds),

@@ -19,6 +19,9 @@
 --   net:drop_replies([seconds])   requests still reach the server, replies never come back (the
 --                                 unknown-outcome case)
 --   net:delay(ms [, seconds])     every byte forwarded ms later, both ways (order kept)
+--   net:delay_replies(ms [, seconds])  the same towards the client only: requests reach the
+--                                 server at once, replies and pushes come back ms late (the
+--                                 client's link stays up while what it hears gets old)
 --   net:blackhole_after_push(seconds [, armed])
 --                                 forward as usual until the server pushes a watch notification
 --                                 to a client of this proxy; forward that frame, then blackhole
@@ -226,6 +229,19 @@ function Net:delay(ms, seconds)
   self:send(("heal_after %.3f"):format(seconds or config.net_fault_max or 120))
   self:send(("delay %d"):format(math.floor(ms + 0.5)))
   self.fault = ms > 0 and "delay" or nil
+  return true
+end
+
+function Net:delay_replies(ms, seconds)
+  if type(ms) ~= "number" or ms ~= ms or ms < 0 or ms > 600000 then
+    argerr("Net:delay_replies", 1, "milliseconds, a number in 0..600000", ms)
+  end
+  if seconds ~= nil and (type(seconds) ~= "number" or seconds ~= seconds or seconds <= 0) then
+    argerr("Net:delay_replies", 2, "a positive number of seconds or nil", seconds)
+  end
+  self:send(("heal_after %.3f"):format(seconds or config.net_fault_max or 120))
+  self:send(("delay_replies %d"):format(math.floor(ms + 0.5)))
+  self.fault = ms > 0 and "delay_replies" or nil
   return true
 end
 

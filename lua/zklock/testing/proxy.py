@@ -35,6 +35,8 @@ Commands:
                   cancel a pending `heal_after`.
     delay MS      forward every byte (both directions, existing and later connections) MS
                   milliseconds after it arrived (0 = at once); order is kept.
+    delay_replies MS  the same towards the client only: requests reach the server at once, its
+                  replies (and pushes) come back MS late.
     blackhole     existing connections: forward nothing either way and never close (silence);
                   later connections: `new blackhole`.
     heal_after S  apply `heal` by itself S seconds from now (a bound on a fault; the last one
@@ -128,6 +130,7 @@ class Conn:
         self.closed = False
         self.closing = False              # one side closed: flush what the other still gets, then close
         self.delayed = []                 # [due, to_server?, bytes] while a delay is set
+        self.delayed_c2s = 0              # entries of `delayed` towards the server
         self.delayed_bytes = 0
         self.silent = False               # silenced after a push: the server's close is kept back too
         # following the server's frames (see Frames in the module text)
@@ -179,6 +182,8 @@ class Conn:
         """Keep data back until its due time (the `delay` command)."""
         self.delayed.append([time.monotonic() + self.proxy.delay / 1000.0, to_server, data])
         self.delayed_bytes += len(data)
+        if to_server:
+            self.delayed_c2s += 1
 
     def release_due(self, now):
         """Move delayed data whose time has come into the send buffers; -> next due time."""
@@ -186,6 +191,7 @@ class Conn:
             _, to_server, data = self.delayed.pop(0)
             self.delayed_bytes -= len(data)
             if to_server:
+                self.delayed_c2s -= 1
                 if self.drop_c2s:
                     self.proxy.stats["c2s_dropped"] += len(data)
                 else:
@@ -332,7 +338,7 @@ class Conn:
                 elif sock is self.client:
                     if self.drop_c2s or self.upstream is None:
                         st["c2s_dropped"] += len(data)
-                    elif self.proxy.delay > 0 or self.delayed:
+                    elif (self.proxy.delay > 0 and self.proxy.delay_c2s) or self.delayed_c2s:
                         self.hold(True, data)
                     else:
                         self.to_server += data
@@ -386,6 +392,7 @@ class Proxy:
         self.conns = set()
         self.new_mode = "pass"
         self.delay = 0
+        self.delay_c2s = True  # False: `delay_replies` (towards the client only)
         self.heal_at = None
         self.applied = 0
         self.pending_signals = []
@@ -494,6 +501,7 @@ class Proxy:
                     c.close()
             self.new_mode = "pass"
             self.delay = 0
+            self.delay_c2s = True
             self.heal_at = None
             self.push_armed = None
         elif cmd == "blackhole":
@@ -502,9 +510,10 @@ class Proxy:
                 c.to_client.clear()
                 c.to_server.clear()
             self.new_mode = "blackhole"
-        elif cmd == "delay":
+        elif cmd == "delay" or cmd == "delay_replies":
             try:
                 self.delay = max(0, min(int(arg), 600000))
+                self.delay_c2s = cmd == "delay"
             except (TypeError, ValueError):
                 pass
         elif cmd == "blackhole_after_push":

@@ -36,6 +36,8 @@ describe("scripted queue #fast", function()
     local msg, code = t:failed()
     assert.equal("ZCONNECTIONLOSS", code)
     assert.matches("may have been taken and lost", msg, 1, true)
+    -- the bytes the get read come back as the 4th result, for the caller to put back
+    assert.equal("one", select(4, t:returned()))
     s:reconnect()
     s:expect_none() -- in particular no take of qn-0000000002 on the caller's behalf
   end)
