@@ -393,6 +393,7 @@ function client:latch(path, opts) end
 ---@class zklock.LatchOptions
 ---@field id? string The participant id, written as the node data (default: the client's `identity`).
 ---@field acl? zklock.ACL ACL of the nodes (default `"open"`).
+---@field max_hold? number Seconds each leadership may last (bounded terms): then the latch reports it lost (`on_lost` hears `("LOST", latch, "max_hold")` once, `on_change` hears `"LOST"`), deletes its node after the handler ran, and joins again at the back, so another participant leads (default: unbounded).
 
 ---Options of `client:multilock`.
 ---@class zklock.MultiLockOptions
