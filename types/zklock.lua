@@ -627,6 +627,7 @@ function client:queue(path, opts) end
 ---@class zklock.QueueOptions
 ---@field format? "zookeeper"|"curator" `"zookeeper"` (default): ZooKeeper's queue recipe and Curator's `SimpleDistributedQueue` (`qn-` nodes, raw bytes); `"curator"`: Curator's `DistributedQueue` (`queue-` nodes, framed messages).
 ---@field lock_path? string Curator's format only: lock-safe mode, lock nodes `<lock_path>/<item node>` (not under the queue path); made persistent when missing, as Curator does.
+---@field max_hold? number With `lock_path` only: seconds one take's `fn` may hold an item's lock; then the message is lost (`message:on_lost` hears `("LOST", message, "max_hold")` once), its lock node deleted after the handler ran, the item goes to other consumers, and `fn`'s fenced writes and the removal are refused (`ELOST`) (default: unbounded).
 
 ---Options of `client:create`.
 ---@class zklock.CreateOptions

@@ -227,8 +227,8 @@ function Message:__tostring() return ("zklock.queue_message(%s)"):format(self.no
 -- consumer's lock node of the item. is_held: the lock node is still this session's (and fn has
 -- not returned); token: its czxid (one exists request, the first time); the lock node's path is
 -- the field `lock` (`node`, a field older than the protocol, is the item's path, so there is no
--- node() method); on_lost(fn): fn(state, message, why) for SUSPENDED, RECONNECTED and LOST (the session
--- ended) while fn runs. release, <close> and collection do not apply: the take removes the item
+-- node() method); on_lost(fn): fn(state, message, why) for SUSPENDED, RECONNECTED and LOST (why
+-- "session": the session ended; "max_hold": fn outlasted the queue's max_hold) while fn runs. release, <close> and collection do not apply: the take removes the item
 -- and the lock node when fn returns (or only the lock node when it raises).
 function Message:is_held()
   check.object(self, Message, "message", "is_held")
