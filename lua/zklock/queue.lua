@@ -228,8 +228,9 @@ function Message:__tostring() return ("zklock.queue_message(%s)"):format(self.no
 -- not returned); token: its czxid (one exists request, the first time); the lock node's path is
 -- the field `lock` (`node`, a field older than the protocol, is the item's path, so there is no
 -- node() method); on_lost(fn): fn(state, message, why) for SUSPENDED, RECONNECTED and LOST (why
--- "session": the session ended; "max_hold": fn outlasted the queue's max_hold) while fn runs. release, <close> and collection do not apply: the take removes the item
--- and the lock node when fn returns (or only the lock node when it raises).
+-- "session": the session ended; "max_hold": fn outlasted the queue's max_hold) while fn runs.
+-- release, <close> and collection do not apply: the take removes the item and the lock node when
+-- fn returns (or only the lock node when it raises).
 function Message:is_held()
   check.object(self, Message, "message", "is_held")
   return not self._done and not self._lost and self._guard.live()
