@@ -1427,8 +1427,8 @@ function latch:token() end
 function latch:await(timeout) end
 
 ---Set the handler: `fn(event, latch)` on every change of leadership, `event` being `"LEADER"`
----(it leads now), `"LOST"` (with the session) or `"CLOSED"` (by `close()`). Replaces the
----previous handler.
+---(it leads now), `"LOST"` (with the session, its node deleted, or at `max_hold`) or `"CLOSED"`
+---(by `close()`). Replaces the previous handler.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
 ---@param fn? fun(event: "LEADER"|"LOST"|"CLOSED", latch: zklock.Latch) nil removes it.

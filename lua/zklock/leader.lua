@@ -622,7 +622,7 @@ function Latch:await(timeout)
 end
 
 -- fn(event, latch) on every change of leadership: "LEADER" (it leads now), "LOST" (with the
--- session), "CLOSED" (by close()). Replaces the handler; nil removes it. -> the latch
+-- session, its node deleted, or at max_hold), "CLOSED" (by close()). Replaces the handler; nil removes it. -> the latch
 function Latch:on_change(fn)
   check.object(self, Latch, "latch", "on_change")
   self._on_change = hold.check_handler("on_change", fn)
