@@ -29,10 +29,10 @@ end
 -- a handler that counts the states it hears: rec.LOST, rec.order
 local function recorder(g)
   local rec = { order = {} }
-  g:on_lost(function(state, obj)
+  g:on_lost(function(state, obj, why)
     rec[state] = (rec[state] or 0) + 1
     rec.order[#rec.order + 1] = state
-    rec.obj = obj
+    rec.obj, rec.why = obj, why
   end)
   return rec
 end
@@ -353,6 +353,35 @@ describe("hold protocol conformance: leader terms and latch leadership", functio
       end
       obj:close()
       local obs = connect("observer")
+      assert.truthy(util.wait_until(function() return #util.children(obs, path) == 0 end, 10, { c, obs }),
+        "left on the server under " .. path)
+    end)
+
+    it(f.name .. ": max_hold ends the term: LOST (max_hold) once, its transaction refused, its node "
+       .. "deleted", function()
+      local c = connect("el-maxhold")
+      local path = "/conf/election-mh/" .. i
+      local obj = f.new(c, path, { max_hold = 0.4 })
+      local rec = recorder(obj)
+      assert.truthy(util.wait_until(function() return obj:is_held() end, 10, { c }), "never led")
+      local token, node = obj:token(), obj:node()
+      local t = obj:transaction():set(path, "x")
+      assert.truthy(util.wait_until(function() return rec.LOST end, 10, { c }), "no LOST after max_hold")
+      assert.are.equal(obj, rec.obj)
+      assert.are.equal("max_hold", rec.why)
+      assert_code("ELOST", pack(t:commit()))
+      local obs = connect("observer")
+      assert.truthy(util.wait_until(function() return not obs:exists(node) end, 10, { c, obs }),
+        "the node of the bounded term stayed: " .. node)
+      if f.rejoins then -- alone, it leads again at once: a new term, a larger token, bounded again
+        assert.truthy(util.wait_until(function() return obj:is_held() end, 10, { c }), "never led again")
+        assert.is_true(obj:token() > token)
+      else
+        assert.are.equal(1, rec.LOST, table.concat(rec.order, " "))
+        assert.is_false(obj:is_held())
+        assert.is_nil(obj:token())
+      end
+      obj:close()
       assert.truthy(util.wait_until(function() return #util.children(obs, path) == 0 end, 10, { c, obs }),
         "left on the server under " .. path)
     end)

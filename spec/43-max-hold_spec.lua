@@ -109,7 +109,7 @@ describe("max_hold (bounded holds)", function()
       seen[#seen + 1] = { event, obj, why }
       if event == "LOST" then rec:log("unlead", "k", { who = "a" }) end
     end)
-    assert.is_truthy(util.wait_until(function() return la:is_leader() end, 10, { a }))
+    assert.is_truthy(util.wait_until(function() return la:is_held() end, 10, { a }))
     local led
     local lb = b:leader("/mh/lead", function()
       rec:log("lead", "k", { who = "b" })
@@ -123,7 +123,7 @@ describe("max_hold (bounded holds)", function()
     assert.is_false(slept)
     assert.are.equal(1, #seen)
     assert.are.same({ "LOST", la, "max_hold" }, seen[1])
-    assert.is_false(la:is_leader())
+    assert.is_false(la:is_held())
     la:close()
     lb:close()
   end)
@@ -169,6 +169,134 @@ describe("max_hold (bounded holds)", function()
     assert.are.equal("ELOST", code)
     assert.are.same({ "LOST", lt, "node" }, lt_seen[1])
     lt:close()
+  end)
+
+  it("a latch leading past max_hold gives leadership up after on_lost and joins at the back", function()
+    local a, b = connect("mh-a"), connect("mh-b")
+    local rec = check.recorder(nil, "spec")
+    local seen, lost_at = {}, nil
+    local la = a:latch("/mh/latch", { id = "a", max_hold = 0.5 })
+    la:on_change(function(event) if event == "LEADER" then rec:log("lead", "k", { who = "a" }) end end)
+    la:on_lost(function(event, obj, why)
+      seen[#seen + 1] = { event, obj, why }
+      if event == "LOST" then
+        lost_at = lost_at or core.now()
+        rec:log("unlead", "k", { who = "a" })
+      end
+    end)
+    assert.is_truthy(util.wait_until(function() return la:is_held() end, 10, { a }))
+    local t0 = core.now()
+    local led_at
+    local lb = b:latch("/mh/latch", { id = "b" })
+    lb:on_change(function(event)
+      if event == "LEADER" then
+        led_at = core.now()
+        rec:log("lead", "k", { who = "b" })
+      end
+    end)
+    -- a never leaves on its own: b leads once a's max_hold passed
+    assert.is_truthy(util.wait_until(function() return led_at end, 30, { a, b }), "b never led")
+    rec:log("unlead", "k", { who = "b" })
+    local ok, err = check.leader(check.load(rec))
+    assert(ok, err)
+    assert.is_truthy(#seen >= 1)
+    for _, e in ipairs(seen) do assert.are.same({ "LOST", la, "max_hold" }, e) end
+    assert.is_truthy(lost_at <= led_at)
+    assert.is_true((led_at - t0) / 1000 >= 0.5 * 0.9,
+      ("b led after %.3f s, before max_hold"):format((led_at - t0) / 1000))
+    -- a joined again at the back: two participants, b leads, a does not
+    assert.is_truthy(util.wait_until(function() return #la:participants() == 2 end, 10, { a, b }))
+    assert.is_false(la:is_held())
+    assert.is_true(lb:is_held())
+    assert.are.equal("b", (la:leader()))
+    la:close()
+    lb:close()
+  end)
+
+  it("a lock-safe take whose fn never finishes: the item goes to another consumer, once", function()
+    local a, b = connect("mh-a"), connect("mh-b")
+    local rec = check.recorder(nil, "spec")
+    local qa = a:queue("/mh/q", { format = "curator", lock_path = "/mh/q-locks", max_hold = 0.5 })
+    local qb = b:queue("/mh/q", { format = "curator", lock_path = "/mh/q-locks" })
+    for i = 1, 3 do
+      assert(qa:put("i" .. i))
+      rec:log("enqueue", "q", { item = "i" .. i })
+    end
+    local A = { seen = {} } -- the stuck consumer
+    local B = { got = {} }
+    a:spawn(function()
+      A.res = pack(qa:take(10, function(items, msg)
+        A.item, A.name, A.t0 = items[1], msg.name, core.now()
+        msg:on_lost(function(event, m, why)
+          A.seen[#A.seen + 1] = { event, m == msg, why }
+          A.lost_at = A.lost_at or core.now()
+        end)
+        -- stuck until the other consumer has the item (bounded), then it tries to write
+        local t = core.now()
+        while not B.in_item and core.now() - t < 20000 do a:sleep(0.05) end
+        A.held = msg:is_held()
+        local txn = msg:transaction()
+        txn:create("/mh/q-applied-" .. items[1], "a")
+        A.commit = pack(txn:commit())
+      end))
+      if A.res[1] then rec:log("dequeue", "q", { item = A.res[1][1], who = "a" }) end
+    end)
+    assert.is_truthy(util.wait_until(function() return A.name end, 10, { a }))
+    b:spawn(function()
+      for _ = 1, 6 do -- bounded: three items to take
+        if #B.got == 3 then break end
+        local items = qb:take(10, function(its, msg)
+          if msg.name == A.name then
+            B.in_item = { at = core.now(), lost_seen = #A.seen }
+            local t = core.now() -- hold it until the stuck consumer tried its write (bounded)
+            while not A.commit and core.now() - t < 20000 do b:sleep(0.05) end
+          end
+          local txn = msg:transaction()
+          txn:create("/mh/q-applied-" .. its[1], "b")
+        end)
+        if items then
+          B.got[#B.got + 1] = items[1]
+          rec:log("dequeue", "q", { item = items[1], who = "b" })
+        end
+      end
+      B.done = true
+    end)
+    assert.is_truthy(util.wait_until(function() return B.done and A.res end, 60, { a, b }),
+      "the consumers did not finish")
+    -- the stuck consumer heard LOST ("max_hold") once, before the other one got its item
+    assert.are.same({ { "LOST", true, "max_hold" } }, A.seen)
+    assert.is_truthy(B.in_item, "the other consumer never got the stuck item")
+    assert.are.equal(1, B.in_item.lost_seen)
+    assert.is_true((B.in_item.at - A.t0) / 1000 >= 0.5 * 0.9,
+      ("taken over after %.3f s, before max_hold"):format((B.in_item.at - A.t0) / 1000))
+    -- its write and its removal were refused
+    assert.is_false(A.held)
+    assert.is_nil(A.commit[1])
+    assert.are.equal("ELOST", A.commit[3])
+    assert.is_nil(A.res[1])
+    assert.are.equal("ELOST", A.res[3])
+    assert.matches("max_hold", A.res[2])
+    -- every item delivered exactly once, applied once (by b)
+    local ok, err = check.queue(check.load(rec))
+    assert(ok, err)
+    for i = 1, 3 do assert.are.equal("b", (b:get("/mh/q-applied-i" .. i))) end
+    assert.are.same({}, util.children(b, "/mh/q"))
+    assert.are.same({}, util.children(b, "/mh/q-locks"))
+  end)
+
+  it("rejects a bad max_hold of a latch and a queue naming the option", function()
+    local a = connect("mh-a")
+    for _, v in ipairs({ 0, -1, 0 / 0, math.huge, "1" }) do
+      local ok, err = pcall(a.latch, a, "/mh/badl", { max_hold = v })
+      assert.is_false(ok)
+      assert.matches("max_hold", err)
+      ok, err = pcall(a.queue, a, "/mh/badq", { format = "curator", lock_path = "/mh/badq-l", max_hold = v })
+      assert.is_false(ok)
+      assert.matches("max_hold", err)
+    end
+    local ok, err = pcall(a.queue, a, "/mh/badq", { format = "curator", max_hold = 1 })
+    assert.is_false(ok)
+    assert.matches("max_hold.*lock_path", err)
   end)
 
   it("a released hold is not touched when max_hold passes later", function()

@@ -393,6 +393,7 @@ function client:latch(path, opts) end
 ---@class zklock.LatchOptions
 ---@field id? string The participant id, written as the node data (default: the client's `identity`).
 ---@field acl? zklock.ACL ACL of the nodes (default `"open"`).
+---@field max_hold? number Seconds each leadership may last (bounded terms): then the latch reports it lost (`on_lost` hears `("LOST", latch, "max_hold")` once, `on_change` hears `"LOST"`), deletes its node after the handler ran, and joins again at the back, so another participant leads (default: unbounded).
 
 ---Options of `client:multilock`.
 ---@class zklock.MultiLockOptions
@@ -626,6 +627,7 @@ function client:queue(path, opts) end
 ---@class zklock.QueueOptions
 ---@field format? "zookeeper"|"curator" `"zookeeper"` (default): ZooKeeper's queue recipe and Curator's `SimpleDistributedQueue` (`qn-` nodes, raw bytes); `"curator"`: Curator's `DistributedQueue` (`queue-` nodes, framed messages).
 ---@field lock_path? string Curator's format only: lock-safe mode, lock nodes `<lock_path>/<item node>` (not under the queue path); made persistent when missing, as Curator does.
+---@field max_hold? number With `lock_path` only: seconds one take's `fn` may hold an item's lock; then the message is lost (`message:on_lost` hears `("LOST", message, "max_hold")` once), its lock node deleted after the handler ran, the item goes to other consumers, and `fn`'s fenced writes and the removal are refused (`ELOST`) (default: unbounded).
 
 ---Options of `client:create`.
 ---@class zklock.CreateOptions
@@ -1425,8 +1427,8 @@ function latch:token() end
 function latch:await(timeout) end
 
 ---Set the handler: `fn(event, latch)` on every change of leadership, `event` being `"LEADER"`
----(it leads now), `"LOST"` (with the session) or `"CLOSED"` (by `close()`). Replaces the
----previous handler.
+---(it leads now), `"LOST"` (with the session, its node deleted, or at `max_hold`) or `"CLOSED"`
+---(by `close()`). Replaces the previous handler.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
 ---@param fn? fun(event: "LEADER"|"LOST"|"CLOSED", latch: zklock.Latch) nil removes it.

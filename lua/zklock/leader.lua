@@ -522,20 +522,24 @@ join = function(self)
   end)
 end
 
--- client:latch(path, { id =, acl = }) -> latch
+-- client:latch(path, { id =, acl =, max_hold = }) -> latch
 --   Joins at once (Curator LeaderLatch.start()): a coroutine spawned on the client creates the
 --   latch node and waits; the latch leads while its node is first. After LOST it joins again
 --   with a new node on the new session (leadership false in between). Lives until close() or
---   the client closes.
+--   the client closes. max_hold (seconds): each leadership lasts at most this long; then the
+--   latch reports LOST ("max_hold") through on_lost, its node is deleted, and it joins again at
+--   the back, so another participant leads (bounded terms).
 function Client:latch(path, opts)
   check.open(self, "latch")
   check.path("latch", 1, path)
-  opts = check.options("latch", 2, opts, { id = id_option, acl = check.acl_option })
+  opts = check.options("latch", 2, opts, { id = id_option, acl = check.acl_option,
+                                           max_hold = check.is.positive })
   check_id(self, "latch", 2, path, opts.id)
   local self_ = setmetatable({ client = self, path = path, id = opts.id, kind = "leader latch",
                                _is_leader = false, _closed = false,
                                _changed = watch.signal(self) }, Latch) -- notified on every change
   hold.init(self_, self, opts.acl, opts.id)
+  hold.set_max_hold(self_, opts.max_hold)
   hold.on_lost(self_, function(state, _, why)
     local fn = self_._on_lost
     if fn then
@@ -618,7 +622,7 @@ function Latch:await(timeout)
 end
 
 -- fn(event, latch) on every change of leadership: "LEADER" (it leads now), "LOST" (with the
--- session), "CLOSED" (by close()). Replaces the handler; nil removes it. -> the latch
+-- session, its node deleted, or at max_hold), "CLOSED" (by close()). Replaces the handler; nil removes it. -> the latch
 function Latch:on_change(fn)
   check.object(self, Latch, "latch", "on_change")
   self._on_change = hold.check_handler("on_change", fn)

@@ -37,6 +37,7 @@ local check = require("zklock.internal.args")
 local E = require("zklock.internal.errors")
 local R = require("zklock.internal.recipe")
 local ypcall = require("zklock.internal.scheduler").pcall -- fn may wait (yield), also on PUC Lua 5.1
+local watch = require("zklock.internal.watch")
 local Client = require("zklock.client").Client
 
 local now = core.now
@@ -233,9 +234,10 @@ function Message:__tostring() return ("zklock.queue_message(%s)"):format(self.no
 -- consumer's lock node of the item. is_held: the lock node is still this session's (and fn has
 -- not returned); token: its czxid (one exists request, the first time); the lock node's path is
 -- the field `lock` (`node`, a field older than the protocol, is the item's path, so there is no
--- node() method); on_lost(fn): fn(state, message, why) for SUSPENDED, RECONNECTED and LOST (the session
--- ended) while fn runs. release, <close> and collection do not apply: the take removes the item
--- and the lock node when fn returns (or only the lock node when it raises).
+-- node() method); on_lost(fn): fn(state, message, why) for SUSPENDED, RECONNECTED and LOST (why
+-- "session": the session ended; "max_hold": fn outlasted the queue's max_hold) while fn runs.
+-- release, <close> and collection do not apply: the take removes the item and the lock node when
+-- fn returns (or only the lock node when it raises).
 function Message:is_held()
   check.object(self, Message, "message", "is_held")
   return not self._done and not self._lost and self._guard.live()
@@ -262,12 +264,12 @@ end
 
 -- Messages whose fn runs, per client, told of the session's states by one hook per client.
 local running_msgs = setmetatable({}, { __mode = "k" }) -- client -> { [message] = true }
-local function tell_msg(m, state)
+local function tell_msg(m, state, why)
   if m._lost or m._done then return end
-  if state == "LOST" then m._lost = true end
+  if state == "LOST" then m._lost = why or "session" end
   local fn = m._on_lost
   if not fn then return end
-  local ok, err = pcall(fn, state, m, state == "LOST" and "session" or nil)
+  local ok, err = pcall(fn, state, m, state == "LOST" and m._lost or nil)
   if not ok then R.log(m._client, "error", ("on_lost handler of %s failed (%s): %s"):format(tostring(m), state,
     tostring(err))) end
 end
@@ -394,7 +396,7 @@ function Queue:_try_locked(name, ms, fn)
   local m = setmetatable({ name = name, node = node, lock = lock, _client = client, _sid = sid }, Message)
   m._guard = { node = lock, what = "the lock of queue item " .. name, live = function()
     R.refresh(client)
-    if client.state == "CLOSED" then return false end
+    if client.state == "CLOSED" or m._lost == "max_hold" then return false end
     return client:session() == sid
   end }
   local data = (wg.result and wg.result.data) or ""
@@ -403,6 +405,18 @@ function Queue:_try_locked(name, ms, fn)
   if items and fn then
     local ok, err
     track_msg(client, m)
+    local timer
+    if self.max_hold then
+      -- bounded: once max_hold passes, LOST ("max_hold") is reported, then the lock node goes and
+      -- the item is free for the other consumers; fn's fenced writes and the removal are refused
+      timer = watch.timer(client, self.max_hold * 1000, function()
+        if m._done or m._lost then return end
+        R.log(client, "warn", ("the lock of queue item %s held for its max_hold of %g s: releasing it")
+          :format(check.short(node), self.max_hold))
+        tell_msg(m, "LOST", "max_hold")
+        if client.state ~= "CLOSED" then clean_lock(client, lock, sid) end
+      end)
+    end
     if guarded_pcall then
       ok, err = guarded_pcall(fn, items, m, function()
         if client.state ~= "CLOSED" then start(client, core.OP_DELETE, lock, ms, nil, 0) end
@@ -412,6 +426,7 @@ function Queue:_try_locked(name, ms, fn)
     end
     m._done = true
     running_msgs[client][m] = nil
+    if timer then watch.cancel_timer(client, timer) end
     if not ok then
       -- the item stays where it is (for the next consumer); only our lock goes
       pcall(self._unlock, self, lock)
@@ -429,9 +444,10 @@ function Queue:_try_locked(name, ms, fn)
   local r, em, ec = t:commit(ms > 0 and ms / 1000 or nil)
   if not r then
     if ec == "ELOST" then
-      em = E.message("ELOST", ("queue item %s: this consumer's lock node %s went (its session ended) before"
+      em = E.message("ELOST", ("queue item %s: this consumer's lock node %s went (%s) before"
         .. " the item was removed; the item stays for another consumer, and nothing of this transaction was"
-        .. " written"):format(check.short(node), check.short(lock)))
+        .. " written"):format(check.short(node), check.short(lock), m._lost == "max_hold"
+          and ("fn held it past the queue's max_hold of %g s"):format(self.max_hold) or "its session ended"))
     elseif core.outcome_unknown(ec) then
       -- the removal got no answer: the server may have applied it (item gone, fn's writes
       -- made), or not (the item stays, and its lock goes: here, or with the session)
@@ -717,9 +733,13 @@ function Queue:__tostring()
   return ("zklock.queue(%s)"):format(self.path)
 end
 
-local OPTIONS = { format = check.is.oneof("zookeeper", "curator"), lock_path = check.is.string }
+local OPTIONS = { format = check.is.oneof("zookeeper", "curator"), lock_path = check.is.string,
+                  max_hold = check.is.positive }
 
--- client:queue(path[, { format = "zookeeper" | "curator", lock_path = }]) -> queue
+-- client:queue(path[, { format = "zookeeper" | "curator", lock_path =, max_hold = }]) -> queue
+--   max_hold (seconds, lock-safe queues only): how long one take's fn may hold the item's lock;
+--   then the message is lost (its on_lost hears "LOST", msg, "max_hold"), its lock node deleted,
+--   and the item goes back to the other consumers; fn's fenced writes are refused (ELOST).
 function Client:queue(path, opts)
   check.open(self, "queue")
   if type(path) ~= "string" then
@@ -743,8 +763,12 @@ function Client:queue(path, opts)
         :format(check.describe(lock_path)))
     end
   end
+  if opts.max_hold ~= nil and lock_path == nil then
+    check.argerror("queue", 2, "option 'max_hold': only with lock_path (a lock-safe queue: it bounds how long fn"
+      .. " holds an item's lock)")
+  end
   return setmetatable({ client = self, path = path, curator = curator or nil, lock_path = lock_path, _cache = {},
-                        _next = 1 }, Queue)
+                        _next = 1, max_hold = opts.max_hold }, Queue)
 end
 
 return { Queue = Queue, Message = Message, encode = encode, decode = decode }

@@ -92,6 +92,13 @@ describe("hold protocol: leader terms and latch leadership #fast", function()
       obj:close()
     end)
 
+    it(f.name .. ": a bad max_hold raises naming the option", function()
+      for _, v in ipairs({ 0, -1, 0 / 0, math.huge, "1", {} }) do
+        raises({ "max_hold" }, f.new, c, path, { max_hold = v })
+      end
+      f.new(c, path, { max_hold = 0.5 }):close()
+    end)
+
     it(f.name .. ": not leading: is_held() false, token() and node() nil, transaction() raises", function()
       local obj = f.new(c, path)
       assert.is_false(obj:is_held())

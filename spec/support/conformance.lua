@@ -76,14 +76,15 @@ M.ACQUIRER_METHODS = { "acquire", "cancel" }
 -- on_lost and transaction for the current term; these checks do not apply to them: acquire's
 -- timeouts and return value, cancel, release (close() leaves the election instead), <close> and
 -- collection of a grant (there is no grant object apart from the election's own).
+-- new(c, path[, opts]): opts are the constructor's options (max_hold: every term is bounded).
 M.elections = {
   {
     name = "leader term",
-    new = function(c, path) return c:leader(path, function(lo) lo:sleep(30) end) end,
+    new = function(c, path, opts) return c:leader(path, function(lo) lo:sleep(30) end, opts) end,
   },
   {
-    name = "latch leadership",
-    new = function(c, path) return c:latch(path) end,
+    name = "latch leadership", rejoins = true, -- it joins again by itself after a loss
+    new = function(c, path, opts) return c:latch(path, opts) end,
   },
 }
 M.ELECTION_METHODS = { "is_held", "token", "node", "on_lost", "transaction" }

@@ -53,7 +53,10 @@ function queue:put(data) end
 ---raises, the lock node is deleted, the item stays in the queue (at its place: no requeue to the
 ---back), and the error is raised again; if `fn` closes the client, the take returns
 ---`nil, "ECLOSED: ...", "ECLOSED"` (the item stays). `timeout` bounds the wait for an item, not
----`fn`. Raises when `fn` is given without a `lock_path`, and when a lock-safe queue's take has no
+---`fn`; the queue's `max_hold` bounds `fn`: once it passes, the message is lost
+---(`message:on_lost` hears `("LOST", message, "max_hold")`), its lock node is deleted and the item
+---goes to other consumers; `fn`'s fenced writes and the removal are refused, and the take returns
+---`nil, "ELOST: ... max_hold ...", "ELOST"`. Raises when `fn` is given without a `lock_path`, and when a lock-safe queue's take has no
 ---`fn` (the item would be removed before it is processed: use a queue without `lock_path` for
 ---that).
 ---@param timeout? number Seconds (nil: no limit; 0: do not wait).
@@ -114,10 +117,11 @@ function message:is_held() end
 function message:token() end
 
 ---Set the handler `fn(state, message, why)` for `"SUSPENDED"`, `"RECONNECTED"` and `"LOST"` (why
----`"session"`: the session ended, the item stays for another consumer) while `fn` of the take
----runs. Replaces the previous handler.
+---`"session"`: the session ended; `"max_hold"`: `fn` outlasted the queue's `max_hold`, and the lock
+---node is deleted after the handler returned; either way the item stays for another consumer)
+---while `fn` of the take runs. Replaces the previous handler.
 ---
 ---Errors: raises if `fn` is neither a function nor nil.
----@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", message: zklock.QueueMessage, why?: "session") nil removes it.
+---@param fn? fun(state: "SUSPENDED"|"RECONNECTED"|"LOST", message: zklock.QueueMessage, why?: "session"|"max_hold") nil removes it.
 ---@return zklock.QueueMessage message
 function message:on_lost(fn) end
