@@ -222,7 +222,9 @@ describe("core.proc #fast", function()
     assert.truthy(msg:match("/nonexistent/zklock%-test"), msg)
   end)
 
-  it("kill_tree without a group: every descendant of this process, grandchildren too", function()
+  -- #alone: it kills every descendant of the busted process, so it runs only where that process
+  -- has no children of its own (the fast tier), not in a suite whose fixture started a server
+  it("kill_tree without a group: every descendant of this process, grandchildren too #alone", function()
     local out = tmpname()
     local pid = assert(proc.spawn(sh_c(("echo $$ >>%s; sh -c 'echo $$ >>%s; exec sleep 30' & exec sleep 30")
       :format(out, out))))
