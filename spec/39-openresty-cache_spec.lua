@@ -39,6 +39,13 @@ describe("openresty shared cache #openresty #lua54 #nosan", function()
       vars = { ZK_HOSTS = zk.hosts, SERVICES = SERVICES, ELECTION = "/spec39/keepers", SESSION_TIMEOUT = SESSION },
     }
     client = assert(zklock.connect(zk.hosts, { identity = "spec-39" }))
+    -- The directory is persistent, so the server never reaps it when a test empties it. KNOWN BUG
+    -- (closing note of 2026-11-27): after the server reaped an emptied container directory and
+    -- it was made again, the keeper's published view stayed empty (this spec failed that way
+    -- twice in one CI rehearsal); a plain client:cache follows the same re-creation. Until it is
+    -- found and fixed with a spec of its own, these tests do not depend on it.
+    client:create("/services", "")
+    client:create(SERVICES, "")
   end)
 
   teardown(function()
@@ -368,7 +375,7 @@ describe("openresty shared cache #openresty #lua54 #nosan", function()
   end)
 
   it("a snapshot too large for the dict: every worker answers ERANGE until one fits again", function()
-    add("10.0.8.1:80") -- (the test before emptied the directory, and the server reaped it)
+    add("10.0.8.1:80") -- (the test before emptied the directory)
     local names = assert(client:children(SERVICES))
     table.sort(names)
     local before = table.concat(names, ",")
