@@ -92,9 +92,9 @@ function Lock:_attempt(timeout, ms)
       .. "release the read lock first"):format(self.path))
   elseif rw and self.recipe == core.READ and rw.write:is_held() then
     -- downgrade: granted at once, on a read node that keeps the writer's place in the queue
-    id, msg, code = hold.core(client):downgrade(hold.of(rw.write, co).id)
+    id, msg, code = hold.downgrade(self, hold.of(rw.write, co))
   else
-    id, msg, code = hold.core(client):acquire(self.recipe, self.path, ms, hold.acl(self), hold.data(self))
+    id, msg, code = hold.start(self, self.recipe, self.path, ms)
   end
   if not id then return nil, msg, code end
   local w = hold.await(self, id)
