@@ -2,7 +2,8 @@
 -- made again between two of its reads, in the orders a real server can answer them (one session's
 -- answers come in the order its requests were sent). A directory that is a container is reaped by
 -- the server once empty, and made again by the next create with parents: the cache must list the
--- new directory, or it misses its children for good (spec/39, spec/49 saw this on a real server).
+-- new directory, or it misses its children for good (spec/39, spec/49 saw this on a real server;
+-- the last test is spec/49's group whose only member's session expired).
 --   busted --lua=lua5.4 spec/fast/scripted/cache_spec.lua
 local scripted = require("support.scripted")
 
@@ -66,5 +67,29 @@ describe("scripted cache: a root deleted and made again between reads #fast", fu
     s:expect("get", "/r/b"):ok("y", 21)
     assert.are.equal("y", (cache:get("/r/b")))
     assert.are.same({ "added /r", "initialized /r", "removed /r", "added /r", "added /r/b" }, evs)
+  end)
+
+  it("a group whose container was reaped when its only member's session expired sees it join again", function()
+    -- spec/49's case: the member's node goes with its session, the emptied group node is reaped,
+    -- and the member's create with parents makes both again
+    local g = s.client:group("/g")
+    local evs = {}
+    g:on_change(function(event, _, id) evs[#evs + 1] = event .. (id and " " .. id or "") end)
+    s:expect("get", "/g"):ok("", 10)
+    s:expect("children", "/g"):ok({ "gamma" })
+    s:expect("get", "/g/gamma"):ok("g1", 11)
+    s:fire("deleted", "/g/gamma")
+    s:fire("child", "/g")
+    local get_m = s:expect("get", "/g/gamma")
+    local list = s:expect("children", "/g")
+    get_m:fail("ZNONODE")
+    s:fire("deleted", "/g")
+    local get_g = s:expect("get", "/g")
+    list:fail("ZNONODE")
+    get_g:ok("", 20)
+    s:expect("children", "/g"):ok({ "gamma" })
+    s:expect("get", "/g/gamma"):ok("g1", 21)
+    assert.are.same({ "joined gamma", "initialized", "left gamma", "joined gamma" }, evs)
+    assert.are.equal("g1", g:members().gamma)
   end)
 end)
