@@ -403,7 +403,7 @@ function Client:_block(w)
       w.done, w.type, w.status = true, typ, st
       if typ == core.EV_OP_DONE then
         w.result = c:result(id)
-        if self._watch then watch.on_done(self, id, st) end
+        if watch.active(self) then watch.on_done(self, id, st) end
       end
     end
   end
