@@ -88,7 +88,7 @@ static char *four(const char *cmd) {
 }
 
 typedef struct {
-    long long recv, sent, watch;
+    long long recv, sent, watch, fsync;
 } counters;
 
 static counters snap(void) {
@@ -100,6 +100,7 @@ static counters snap(void) {
               mntr_value(t, "zk_sum_node_children_watch_count") +
               mntr_value(t, "zk_sum_node_changed_watch_count") +
               mntr_value(t, "zk_sum_node_created_watch_count");
+    c.fsync = mntr_value(t, "zk_cnt_fsynctime"); /* transaction log fsyncs (-1: not reported) */
     free(t);
     return c;
 }
@@ -265,16 +266,18 @@ int main(int argc, char **argv) {
     counters c2 = snap();
     double req = (double)((c2.recv - c1.recv) - (c1.recv - c0.recv)) / (double)n;
     double notif = (double)(c2.watch - c1.watch) / (double)n;
+    /* log fsyncs per cycle: how well the server batched the writes (one fsync per batch) */
+    double fsync = c2.fsync < 0 ? -1 : (double)(c2.fsync - c1.fsync) / (double)n;
     if (uncontended) {
         qsort(lat, (size_t)n, sizeof *lat, cmp_d);
         printf("RESULT ops=%ld secs=%.4f rate=%.1f p50_us=%.1f p99_us=%.1f req_per=%.3f "
-               "notif_per=%.3f cpu_us_per=%.3f\n",
+               "notif_per=%.3f cpu_us_per=%.3f fsync_per=%.4f\n",
                n, el, (double)n / el, lat[n / 2] * 1e6, lat[(long)(n * 0.99)] * 1e6, req, notif,
-               cpu_per);
+               cpu_per, fsync);
     } else {
         printf("RESULT ops=%ld secs=%.4f rate=%.1f depth=%d req_per=%.3f notif_per=%.3f "
-               "cpu_us_per=%.3f\n",
-               n, el, (double)n / el, depth, req, notif, cpu_per);
+               "cpu_us_per=%.3f fsync_per=%.4f\n",
+               n, el, (double)n / el, depth, req, notif, cpu_per, fsync);
     }
     fflush(stdout);
     zookeeper_close(zh);
