@@ -632,7 +632,8 @@ do
     local st = S_[row[1] .. "." .. row[2]]
     if row[2] == "cpu_us_per" and st and (st.zkl or st.jit) then
       local label = row[3]:gsub("^%d+%.%s+", ""):gsub("[:,]? client CPU µs/op", "")
-        :gsub(": client CPU µs/handoff in the drain", ", per handoff in the drain"):gsub(": client CPU µs/handoff", ", per handoff")
+        :gsub(": client CPU µs/handoff in the drain", ", per handoff in the drain")
+        :gsub(": client CPU µs/handoff", ", per handoff")
       for _, p in ipairs(PLOT) do
         local v = st[p[1]]
         if v and SELECTED[p[1]] then
@@ -935,10 +936,13 @@ local facts = {
     .. ", Kazoo " .. sh("/usr/bin/python3 -c 'import kazoo.version as v; print(v.__version__)'"),
   "- libzookeeper_st " .. sh("dpkg-query -W -f='${Version}' libzookeeper-st2 2>/dev/null "
     .. "|| dpkg-query -W -f='${Version}' libzookeeper-st-dev"),
-  ("- load average (1/5/15 min) at start %s, at end %s: anything above what the benchmark itself "
-    .. "adds (about 1.5) is someone else's work on the same 2 cores"):format(load_start, load_end),
-  "- zklock " .. sh("git rev-parse --short HEAD")
-    .. (sh("git status --porcelain -- csrc lua") ~= "" and " (with uncommitted changes in csrc/ or lua/)" or ""),
+  ("- load average (1/5/15 min) %sat the start of the measurements %s, at the end %s: anything above what "
+    .. "the benchmark itself adds (about 1.5) is someone else's work on the same 2 cores"):format(
+    os.getenv("BENCH_LOAD_BEFORE") and ("before bench/run's builds " .. os.getenv("BENCH_LOAD_BEFORE") .. ", ") or "",
+    load_start, load_end),
+  "- zklock " .. sh("git rev-parse --short HEAD") .. " (" .. sh("git log -1 --format=%s HEAD") .. ")"
+    .. (sh("git status --porcelain -- csrc lua CMakeLists.txt bench/bench.lua bench/drivers bench/tools") ~= ""
+      and " with uncommitted changes in csrc/, lua/ or the benchmark's code" or ""),
 }
 if opt.baseline then
   local base_sha = sh("cat bench/out/base-build/.zkl-rev 2>/dev/null")
