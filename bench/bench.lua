@@ -968,7 +968,8 @@ local header = {
   "Cells: median over the rounds (min–max). Ratios: zklock's median over the peer's, Lua 5.4 / LuaJIT "
     .. "(for rates > 1 is better for zklock, for latencies and counts < 1 is). Requests and notifications "
     .. "are counted at the server (mntr `zk_packets_received` and `zk_sum_node_*_watch_count` deltas). "
-    .. "Workloads with a duration run " .. secs .. " s each" .. (S and "." or " (the 1,000 locks 10 s, OpenResty 5 s per location)."),
+    .. "Workloads with a duration run " .. secs .. " s each"
+    .. (S and "." or " (the 1,000 locks 10 s, OpenResty 5 s per location)."),
   "",
 }
 local report = table.concat(header, "\n") .. "\n## Table\n\n" .. table_md .. "\n"
