@@ -130,6 +130,11 @@ local CASES = {
     args = S and "pipelined depth=16 n=200 warm=20" or "pipelined depth=16 n=20000 warm=1000" },
   { id = "pipe128", title = "raw pipelined, 128 in flight", who = { "raw" },
     args = S and "pipelined depth=128 n=500 warm=128" or "pipelined depth=128 n=30000 warm=2000" },
+  -- a lock's three requests with no lock logic (create and listing back to back, then the
+  -- delete; each of the 1,000 slots under a parent of its own): the server's ceiling for the
+  -- 1,000 locks' requests, the listing included (issue 24 target 3)
+  { id = "pipe1000l", title = "raw pipelined with a lock's listing, 1000 in flight", who = { "raw" },
+    args = S and "pipelined depth=100 n=300 warm=100 list=1" or "pipelined depth=1000 n=40000 warm=2000 list=1" },
   { id = "c8", title = "2. Contended mutex, 8 waiters", who = LOCKS, args = ("contended t=8 secs=%g"):format(secs) },
   { id = "c64", title = "2. Contended mutex, 64 waiters", who = LOCKS, args = ("contended t=64 secs=%g"):format(secs) },
   { id = "c1000", title = "2. Contended mutex, 1000 waiters", who = LOCKS,
@@ -187,7 +192,8 @@ local CASES = {
     who = LOCKS, args = ("independent t=1000 secs=%g"):format(secs) },
 }
 if S then -- smoke: every driver and workload once, small
-  local keep = { unc = true, pipe16 = true, c8 = true, ind = true, read = true, sem = true, h100 = true,
+  local keep = { unc = true, pipe16 = true, pipe1000l = true, c8 = true, ind = true, read = true, sem = true,
+                 h100 = true,
                  http = true }
   local cases = {}
   for _, c in ipairs(CASES) do if keep[c.id] then cases[#cases + 1] = c end end
@@ -482,6 +488,8 @@ local ROWS = {
   { "pipe16", "rate", "raw pipelined 16 in flight: cycles/s" },
   { "pipe128", "rate", "raw pipelined 128 in flight: cycles/s" },
   { "pipe128", "cpu_us_per", "raw pipelined 128 in flight: client CPU µs/op" },
+  { "pipe1000l", "rate", "raw create+list+delete, 1000 in flight: cycles/s" },
+  { "pipe1000l", "fsync_per", "raw create+list+delete, 1000 in flight: log fsyncs per cycle", digits = 3 },
   { "c8", "rate", "2. 8 waiters, one mutex: acquisitions/s" },
   { "c8", "p99_wait_us", "2. 8 waiters: p99 wait, ms", scale = 1e-3 },
   { "c8", "cpu_us_per", "8 waiters: client CPU µs/op (raw: 1 create+delete)", raw_from = RAW1, raw_min = true },
@@ -814,6 +822,7 @@ do
   local best = S_["ind.rate"] and S_["ind.rate"].raw
   local b = best and best.med
   local z, j = med("ind.rate", "zkl"), med("ind.rate", "jit")
+  local l = med("pipe1000l.rate", "raw")
   -- the spread of a contender's rounds, (max - min) / median, and the per-round ratios to the raw
   -- run of the same round (which ran a few seconds before or after it)
   local function spread(cid)
@@ -834,8 +843,10 @@ do
   target("1,000 coroutines on 1,000 locks >= 0.65x (Lua 5.4) / 0.75x (LuaJIT) raw pipelined ceiling",
     cmp(z, ">=", b and 0.65 * b), cmp(j, ">=", b and 0.75 * b),
     ("%s / %s x raw pipelined 128 (%s cycles/s); per round, x that round's raw run: %s / %s; spread of "
-      .. "the rounds (max-min)/median: %s / %s (raw %s)"):format(f2(z and b and z / b), f2(j and b and j / b), num(b),
-      paired("zkl"), paired("jit"), spread("zkl"), spread("jit"), spread("raw")))
+      .. "the rounds (max-min)/median: %s / %s (raw %s); x raw create+list+delete 1000 in flight (%s cycles/s): "
+      .. "%s / %s"):format(f2(z and b and z / b), f2(j and b and j / b), num(b),
+      paired("zkl"), paired("jit"), spread("zkl"), spread("jit"), spread("raw"), num(l),
+      f2(z and l and z / l), f2(j and l and j / l)))
 end
 do -- the 3-node ensemble: the three workloads against Curator (and the raw client)
   local function r(key, peer, cid) local a, b = med(key, cid), med(key, peer); return a and b and b > 0 and a / b end
