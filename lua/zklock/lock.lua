@@ -86,6 +86,7 @@ function Lock:_attempt(timeout, ms)
     return self
   end
   local id, msg, code
+  local a = hold.owner(client) -- a coroutine an adapter owns: the acquire call parks its wait too
   local rw = self._rw
   if rw and self.recipe == core.WRITE and rw.read:is_held() then
     return fail(core.errno.EDEADLK, ("upgrading the read lock of %s to its write lock would deadlock; "
@@ -94,10 +95,10 @@ function Lock:_attempt(timeout, ms)
     -- downgrade: granted at once, on a read node that keeps the writer's place in the queue
     id, msg, code = hold.core(client):downgrade(hold.of(rw.write, co).id)
   else
-    id, msg, code = hold.core(client):acquire(self.recipe, self.path, ms, hold.acl(self), hold.data(self))
+    id, msg, code = hold.core(client):acquire(self.recipe, self.path, ms, hold.acl(self), hold.data(self), a ~= nil)
   end
   if not id then return nil, msg, code end
-  local w = hold.await(self, id)
+  local w = hold.await(self, id, msg == true, a)
   if not w.done then
     return fail(core.errno.ECLOSED, "the client was closed while acquiring " .. self.path)
   end

@@ -130,6 +130,8 @@ M.refresh = R.refresh
 
 -- The client's core handle.
 M.core = R.core
+-- the adapter that owns the calling coroutine (it may suspend it), or nil: the caller blocks
+M.owner = R.owner
 
 -- Extra words for an acquire that failed with `status` (a missing chroot), or "".
 M.explain = R.explain
@@ -149,14 +151,16 @@ local function what_of(obj)
 end
 
 -- Wait for acquisition `id` started for obj; cancel(obj) withdraws it meanwhile. -> waiter
-function M.await(obj, id)
+-- parked: the call that started op id parked its waiter in the core (c:acquire's park flag),
+-- adapter: the adapter owning the caller, when the caller looked it up already
+function M.await(obj, id, parked, adapter)
   local st = obj[STATE]
   local client = st.client
   local rep = R.metrics(client)
   local t0 = rep and now()
-  local w = R.waiter(client, id, true)
+  local w = R.waiter(client, id, true, parked)
   st.pending[id] = w
-  R.await(client, w)
+  R.await(client, w, adapter)
   st.pending[id] = nil
   if rep then
     local acquired = w.done and w.type == core.EV_ACQUIRED
@@ -519,10 +523,11 @@ function M.release(hold)
     return true -- the session was closed: every node of ours went with it
   end
   if hold.abandoned then return lost_before_release(hold) end -- max_hold gave the node back
-  local ok, msg, code = R.core(client):release(hold.id)
+  local a = R.owner(client) -- a coroutine an adapter owns: its wait is parked by the release call
+  local ok, msg, code = R.core(client):release(hold.id, a ~= nil) -- ok: true, msg: parked
   local status
   if ok then
-    local w = R.await(client, R.waiter(client, hold.id))
+    local w = R.await(client, R.waiter(client, hold.id, nil, msg), a)
     if not w.done or w.status == 0 then hold_done(hold, "released") return true end
     status = w.status
   elseif code == "ELOST" then
