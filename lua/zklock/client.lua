@@ -385,14 +385,14 @@ function Client:_owner()
 end
 
 -- Wait for w.done: suspend through the adapter that owns the caller, else block while pumping.
--- A waiter of an adapter is parked in the core (w.parked: its grant or failure comes through
--- c:take_ready, with no event of its own to dispatch): by the call that started its operation
--- (c:acquire and c:release take a park flag), or here.
-function Client:_await(w, a)
+-- A waiter of an adapter is parked in the core (its grant or failure comes through c:take_ready,
+-- with no event of its own to dispatch): by the call that started its operation (c:acquire and
+-- c:release take a park flag; then `parked` is true), or here.
+function Client:_await(w, a, parked)
   a = a or self:_owner()
   if a then
     w.adapter = a
-    if w.grant and not w.parked and self._waiters[w.id] == w then w.parked = self._c:park(w.id) end
+    if w.grant and not parked and self._waiters[w.id] == w then self._c:park(w.id) end
     a.wait(self, w)
   else
     self:_block(w)
@@ -435,11 +435,11 @@ end
 
 -- Register a waiter for core operation `id`; grant = true when the op acquires something that
 -- must be given back if nobody picks it up.
-function Client:_waiter(id, grant, parked)
+function Client:_waiter(id, grant)
   -- every field the dispatch and the wait set later is there from the start: the table is made
   -- at its final size instead of growing (and being rehashed) twice per wait
   local w = { id = id, grant = grant or false, done = false, type = false, status = false, adapter = false,
-              consumed = false, parked = parked or false }
+              consumed = false }
   if self._waiters[id] == nil then self._nwaiters = self._nwaiters + 1 end
   self._waiters[id] = w
   return w

@@ -158,9 +158,9 @@ function M.await(obj, id, parked, adapter)
   local client = st.client
   local rep = R.metrics(client)
   local t0 = rep and now()
-  local w = R.waiter(client, id, true, parked)
+  local w = R.waiter(client, id, true)
   st.pending[id] = w
-  R.await(client, w, adapter)
+  R.await(client, w, adapter, parked)
   st.pending[id] = nil
   if rep then
     local acquired = w.done and w.type == core.EV_ACQUIRED
@@ -527,7 +527,7 @@ function M.release(hold)
   local ok, msg, code = R.core(client):release(hold.id, a ~= nil) -- ok: true, msg: parked
   local status
   if ok then
-    local w = R.await(client, R.waiter(client, hold.id, nil, msg), a)
+    local w = R.await(client, R.waiter(client, hold.id), a, msg)
     if not w.done or w.status == 0 then hold_done(hold, "released") return true end
     status = w.status
   elseif code == "ELOST" then

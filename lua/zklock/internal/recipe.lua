@@ -48,8 +48,8 @@ end
 
 function recipe.core(self) return self._c end
 function recipe.refresh(self) return self:_refresh() end
-function recipe.waiter(self, id, grant, parked) return self:_waiter(id, grant, parked) end
-function recipe.await(self, w, adapter) return self:_await(w, adapter) end
+function recipe.waiter(self, id, grant) return self:_waiter(id, grant) end
+function recipe.await(self, w, adapter, parked) return self:_await(w, adapter, parked) end
 function recipe.owner(self) return self:_owner() end -- the adapter owning the caller, or nil
 -- Called once by zklock.client with its class: where the interface adds nothing the client's own
 -- methods stand in for the three wrappers above (a Lua call less each, on every acquire).

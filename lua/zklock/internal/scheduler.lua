@@ -156,7 +156,8 @@ function M.new()
 
   local died = false -- a spawned coroutine ended in this step: reap what it still holds
   local function step_co(co, value)
-    local ok, res = resume(co, value)
+    local ok, res
+    if value == nil then ok, res = resume(co) else ok, res = resume(co, value) end -- a first run: no arguments
     if status(co) == "dead" then
       untask(co)
       died = true
@@ -242,8 +243,14 @@ function M.new()
 
   -- Run fn(...) in a new coroutine owned by this scheduler; it starts on the next process().
   function S.spawn(fn, ...)
-    local n, args = select("#", ...), { ... }
-    local co = coroutine.create(function() return fn(unpack_(args, 1, n)) end)
+    local n = select("#", ...)
+    local co
+    if n == 0 then
+      co = coroutine.create(fn) -- no arguments: no closure or table per coroutine
+    else
+      local args = { ... }
+      co = coroutine.create(function() return fn(unpack_(args, 1, n)) end)
+    end
     tasks[co] = true
     ntasks = ntasks + 1
     push(co)
