@@ -389,7 +389,7 @@ end
 -- with no event of its own to dispatch): by the call that started its operation (c:acquire and
 -- c:release take a park flag; then `parked` is true), or here.
 function Client:_await(w, a, parked)
-  a = a or self:_owner()
+  if a == nil then a = self:_owner() end -- false: the caller looked, no adapter owns it
   if a then
     w.adapter = a
     if w.grant and not parked and self._waiters[w.id] == w then self._c:park(w.id) end

@@ -98,7 +98,7 @@ function Lock:_attempt(timeout, ms)
     id, msg, code = hold.core(client):acquire(self.recipe, self.path, ms, hold.acl(self), hold.data(self), a ~= nil)
   end
   if not id then return nil, msg, code end
-  local w = hold.await(self, id, msg == true, a)
+  local w = hold.await(self, id, msg == true, a or false)
   if not w.done then
     return fail(core.errno.ECLOSED, "the client was closed while acquiring " .. self.path)
   end

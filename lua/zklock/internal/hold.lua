@@ -152,7 +152,7 @@ end
 
 -- Wait for acquisition `id` started for obj; cancel(obj) withdraws it meanwhile. -> waiter
 -- parked: the call that started op id parked its waiter in the core (c:acquire's park flag),
--- adapter: the adapter owning the caller, when the caller looked it up already
+-- adapter: the adapter owning the caller when the caller looked it up already (false: none)
 function M.await(obj, id, parked, adapter)
   local st = obj[STATE]
   local client = st.client
@@ -527,7 +527,7 @@ function M.release(hold)
   local ok, msg, code = R.core(client):release(hold.id, a ~= nil) -- ok: true, msg: parked
   local status
   if ok then
-    local w = R.await(client, R.waiter(client, hold.id), a, msg)
+    local w = R.await(client, R.waiter(client, hold.id), a or false, msg)
     if not w.done or w.status == 0 then hold_done(hold, "released") return true end
     status = w.status
   elseif code == "ELOST" then
