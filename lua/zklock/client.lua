@@ -132,6 +132,7 @@ local function new(hosts, opts)
     _waiters = {},                      -- op id -> waiter
     _nwaiters = 0,                      -- entries of _waiters
     _ready = {},                        -- c:take_ready's buffer: id, type, status, id, ...
+    _nparked = 0,                       -- waits parked in the core (at least the ready ones)
     _holds = setmetatable({}, { __mode = "v" }), -- op id -> hold record (weak: a dropped lock can be collected)
     _giveups = {},                      -- give-up record -> true: a recipe on plain calls waits (recipe.waiting)
     _slots = {},                        -- key -> a recipe module's per-client table (recipe.slot)
@@ -270,9 +271,10 @@ function Client:_dispatch()
   end
   -- then the parked waiters whose operation finished, all in one call (after the events above,
   -- so that a session change is seen before the waiters it failed run)
-  local buf = self._ready
-  local n = c:take_ready(buf)
+  local n = self._nparked > 0 and c:take_ready(self._ready) or 0
   if n > 0 then
+    local buf = self._ready
+    self._nparked = self._nparked - n
     local waiters = self._waiters
     for i = 1, 3 * n, 3 do
       local id = buf[i]
@@ -392,7 +394,11 @@ function Client:_await(w, a, parked)
   if a == nil then a = self:_owner() end -- false: the caller looked, no adapter owns it
   if a then
     w.adapter = a
-    if w.grant and not parked and self._waiters[w.id] == w then self._c:park(w.id) end
+    if parked then
+      self._nparked = self._nparked + 1
+    elseif w.grant and self._waiters[w.id] == w and self._c:park(w.id) then
+      self._nparked = self._nparked + 1
+    end
     a.wait(self, w)
   else
     self:_block(w)

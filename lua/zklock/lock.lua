@@ -7,6 +7,7 @@ local core = require("zklock.core")
 local check = require("zklock.internal.args")
 local retry = require("zklock.retry")
 local hold = require("zklock.internal.hold")
+local R = require("zklock.internal.recipe")
 local Client = require("zklock.client").Client
 
 local Lock = {}
@@ -86,7 +87,7 @@ function Lock:_attempt(timeout, ms)
     return self
   end
   local id, msg, code
-  local a = hold.owner(client) -- a coroutine an adapter owns: the acquire call parks its wait too
+  local a = R.owner(client) -- a coroutine an adapter owns: the acquire call parks its wait too
   local rw = self._rw
   if rw and self.recipe == core.WRITE and rw.read:is_held() then
     return fail(core.errno.EDEADLK, ("upgrading the read lock of %s to its write lock would deadlock; "

@@ -130,8 +130,6 @@ M.refresh = R.refresh
 
 -- The client's core handle.
 M.core = R.core
--- the adapter that owns the calling coroutine (it may suspend it), or nil: the caller blocks
-M.owner = R.owner
 
 -- Extra words for an acquire that failed with `status` (a missing chroot), or "".
 M.explain = R.explain

@@ -55,6 +55,7 @@ function recipe.owner(self) return self:_owner() end -- the adapter owning the c
 -- methods stand in for the three wrappers above (a Lua call less each, on every acquire).
 function recipe.bind(Client)
   recipe.refresh, recipe.waiter, recipe.await = Client._refresh, Client._waiter, Client._await
+  recipe.owner = Client._owner
 end
 function recipe.poll(self) return self:_pump(0) end
 function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: untrack
