@@ -1,11 +1,13 @@
 /* events.c - the client's event queue: a ring of zkl_event the user drains with
  * zkl_client_next_event, and the ready list, a second ring for the final events of parked ops
- * (zkl_client_park), drained with zkl_client_next_ready. Only the queues themselves: which op an event names, and what happens to an
- * op once its final event is out, is op.c's (zkl__emit). Calls only mem.c. */
+ * (zkl_client_park), drained with zkl_client_next_ready. Only the queues themselves: which op an
+ * event names, and what happens to an op once its final event is out, is op.c's (zkl__emit). Calls
+ * only mem.c. */
 #include "internal.h"
 
 /* Grow ring (*ev, *cap, *head, *len) to hold `need` events, oldest first from index 0. */
-static int ring_grow(zkl_client *c, zkl_event **ev, size_t *cap, size_t *head, size_t len, size_t need) {
+static int ring_grow(zkl_client *c, zkl_event **ev, size_t *cap, size_t *head, size_t len,
+                     size_t need) {
     if (need <= *cap) return 0;
     size_t ncap = *cap ? *cap : 64, i;
     while (ncap < need)

@@ -156,8 +156,8 @@ int zkl__emit(zkl_client *c, zkl_op *op, int type, int status) {
         return 0;
     }
     if (op && op->user_gone) return 0;
-    if (op && op->parked && type != ZKL_EV_OP_DONE && type != ZKL_EV_LOCK_STATE && type != ZKL_EV_WATCH &&
-        type != ZKL_EV_WARNING && type != ZKL_EV_SESSION) {
+    if (op && op->parked && type != ZKL_EV_OP_DONE && type != ZKL_EV_LOCK_STATE &&
+        type != ZKL_EV_WATCH && type != ZKL_EV_WARNING && type != ZKL_EV_SESSION) {
         /* its waiter is parked: straight to the ready list (room reserved by zkl__client_park) */
         op->parked = 0;
         c->nparked--;

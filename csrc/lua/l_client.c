@@ -411,7 +411,8 @@ static int l_park(lua_State *L) {
 }
 
 /* c:take_ready(buf) -> n: every ready event of a parked op, in one call: buf[3i-2], buf[3i-1],
- * buf[3i] = id, type, status for i = 1..n (buf is reused; entries beyond 3n are left as they are) */
+ * buf[3i] = id, type, status for i = 1..n (buf is reused; entries beyond 3n are left as they are)
+ */
 static int l_take_ready(lua_State *L) {
     lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
     luaL_checktype(L, 2, LUA_TTABLE);

@@ -507,5 +507,5 @@ static void alloc_parked(void) {
 }
 
 H_DEFINE_GROUP(g_alloc, {"locks", alloc_locks}, {"sem", alloc_sem}, {"session", alloc_session},
-               {"txn", alloc_txn}, {"walk", alloc_walk}, {"parked", alloc_parked}, {"multi_start_oom", multi_start_oom},
-               {"sem_grant_oom", sem_grant_oom});
+               {"txn", alloc_txn}, {"walk", alloc_walk}, {"parked", alloc_parked},
+               {"multi_start_oom", multi_start_oom}, {"sem_grant_oom", sem_grant_oom});

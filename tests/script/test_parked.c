@@ -8,10 +8,12 @@
 
 #define DIR "/parked"
 
-#define EXPECT_READY(c, type, id, status) expect_ready(__FILE__, __LINE__, (c), (type), (id), (status))
+#define EXPECT_READY(c, type, id, status)                                                          \
+    expect_ready(__FILE__, __LINE__, (c), (type), (id), (status))
 #define EXPECT_NO_READY(c) expect_no_ready(__FILE__, __LINE__, (c))
 
-static void expect_ready(const char *file, int line, zkl_client *c, int type, uint64_t id, int status) {
+static void expect_ready(const char *file, int line, zkl_client *c, int type, uint64_t id,
+                         int status) {
     zkl_event ev = {0, 0, 0};
     h_checks++;
     if (zkl_client_next_ready(c, &ev) != 1) {
@@ -19,9 +21,10 @@ static void expect_ready(const char *file, int line, zkl_client *c, int type, ui
         return;
     }
     if (ev.type != type || ev.id != id || ev.status != status)
-        h_fail(file, line, "ready event type %d id %llu status %s, wanted type %d id %llu status %s",
-               ev.type, (unsigned long long)ev.id, zkl_err_name(ev.status), type,
-               (unsigned long long)id, zkl_err_name(status));
+        h_fail(file, line,
+               "ready event type %d id %llu status %s, wanted type %d id %llu status %s", ev.type,
+               (unsigned long long)ev.id, zkl_err_name(ev.status), type, (unsigned long long)id,
+               zkl_err_name(status));
 }
 
 static void expect_no_ready(const char *file, int line, zkl_client *c) {
@@ -55,9 +58,9 @@ static void parked_grant(void) {
     fz_children_v(ls, h_seqname(cr, 3), NULL);
     CHECK_INT(zkl_client_timeout_ms(c) != 0, 1);
     int n = zkl_client_process(c);
-    CHECK_INT(n, 1);                            /* process() counts the ready event */
-    CHECK_INT(zkl_client_timeout_ms(c), 0);     /* and the host must come back at once */
-    EXPECT_NO_EV(c);                            /* not on the event queue */
+    CHECK_INT(n, 1);                                      /* process() counts the ready event */
+    CHECK_INT(zkl_client_timeout_ms(c), 0);               /* and the host must come back at once */
+    EXPECT_NO_EV(c);                                      /* not on the event queue */
     CHECK_INT(zkl_client_next_event_for(c, id, &ev), -1); /* a blocking caller pumps instead */
     EXPECT_READY(c, ZKL_EV_ACQUIRED, id, ZKL_OK);
     EXPECT_NO_READY(c);
@@ -177,7 +180,8 @@ static void parked_session_lost(void) {
     h_pump(c);
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_SUSPENDED);
     EXPECT_NO_READY(c);
-    /* it expires: the session's EXPIRED on the event queue, the waiter's FAILED in the ready list */
+    /* it expires: the session's EXPIRED on the event queue, the waiter's FAILED in the ready list
+     */
     fz_expire();
     h_pump(c);
     EXPECT_EV(c, ZKL_EV_SESSION, 0, ZKL_STATE_EXPIRED);
@@ -200,7 +204,8 @@ static void parked_closed(void) {
     h_free(c);
 }
 
-H_DEFINE_GROUP(g_parked, {"parked_grant", parked_grant}, {"parked_grant_at_once", parked_grant_at_once},
+H_DEFINE_GROUP(g_parked, {"parked_grant", parked_grant},
+               {"parked_grant_at_once", parked_grant_at_once},
                {"parked_wait_then_grant", parked_wait_then_grant},
                {"parked_give_up_in_create", parked_give_up_in_create},
                {"parked_session_lost", parked_session_lost}, {"parked_closed", parked_closed});
