@@ -102,6 +102,8 @@ end
 --   on_state(state, term, why)   every SUSPENDED / RECONNECTED / LOST of a held term (after the policy)
 --   on_exit(engine)              the loop ended for good
 --   log(level, msg), what        where messages go, and what they call the election
+--   host, job, stop_grace        a supervised term (below): job(handle) runs in a thread of the
+--                                host's that the engine's loop watches and may kill
 -- A term (engine.term while it runs) has token, node, id, path, number, hold (its hold record),
 -- why (nil while it may go on, else the first stop reason: "SUSPENDED", "LOST", "CLOSED" or the
 -- reason given to close) and lost (true once the session is gone: the server may hand the
@@ -126,6 +128,7 @@ local function tell(e, term, why)
   if why == "LOST" then term.lost = true end
   if term.running then
     watch.notify(e._changed)
+    if term.job then term.job:_wake() end
     if e._o.tell then e._o.tell(term, why) end
   end
 end
@@ -138,6 +141,111 @@ end
 local function stay(e, term)
   if e._o.run then e._o.run(e, term) end
   wait_for(e.client, -1, function() return term.why ~= nil end, e._changed)
+end
+
+---------------------------------------------------------------- supervised terms
+--
+-- With option host, a term runs opts.job(handle) in a thread the host can kill (one_worker: an
+-- ngx light thread), watched by the engine's own loop, the supervisor. Told to stop (a stop
+-- reason of the term, or host.stopping(): one_worker's worker is exiting) the job gets
+-- stop_grace seconds to return before it is killed; LOST kills it at once (the server may hand
+-- the queue on any moment). A job that raised is logged and the engine pauses retry_delay
+-- before queueing again. The host gives:
+--   now() -> seconds          signal() -> { wait = function(s) (up to s, or woken), wake = function() }
+--   spawn(fn) -> thread | nil, err;  kill(thread);  stopping() -> a reason | nil
+--   who                       how messages name this participant ("worker 1234")
+--   fields                    copied into every job handle (one_worker: pid, worker)
+
+local POLL = 0.1 -- s: how often a supervisor, and a job in job:sleep, look at host.stopping()
+
+local Job = {}
+Job.__index = Job
+Job.__name = "zklock.election_job"
+M.Job = Job
+
+-- nil while the job may run; otherwise why it must stop: the term's stop reason ("SUSPENDED"
+-- under "stop", "LOST", "CLOSED" or close's reason), the host's ("EXITING"), or "CLOSED" when
+-- the client was closed. Sticky: once told, always told.
+function Job:stopping()
+  if getmetatable(self) ~= Job then check.raise("zklock: use job:stopping() (with a colon)") end
+  if not self._why then
+    self._why = self._term.why or self._host.stopping() or (self.client.state == "CLOSED" and "CLOSED") or nil
+  end
+  return self._why
+end
+
+-- Sleep `s` seconds unless told to stop meanwhile. -> true, or nil, reason as soon as
+-- job:stopping() says so (at once on a stop reason of the term; within POLL on the host's).
+function Job:sleep(s)
+  if getmetatable(self) ~= Job then check.raise("zklock: use job:sleep(s) (with a colon)") end
+  if type(s) ~= "number" or s ~= s or s < 0 then
+    check.argerror("sleep", 1, "expected a number of seconds >= 0, got " .. check.describe(s))
+  end
+  local host = self._host
+  local deadline = host.now() + s
+  while true do
+    local why = self:stopping()
+    if why then return nil, why end
+    local left = deadline - host.now()
+    if left <= 0 then return true end
+    self._bell.wait(left < POLL and left or POLL)
+  end
+end
+
+-- Wake the job's threads waiting in job:sleep and the supervisor, once per term: a host signal
+-- may keep a wake-up for a wait() that comes later, and waking again from the supervisor's own
+-- loop would spin it.
+function Job:_wake()
+  if self._told then return end
+  self._told = true
+  self._bell.wake()
+  self._kick.wake()
+end
+
+-- The run hook of a supervised term. -> true (the job raised: pause before queueing again)
+local function supervise(e, term)
+  local o, host = e._o, e._o.host
+  if host.stopping() then return false end -- granted just as the host began to stop: hand it on
+  local job = setmetatable({ token = term.token, node = term.node, id = e.id, path = e.path, client = e.client,
+                             _term = term, _host = host, _kick = e._kick, _bell = host.signal() }, Job)
+  for k, v in pairs(host.fields or {}) do job[k] = v end
+  term.job = job
+  elog(e, "notice", ("%s runs the job (token %s, id %s)"):format(host.who, tostring(job.token), tostring(e.id)))
+  local done, failed = false, nil
+  local thread, err = host.spawn(function()
+    local ok, msg = xpcall(o.job, debug.traceback, job)
+    if not ok then failed = msg end
+    done = true
+    e._kick.wake()
+  end)
+  if not thread then failed, done = "cannot spawn the job thread: " .. tostring(err), true end
+  local kill_at, outcome
+  while not done do
+    local why = job:stopping()
+    if why then
+      job:_wake()
+      local t = host.now()
+      kill_at = kill_at or (t + o.stop_grace)
+      if term.lost or t >= kill_at then
+        host.kill(thread)
+        outcome = term.lost and ("killed at once: the session was lost (told to stop: %s)"):format(why)
+          or ("killed: it did not return within %g s of being told to stop (%s)"):format(o.stop_grace, why)
+        break
+      end
+    end
+    e._kick.wait(POLL)
+  end
+  if failed then elog(e, "error", ("the job raised in %s: %s"):format(host.who, tostring(failed))) end
+  elog(e, outcome and "warn" or "notice", ("%s ended the job (token %s): %s"):format(host.who, tostring(job.token),
+    outcome or (job._why and ("told to stop: " .. job._why)) or "it returned"))
+  return failed ~= nil
+end
+
+-- The pause of a supervised election: until s passed, the engine closed or the host stops.
+local function host_pause(e, s)
+  local host = e._o.host
+  local until_t = host.now() + s
+  while not e.closed and not host.stopping() and host.now() < until_t do e._kick.wait(POLL) end
 end
 
 -- One turn: queue, run a term, give the node back. -> queue again?
@@ -231,6 +339,7 @@ local ENGINE_OPTIONS = {
   pause = check.is.func, retry_delay = check.is.nonneg, on_state = check.is.func,
   on_exit = check.is.func, waiting = check.is.func, log = check.is.func, what = check.is.string,
   max_hold = check.is.positive, -- seconds: a term is lost (why "max_hold") once it lasted this long
+  host = function(v) return type(v) == "table", "a table" end, job = check.is.func, stop_grace = check.is.nonneg,
 }
 
 -- leader.engine(client, path, opts) -> engine (not started: engine:start()). opts: above; run is
@@ -251,7 +360,8 @@ function M.engine(client, path, opts)
       check.argerror("engine", 3, ("option '%s': expected %s, got %s"):format(k, what, check.describe(v)))
     end
   end
-  if not opts.run and opts.term ~= "until_close" then
+  if opts.host and not opts.job then check.argerror("engine", 3, "option 'job' is required with 'host'") end
+  if not opts.run and not opts.host and opts.term ~= "until_close" then
     check.argerror("engine", 3, "option 'run' is required (a function(engine, term))")
   end
   local o = {}
@@ -261,9 +371,13 @@ function M.engine(client, path, opts)
   o.suspended = o.suspended or "keep"
   o.what = o.what or ("election " .. check.short(path))
   o.spawn = o.spawn or function(fn) client:spawn(fn) return true end
-  o.pause = o.pause or function(_, s) client:sleep(s) end
+  o.pause = o.pause or (o.host and host_pause) or function(_, s) client:sleep(s) end
+  if o.host then
+    o.run = o.run or supervise
+    o.stop_grace = o.stop_grace or 5
+  end
   local e = setmetatable({ client = client, path = path, id = o.id, terms = 0, running = false, closed = false,
-                           _o = o, _changed = watch.signal(client) }, Engine)
+                           _o = o, _changed = watch.signal(client), _kick = o.host and o.host.signal() }, Engine)
   e._on_lost = function(state, _, why)
     local term = e.term or e._next
     if term then
@@ -284,6 +398,14 @@ function Engine:hold()
   local t = self.term
   local h = t and t.why == nil and t.hold
   if h and h:live() and t.why == nil then return h end
+  return nil
+end
+
+-- The job of a supervised term while it runs and was not told to stop, or nil.
+function Engine:job()
+  local t = self.term
+  local job = t and t.job
+  if job and not t.why and not job._why then return job end
   return nil
 end
 
@@ -309,6 +431,7 @@ function Engine:close(why)
   self.closed = why or "CLOSED"
   local term = self.term
   if term then tell(self, term, self.closed) end
+  if self._kick then self._kick.wake() end -- a supervisor (or its pause) hears of it now
   if self.client.state == "CLOSED" then return true end
   if self._mutex then self._mutex:cancel() end
   local h = term and term.hold
