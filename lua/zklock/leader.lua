@@ -150,7 +150,8 @@ end
 -- reason of the term, or host.stopping(): one_worker's worker is exiting) the job gets
 -- stop_grace seconds to return before it is killed; LOST kills it at once (the server may hand
 -- the queue on any moment). A job that raised is logged and the engine pauses retry_delay
--- before queueing again. The host gives:
+-- before queueing again; while queued, host.stopping() withdraws the participant for good
+-- (engine:close with its reason). The host gives:
 --   now() -> seconds          signal() -> { wait = function(s) (up to s, or woken), wake = function() }
 --   spawn(fn) -> thread | nil, err;  kill(thread);  stopping() -> a reason | nil
 --   who                       how messages name this participant ("worker 1234")
@@ -239,6 +240,21 @@ local function supervise(e, term)
   elog(e, outcome and "warn" or "notice", ("%s ended the job (token %s): %s"):format(host.who, tostring(job.token),
     outcome or (job._why and ("told to stop: " .. job._why)) or "it returned"))
   return failed ~= nil
+end
+
+-- The waiting hook of a supervised election: while queued, a thread of the host withdraws the
+-- acquire once host.stopping() says so (a running job hears of it from job:stopping()).
+local function host_waiting(e)
+  local host, queued = e._o.host, true
+  local bell = host.signal()
+  host.spawn(function()
+    while queued do
+      local why = host.stopping()
+      if why then e:close(why) return end
+      bell.wait(POLL)
+    end
+  end)
+  return function() queued = false; bell.wake() end -- the watcher ends now, not at its next poll
 end
 
 -- The pause of a supervised election: until s passed, the engine closed or the host stops.
@@ -374,6 +390,7 @@ function M.engine(client, path, opts)
   o.pause = o.pause or (o.host and host_pause) or function(_, s) client:sleep(s) end
   if o.host then
     o.run = o.run or supervise
+    o.waiting = o.waiting or host_waiting
     o.stop_grace = o.stop_grace or 5
   end
   local e = setmetatable({ client = client, path = path, id = o.id, terms = 0, running = false, closed = false,

@@ -293,12 +293,12 @@ end
 -- The ngx glue of the election engine (zklock.leader's M.engine): every worker's supervisor (a
 -- timer) runs the engine under a client of its own, with suspended = "stop" and the engine's
 -- supervised terms (stop_grace, kill on LOST, retry after a failure) on an ngx host: the job
--- runs in a light thread the supervisor can kill, and the worker's exit is a stop reason.
+-- runs in a light thread the supervisor can kill, and the worker's exit is a stop reason (a
+-- queued worker leaves the queue; a running job hears it from job:stopping()).
 
 local function host_name() return require("zklock.core").hostname() end -- the one source (zkl_host_name)
 
 local RETRY_DELAY = 1   -- s: before queueing again after a failed acquire or a job that raised
-local EXIT_POLL = 0.1   -- s: how often a queued worker looks at ngx.worker.exiting()
 
 local Fleet = {}
 Fleet.__index = Fleet
@@ -369,18 +369,6 @@ function M.one_worker(path, fn, opts)
     id = id, acl = opts.acl, requeue = true, suspended = "stop", retry_delay = RETRY_DELAY,
     host = host, job = fn, stop_grace = stop_grace,
     log = function(level, text) ngx.log(NGX_LEVEL[level] or ngx.WARN, "zklock: one_worker ", path, ": ", text) end,
-    -- while queued, a light thread withdraws the acquire when the worker exits (a running job
-    -- hears of the exit from job:stopping())
-    waiting = function(e)
-      local queued, bell = true, assert(semaphore.new(0))
-      ngx.thread.spawn(function()
-        while queued do
-          if ngx.worker.exiting() then e:close("EXITING") return end
-          bell:wait(EXIT_POLL)
-        end
-      end)
-      return function() queued = false; bell:post(1) end -- the watcher ends now, not at its next poll
-    end,
     -- the supervisor: a timer running the engine's loop
     spawn = function(loop)
       return ngx.timer.at(0, function(premature)
