@@ -23,7 +23,8 @@ local hold = require("zklock.internal.hold")
 local watch = require("zklock.internal.watch")
 local lockmod = require("zklock.lock")
 local Client = require("zklock.client").Client
-local ypcall = require("zklock.internal.scheduler").pcall -- a pcall the code it calls may wait (yield) in, on 5.1 too
+local scheduler = require("zklock.internal.scheduler")
+local ypcall = scheduler.pcall -- a pcall the code it calls may wait (yield) in, on 5.1 too
 
 local M = {}
 
@@ -122,13 +123,23 @@ local function elog(e, level, msg)
   hold.log(e.client, level, ("%s: %s"):format(o.what, msg))
 end
 
+-- Wake a supervised job's threads waiting in job:sleep and its supervisor, once per term: a
+-- host signal may keep a wake-up for a wait() that comes later, and waking again from the
+-- supervisor's own loop would spin it.
+local function wake_job(job)
+  if job._told then return end
+  job._told = true
+  job._bell.wake()
+  job._kick.wake()
+end
+
 -- Record a stop reason for term (the first one wins) and wake it if it runs.
 local function tell(e, term, why)
   if term.why == nil then term.why = why end
   if why == "LOST" then term.lost = true end
   if term.running then
     watch.notify(e._changed)
-    if term.job then term.job:_wake() end
+    if term.job then wake_job(term.job) end
     if e._o.tell then e._o.tell(term, why) end
   end
 end
@@ -193,16 +204,6 @@ function Job:sleep(s)
   end
 end
 
--- Wake the job's threads waiting in job:sleep and the supervisor, once per term: a host signal
--- may keep a wake-up for a wait() that comes later, and waking again from the supervisor's own
--- loop would spin it.
-function Job:_wake()
-  if self._told then return end
-  self._told = true
-  self._bell.wake()
-  self._kick.wake()
-end
-
 -- The run hook of a supervised term. -> true (the job raised: pause before queueing again)
 local function supervise(e, term)
   local o, host = e._o, e._o.host
@@ -214,7 +215,13 @@ local function supervise(e, term)
   elog(e, "notice", ("%s runs the job (token %s, id %s)"):format(host.who, tostring(job.token), tostring(e.id)))
   local done, failed = false, nil
   local thread, err = host.spawn(function()
-    local ok, msg = xpcall(o.job, debug.traceback, job)
+    -- with a traceback where xpcall may yield (every Lua but PUC 5.1)
+    local ok, msg
+    if scheduler.YIELD_ACROSS_PCALL then
+      ok, msg = xpcall(o.job, debug.traceback, job)
+    else
+      ok, msg = ypcall(o.job, job)
+    end
     if not ok then failed = msg end
     done = true
     e._kick.wake()
@@ -224,12 +231,14 @@ local function supervise(e, term)
   while not done do
     local why = job:stopping()
     if why then
-      job:_wake()
+      wake_job(job)
       local t = host.now()
       kill_at = kill_at or (t + o.stop_grace)
-      if term.lost or t >= kill_at then
+      -- the session gone (LOST, or the client closed under the job): its node too, at once
+      local gone = term.lost or e.client.state == "CLOSED"
+      if gone or t >= kill_at then
         host.kill(thread)
-        outcome = term.lost and ("killed at once: the session was lost (told to stop: %s)"):format(why)
+        outcome = gone and ("killed at once: the session was lost (told to stop: %s)"):format(why)
           or ("killed: it did not return within %g s of being told to stop (%s)"):format(o.stop_grace, why)
         break
       end
