@@ -66,6 +66,20 @@ describe("scripted leader latch #fast", function()
     assert.is_true(l:is_held())
     assert.same({ "true LEADER", "false LOST", "true LEADER" }, changes)
   end)
+
+  it("close() of a leader gives leadership up at once and returns once its node is deleted", function()
+    local changes = {}
+    local l, own = lead(changes)
+    local t = s:spawn(function() return l:close() end)
+    assert.is_false(l:is_held())
+    assert.same({ "true LEADER", "false CLOSED" }, changes)
+    local d = s:expect("delete", own.created)
+    assert.is_false(t.done, "close() returned before its node was deleted")
+    d:ok()
+    assert.is_true(t:returned())
+    assert.is_true(l:close()) -- idempotent
+    s:expect_none() -- and it does not join again
+  end)
 end)
 
 describe("scripted leader election #fast", function()
