@@ -1,14 +1,17 @@
 -- zklock.leader: leader election (Curator LeaderSelector) and the leader latch (Curator
 -- LeaderLatch), wire-compatible with both on the same paths.
 --
--- Election: the election engine below (M.engine): a mutex on the leader path whose node data is
--- the participant id (exactly what Curator's LeaderSelector writes into its InterProcessMutex);
--- a term runs while the mutex is held, where a hook says (client:leader: the participant's
--- function in a coroutine spawned on the client; OpenResty's one_worker: an ngx light thread its
--- supervisor can kill); leadership ends when the term returns or raises, or when the hold is LOST.
+-- Both run on the election engine below (M.engine), as OpenResty's one_worker does.
+--
+-- Election: a mutex on the leader path whose node data is the participant id (exactly what
+-- Curator's LeaderSelector writes into its InterProcessMutex); a term runs while the mutex is
+-- held, where a hook says (client:leader: the participant's function in a coroutine spawned on
+-- the client; one_worker: the engine's supervised term, an ngx light thread it can kill);
+-- leadership ends when the term returns or raises, or when the hold is LOST.
 --
 -- Latch: ZKL_LATCH queue nodes `_c_<uuid>-latch-<seq10>` (data = participant id); leader while
--- first. The core grants leadership only on a node owned by the current session.
+-- first, until LOST or close(). The core grants leadership only on a node owned by the current
+-- session.
 --
 -- Loss: by default (suspended = "keep", both recipes) SUSPENDED (connection lost, same session
 -- may come back) keeps leadership; LOST ends it. zklock reports LOST before the server can
@@ -337,7 +340,8 @@ local function turn(e)
     local h = hold.of(m)
     if h then h:drop() end
   end
-  m:on_lost(nil)
+  -- m keeps its handler: a release close() started for an until_close term may still report
+  -- LOST (the node was deleted meanwhile) to the participant's on_lost, as it did before
   if pause and o.retry_delay and not e.closed then o.pause(e, o.retry_delay) end
   return o.requeue and not e.closed
 end
