@@ -52,7 +52,7 @@ describe("zookeeper_lock (ZooKeeper's WriteLock recipe)", function()
           inside = inside + 1
           if inside ~= 1 then errors[#errors + 1] = "two holders at once" end
           local node = lk:node():match("[^/]+$")
-          local dec = require("zklock.internal.recipe").core(c):session_id_decimal()
+          local dec = require("zklock.internal.recipe").session_decimal(c)
           if node:sub(1, #dec + 3) ~= "x-" .. dec .. "-" then errors[#errors + 1] = "bad name " .. node end
           order[#order + 1] = select(2, zkl.parse(node))
           local t0 = core.now()

@@ -230,7 +230,7 @@ describe("shared values and the double barrier with Apache Curator 5.4 #interop"
     util.drive(cs, 0.3)
     assert.is_nil(res)
     local mine = util.children(c, dir)[2]
-    local dec = assert(require("zklock.internal.recipe").core(c):session_id_decimal())
+    local dec = assert(require("zklock.internal.recipe").session_decimal(c))
     assert.are.equal("x-" .. dec .. "-", mine:sub(1, #dec + 3))
     f = ok_reply(cur:call("wl_release", { id = "A" }, 30, pump))
     assert.are.equal("1", f.acquired_calls)

@@ -160,15 +160,14 @@ function MultiLock:_acquire_once(timeout)
     for _, h in ipairs(reentered) do h.count = h.count - 1 end
   end
   local flags = self.opts.rollback == "given" and 1 or 0
-  local c = hold.core(client)
-  local id, msg, code = c:multi(items, ms, flags)
+  local id, msg, code = hold.start_multi(self, items, ms, flags)
   if not id then undo(); return nil, msg, code end
   local w = hold.await(self, id)
   if not w.done then
     undo()
     return fail(core.errno.ECLOSED, "the client was closed while acquiring a multi-lock")
   end
-  local ids, failed = c:multi_result(id)
+  local ids, failed = hold.multi_result(self, id)
   if w.type ~= core.EV_ACQUIRED or not ids then
     undo()
     local st = w.status

@@ -138,8 +138,7 @@ function Semaphore:_acquire_once(n, timeout)
   local client = self.client
   hold.check_open(client, "acquire_many")
   local ms = check.timeout("acquire_many", 2, timeout)
-  local c = hold.core(client)
-  local id, msg, code = c:semaphore(self.path, self.max_leases, n, ms, hold.acl(self))
+  local id, msg, code = hold.start_semaphore(self, self.max_leases, n, ms)
   if not id then return nil, msg, code end
   local w = hold.await(self, id)
   if not w.done then return fail(core.errno.ECLOSED, "the client was closed while acquiring " .. self.path) end
@@ -153,7 +152,7 @@ function Semaphore:_acquire_once(n, timeout)
       hold.explain(client, st)))
   end
   local leases = {}
-  for _, lid in ipairs(c:lease_ids(id)) do leases[#leases + 1] = new_lease(self, lid) end
+  for _, lid in ipairs(hold.lease_ids(self, id)) do leases[#leases + 1] = new_lease(self, lid) end
   return leases
 end
 

@@ -139,7 +139,7 @@ function Txn:commit(timeout)
   for _, op in ipairs(all) do size = size + #op[2] + (op[3] and #op[3] or 0) + 64 end
   check.fits("commit", 1, size, R.max_data(client), ("the transaction's %d bytes"):format(size))
   self._committed = true
-  local id, msg, code = R.core(client):txn(all, ms > 0 and ms or 0)
+  local id, msg, code = R.txn(client, all, ms > 0 and ms or 0)
   if not id then return nil, msg, code end
   local w = R.await(client, R.waiter(client, id))
   if not w.done then

@@ -310,9 +310,8 @@ end
 function acquire(self, timeout, ms)
   local deadline = ms >= 0 and core.now() + ms or nil
   local c = self.client
-  local raw = R.core(c)
   -- the session id as Java prints a long (the C side's decimal); nil without a session
-  local dec = raw:session_id_decimal()
+  local dec = R.session_decimal(c)
   -- no session yet (connecting): wait for one, as the core does for a mutex's first request
   while not dec do
     if c.state == "CLOSED" then
@@ -322,7 +321,7 @@ function acquire(self, timeout, ms)
     local left = deadline and (deadline - core.now()) / 1000
     if left and left <= 0 then return nil, timed_out(self, timeout) end
     c:sleep(math.min(left or SLICE, 0.05))
-    dec = raw:session_id_decimal()
+    dec = R.session_decimal(c)
   end
   local sid = c:session() -- the session the node belongs to (a loss check compares it)
   local prefix = "x-" .. dec .. "-"

@@ -1,6 +1,7 @@
 -- Module boundaries of lua/zklock (docs/design.md, "Module boundaries"), without a server:
 -- (a) no require cycle between zklock's modules, (b) no module touches another module's `_`
--- fields (spec/support/boundaries.lua defines "own" and keeps the commented allow-list).
+-- fields, (c) no module but zklock.internal.hold gets at the raw core handle (recipes call typed
+-- helpers) (spec/support/boundaries.lua defines "own" and keeps the commented allow-lists).
 --   busted --lua=lua5.4 spec/fast/boundaries_spec.lua
 local B = require("support.boundaries")
 
@@ -86,5 +87,55 @@ describe("module boundaries #fast", function()
     files[path] = 'local _client = require("zklock.client")\n' .. files[path]
     assert.truthy(check(files):find("require cycle: zklock.client -> zklock.internal.watch -> zklock.client", 1, true),
       check(files))
+  end)
+
+  it("only zklock.internal.hold may get at the raw core", function()
+    local keys = {}
+    for key, e in pairs(B.CORE_ALLOW) do
+      keys[#keys + 1] = key
+      assert.is_string(e.why, key)
+    end
+    table.sort(keys)
+    assert.are.same({ "lua/zklock/internal/hold.lua", "lua/zklock/internal/recipe.lua" }, keys)
+  end)
+
+  it("finds the raw core handle taken outside zklock.internal.hold (planted)", function()
+    local out = check({
+      ["lua/zklock/y.lua"] = table.concat({
+        'local R = require("zklock.internal.recipe")',
+        'local H = require "zklock.internal.hold"',
+        'local a = R.core(c)',                                    -- 3
+        'local b = H["core"](c)',                                 -- 4
+        'local d = require("zklock.internal.recipe").core(c)',   -- 5
+        'local e = R.core_ish -- another name',
+        'local f = other.core(c) -- not a module that hands it out',
+        '-- R.core(c) in a comment',
+        'local g = "R.core(c)"',
+        'local h = require("zklock.internal.hold")["core"]',      -- 10
+        'local i = H.start(obj, 1, "/p", 0) -- a typed helper',
+        'return { a, b, d, e, f, g, h, i }',
+      }, "\n") .. "\n",
+    })
+    local tail = ": the raw core handle outside zklock.internal.hold; use a typed helper"
+    assert.are.equal(table.concat({
+      "lua/zklock/y.lua:3: R.core" .. tail,
+      "lua/zklock/y.lua:4: H[\"core\"]" .. tail,
+      "lua/zklock/y.lua:5: require(\"zklock.internal.recipe\").core" .. tail,
+      "lua/zklock/y.lua:10: require(\"zklock.internal.hold\").core" .. tail,
+    }, "\n"), out)
+  end)
+
+  it("flags the old tree's raw-core acquire in lock.lua, and the old latch's in leader.lua (planted)", function()
+    local files = B.read_tree("lua/zklock")
+    local path = "lua/zklock/lock.lua"
+    local planted, n = files[path]:gsub("hold%.start%(self, self%.recipe, self%.path, ms, a ~= nil%)",
+      "hold.core(client):acquire(self.recipe, self.path, ms, hold.acl(self), hold.data(self))", 1)
+    assert.are.equal(1, n, "lock.lua no longer has the line this test plants into")
+    files[path] = planted
+    files["lua/zklock/leader.lua"] = files["lua/zklock/leader.lua"]
+      .. "\nlocal _raw = hold.core(client):acquire(core.LATCH, path, -1, nil, nil)\n"
+    local out = check(files)
+    assert.truthy(out:find("lua/zklock/lock.lua:%d+: hold%.core: the raw core handle outside"), out)
+    assert.truthy(out:find("lua/zklock/leader.lua:%d+: hold%.core: the raw core handle outside"), out)
   end)
 end)

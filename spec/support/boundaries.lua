@@ -15,6 +15,12 @@
 --           that file: a record, a wait, a watch).
 --       Names starting with two underscores (metamethods, __index) are not `_` fields.
 --       ALLOW below lists the exceptions, each with its reason.
+--   (c) no module gets at the client's raw core handle: `X.core` (or X["core"], X:core) where X
+--       is a name bound to require("zklock.internal.recipe") or require("zklock.internal.hold"),
+--       or such a require(...) indexed at once. The recipes start core work through the typed
+--       helpers of those two modules instead. CORE_ALLOW below lists who may, each with its
+--       reason (and, for a pending exemption, the most uses it may keep). The client's own `_c`
+--       field is rule (b)'s business.
 local M = {}
 
 -- Exceptions to rule (b): file -> reason. Keep this short; each entry is part of the design.
@@ -36,6 +42,43 @@ M.ALLOW = {
   ["lua/zklock/testing/init.lua#registry"] = "zklock.testing: the registry's sentinel, for specs",
   ["lua/zklock/testing/ensemble.lua#(...)]"] = "zklock.testing: an ensemble starts its servers",
 }
+
+-- Exceptions to rule (c): file -> { why = reason, max = most uses allowed (nil: any) }.
+M.CORE_ALLOW = {
+  ["lua/zklock/internal/recipe.lua"] = { why = "defines recipe.core, for zklock.internal.hold" },
+  ["lua/zklock/internal/hold.lua"] = { why = "owns the grants: starts, releases and abandons them" },
+}
+
+-- The modules whose `core` field is (or hands out) the raw core handle.
+local CORE_MODULES = { ["zklock.internal.recipe"] = true, ["zklock.internal.hold"] = true }
+
+-- Uses of the raw core handle in a stripped source: { { line, text } }.
+local function core_uses(code, strings)
+  local aliases = {}
+  for name, k in code:gmatch('([%a_][%w_]*)%s*=%s*require%s*%(?%s*"\1(%d+)\1"%s*%)?') do
+    if CORE_MODULES[strings[tonumber(k)]] then aliases[name] = true end
+  end
+  local uses = {}
+  local lineno = 0
+  local function is_core_key(k) return strings[tonumber(k)] == "core" end
+  for line in (code .. "\n"):gmatch("(.-)\n") do
+    lineno = lineno + 1
+    for name in line:gmatch("([%a_][%w_]*)%s*[.:]%s*core%f[^%w_]") do
+      if aliases[name] then uses[#uses + 1] = { lineno, name .. ".core" } end
+    end
+    for name, k in line:gmatch('([%a_][%w_]*)%s*%[%s*"\1(%d+)\1"%s*%]') do
+      if aliases[name] and is_core_key(k) then uses[#uses + 1] = { lineno, name .. '["core"]' } end
+    end
+    for k, rest in line:gmatch('require%s*%(?%s*"\1(%d+)\1"%s*%)?%s*([.:%[][^%(]*)') do
+      local key = rest:match("^[.:]%s*([%a_][%w_]*)")
+      local idx = rest:match('^%[%s*"\1(%d+)\1"')
+      if CORE_MODULES[strings[tonumber(k)]] and (key == "core" or (idx and is_core_key(idx))) then
+        uses[#uses + 1] = { lineno, 'require("' .. strings[tonumber(k)] .. '").core' }
+      end
+    end
+  end
+  return uses
+end
 
 -- Module name of a source path: lua/zklock/a/b.lua -> zklock.a.b, .../init.lua -> its directory.
 function M.module_name(path)
@@ -219,6 +262,18 @@ function M.check(files)
     if name then graph[name] = requires(code, strings) end
     if not M.ALLOW[path] then
       for _, p in ipairs(fields(path, code)) do problems[#problems + 1] = p end
+    end
+    -- (c) the raw core handle
+    local allow = M.CORE_ALLOW[path]
+    local uses = core_uses(code, strings)
+    if not allow then
+      for _, u in ipairs(uses) do
+        problems[#problems + 1] = ("%s:%d: %s: the raw core handle outside zklock.internal.hold; "
+          .. "use a typed helper"):format(path, u[1], u[2])
+      end
+    elseif allow.max and #uses > allow.max then
+      problems[#problems + 1] = ("%s: %d uses of the raw core handle, more than the %d its pending "
+        .. "exemption allows (%s)"):format(path, #uses, allow.max, allow.why)
     end
   end
   -- (a) cycles: depth-first search, reporting each cycle once (by its smallest module)

@@ -499,4 +499,27 @@ function M.assert_safe(res, fam)
     .. "to pump the holders on time)"):format(#res.judged, M.ROUNDS, #res.paused))
 end
 
+-- The whole describe of a family spec (35, 36, 37): a server of its own (a 200 ms tick), the
+-- setter's client, and one test per family in `names`, seeded seed_base + its index. Call it at
+-- the top level of the spec file.
+function M.describe_families(names, seed_base)
+  local busted = require("busted") -- describe, it, setup, teardown (a spec file has them as globals)
+  local fixture = require("support.fixture")
+  busted.describe("loss after a server push #faults #slow", function()
+    local zk, obs, nets = nil, nil, {}
+    fixture.server(M.SERVER, { own = "a 200 ms tick: the server expires sessions within 200 ms of their "
+      .. "deadline, so the rounds are strict" }, function(s) zk = s end)
+    busted.setup(function() obs = util.connect(zk.hosts, { session_timeout = 10, identity = "setter" }) end)
+    busted.teardown(function() for _, n in ipairs(nets) do pcall(n.stop, n) end end)
+
+    for i, name in ipairs(names) do
+      local fam = M.families[name]
+      busted.it(fam.name .. ": the holder learns of the loss before the waiter is granted", function()
+        local res = M.run{ zk = zk, obs = obs, fam_key = name, tag = name, seed = seed_base + i, nets = nets }
+        M.assert_safe(res, fam)
+      end)
+    end
+  end)
+end
+
 return M

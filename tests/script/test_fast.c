@@ -16,6 +16,21 @@ static uint64_t start(zkl_client *c, fz_req **cr, fz_req **ls) {
     return id;
 }
 
+/* An acquisition of DIR queued behind one other node (its name in *o1 unless o1 is NULL) and
+ * parked on a watch of it: the create and listing answered, the other node's data read. */
+static uint64_t start_parked(zkl_client *c, const char **o1) {
+    fz_req *cr, *ls;
+    uint64_t id = start(c, &cr, &ls);
+    const char *other = h_other(1, "lock-", 0);
+    if (o1) *o1 = other;
+    fz_create_ok(cr, 2, 0x22);
+    fz_children_v(ls, other, h_seqname(cr, 2), NULL);
+    h_pump(c);
+    fz_data_ok(EXPECT_REQ(FZ_GET, h_join(DIR, other)), "other", 0x11);
+    h_pump(c);
+    return id;
+}
+
 static void fast_grant_at_once(void) {
     zkl_client *c = h_client();
     fz_req *cr, *ls;
@@ -51,16 +66,9 @@ static void fast_grant_at_once(void) {
 
 static void fast_wait_then_grant(void) {
     zkl_client *c = h_client();
-    fz_req *cr, *ls;
     zkl_event ev = {0, 0, 0};
-    uint64_t id = start(c, &cr, &ls);
-    const char *o1 = h_other(1, "lock-", 0);
-    fz_create_ok(cr, 2, 0x22);
-    fz_children_v(ls, o1, h_seqname(cr, 2), NULL);
-    h_pump(c);
-    fz_req *g = EXPECT_REQ(FZ_GET, h_join(DIR, o1));
-    fz_data_ok(g, "other", 0x11);
-    h_pump(c);
+    const char *o1;
+    uint64_t id = start_parked(c, &o1);
     CHECK_INT(zkl_client_next_event_for(c, id, &ev), 0); /* parked: nothing queued */
     /* a plain read of the same client finishes meanwhile: its event is not ours */
     uint64_t rid = 0;
@@ -105,15 +113,8 @@ static void fast_give_up_in_create(void) {
 
 static void fast_session_lost_while_parked(void) {
     zkl_client *c = h_client();
-    fz_req *cr, *ls;
     zkl_event ev = {0, 0, 0};
-    uint64_t id = start(c, &cr, &ls);
-    const char *o1 = h_other(1, "lock-", 0);
-    fz_create_ok(cr, 2, 0x22);
-    fz_children_v(ls, o1, h_seqname(cr, 2), NULL);
-    h_pump(c);
-    fz_data_ok(EXPECT_REQ(FZ_GET, h_join(DIR, o1)), "other", 0x11);
-    h_pump(c);
+    uint64_t id = start_parked(c, NULL);
     /* the link goes: the session event is not the waiter's, it stays for next_event */
     fz_disconnect();
     h_pump(c);

@@ -18,6 +18,21 @@
 --               for one grant; hold.listener for a composite grant (the multi-lock)
 --   <close>, __gc -> M.release / M.collected_hold
 -- and by calling hold:gone() on any evidence of its own that the node no longer exists.
+--
+-- Grants start here, never on the raw core in the recipe module (docs/design.md, "Module
+-- boundaries"; spec/fast/boundaries_spec.lua checks it). Each takes the object set up by M.init
+-- and answers like the core: a core acquisition id | nil, msg, code; its waiting is M.await(obj, id).
+--   M.start(obj, kind, path, ms, park)  a lock queue node of core kind (core.MUTEX, READ, WRITE)
+--                                        on path, with obj's ACL and node data; park: the caller
+--                                        is a coroutine an adapter owns (its wait parks in the core)
+--   M.downgrade(obj, write_hold)        a read acquisition granted at once in place of a held
+--                                        write lock (the node keeps the writer's queue place)
+--   M.start_semaphore(obj, max, n, ms)  n leases of obj's semaphore (obj.path, max leases)
+--   M.lease_ids(obj, id) -> { lease acquisition id, ... } of a granted semaphore acquisition
+--   M.start_multi(obj, items, ms, flags) all of items ({ kind, path, max, per, acl } each) or none
+--   M.multi_result(obj, id) -> component ids | nil, the index of the component that failed
+-- No module outside this one gets the raw core handle (the latch queues through a lock object
+-- of the LATCH recipe, zklock.leader's election engine).
 local core = require("zklock.core")
 local check = require("zklock.internal.args")
 local R = require("zklock.internal.recipe")
@@ -67,6 +82,7 @@ function M.init(obj, client, acl, data)
     client = client,
     data = data,
     acl = R.acl_id(client, acl),
+    core = R.core(client), -- the client's core handle (fixed for its life): the grants start on it
     -- owner -> hold (mutex and read-write lock sides: one hold per owner). Weak keys: the
     -- library keeps no owner coroutine alive; a collected owner's hold is reaped (Client:_reap).
     holds = setmetatable({}, { __mode = "k" }),
@@ -128,8 +144,22 @@ M.check_open = check.open
 -- Drive the client once if nobody has for a while (see Client:_refresh).
 M.refresh = R.refresh
 
--- The client's core handle.
-M.core = R.core
+-- The grant helpers (header). No Lua call beyond themselves: the handle and the ACL id are the
+-- object's state, read from there.
+function M.start(obj, kind, path, ms, park)
+  local st = obj[STATE]
+  return st.core:acquire(kind, path, ms, st.acl, st.data, park)
+end
+function M.downgrade(obj, write_hold)
+  return obj[STATE].core:downgrade(write_hold.id)
+end
+function M.start_semaphore(obj, max, n, ms)
+  local st = obj[STATE]
+  return st.core:semaphore(obj.path, max, n, ms, st.acl)
+end
+function M.lease_ids(obj, id) return obj[STATE].core:lease_ids(id) end
+function M.start_multi(obj, items, ms, flags) return obj[STATE].core:multi(items, ms, flags) end
+function M.multi_result(obj, id) return obj[STATE].core:multi_result(id) end
 
 -- Extra words for an acquire that failed with `status` (a missing chroot), or "".
 M.explain = R.explain
@@ -149,20 +179,22 @@ local function what_of(obj)
 end
 
 -- Wait for acquisition `id` started for obj; cancel(obj) withdraws it meanwhile. -> waiter
-function M.await(obj, id)
+-- parked: the call that started op id parked its waiter in the core (c:acquire's park flag),
+-- adapter: the adapter owning the caller when the caller looked it up already (false: none)
+function M.await(obj, id, parked, adapter)
   local st = obj[STATE]
   local client = st.client
   local rep = R.metrics(client)
   local t0 = rep and now()
   local w = R.waiter(client, id, true)
   st.pending[id] = w
-  R.await(client, w)
+  R.await(client, w, adapter, parked)
   st.pending[id] = nil
   if rep then
     local acquired = w.done and w.type == core.EV_ACQUIRED
     local token, ahead
     if acquired then
-      local _, t, _, _, a = R.core(client):info(id) -- a multi-lock has none: nil
+      local _, t, _, _, a = st.core:info(id) -- a multi-lock has none: nil
       token, ahead = t, a
     end
     local what = rep.events ~= "none" and what_of(obj) -- built only for an event line
@@ -175,7 +207,7 @@ end
 -- Withdraw every pending acquire of obj (they return nil, "ECANCELED: ..."). -> number withdrawn
 function M.cancel(obj)
   local st = obj[STATE]
-  local c = R.core(st.client)
+  local c = st.core
   local n = 0
   for id in pairs(st.pending) do
     if c:cancel(id) then n = n + 1 end
@@ -219,8 +251,7 @@ function M.adopted() return adopted end
 -- kind, path: describe it in messages ("mutex", "/a"; "lease of semaphore", "/s").
 function M.adopt(obj, id, owner, target, kind, path)
   local st = obj[STATE]
-  local c = R.core(st.client)
-  local node, token = c:info(id)
+  local node, token = st.core:info(id)
   adopted = adopted + 1
   local hold = setmetatable({ id = id, client = st.client, obj = obj, owned = owner ~= nil, target = target,
                               kind = kind, path = path, count = 1, token = token, node = node or nil,
@@ -354,7 +385,7 @@ function Hold:max_hold_passed()
   disarm_revoke(self)
   R.track(self.client, self.id, nil)
   self.abandoned = true
-  if self.client.state ~= "CLOSED" then pcall(R.core(self.client).abandon, R.core(self.client), self.id) end
+  if self.client.state ~= "CLOSED" then local c = self.obj[STATE].core; pcall(c.abandon, c, self.id) end
 end
 
 -- What a fenced transaction (zklock.txn) checks before and while it commits: the hold's node.
@@ -495,7 +526,8 @@ function Hold:drop()
   self.released = true
   hold_done(self, "dropped")
   if not self.closed and self.client.state ~= "CLOSED" then
-    pcall(R.core(self.client).abandon, R.core(self.client), self.id)
+    local c = self.obj[STATE].core
+    pcall(c.abandon, c, self.id)
   end
 end
 
@@ -519,10 +551,11 @@ function M.release(hold)
     return true -- the session was closed: every node of ours went with it
   end
   if hold.abandoned then return lost_before_release(hold) end -- max_hold gave the node back
-  local ok, msg, code = R.core(client):release(hold.id)
+  local a = R.owner(client) -- a coroutine an adapter owns: its wait is parked by the release call
+  local ok, msg, code = hold.obj[STATE].core:release(hold.id, a ~= nil) -- ok: true, msg: parked
   local status
   if ok then
-    local w = R.await(client, R.waiter(client, hold.id))
+    local w = R.await(client, R.waiter(client, hold.id), a or false, msg)
     if not w.done or w.status == 0 then hold_done(hold, "released") return true end
     status = w.status
   elseif code == "ELOST" then

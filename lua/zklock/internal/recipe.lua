@@ -12,14 +12,20 @@
 -- The client drops its slots with itself; a module that must act on close registers nothing:
 -- the client calls the module that owns a slot (zklock.internal.watch today) from Client:close.
 --
--- Typed helpers over the core (prefer them to recipe.core):
+-- Typed helpers over the core: a recipe module starts core work only through these (and the
+-- grant helpers of zklock.internal.hold); spec/fast/boundaries_spec.lua fails when any other
+-- module gets at the raw core handle.
 --   recipe.op(client, optype, path, data, flags, version, acl_id, ms[, watch]) -> core op id
 --     | nil, msg, code: start a plain op (its waiter is the caller's business).
 --   recipe.result(client, id) -> the result table of a finished op.
 --   recipe.abandon(client, id): forget op id (no event comes for it); nothing on a closed client.
--- recipe.core(client) hands out the raw core handle; its remaining users are the hold plumbing
--- (zklock.internal.hold) and the modules that start grants through it (lock, semaphore,
--- multilock, leader's latch, txn): docs/design.md lists them.
+--   recipe.txn(client, ops, ms) -> core op id | nil, msg, code: start a multi-op transaction
+--     (ops in the core's { optype, path, data, flags, version } form; ms 0: no timeout).
+--   recipe.session_decimal(client) -> the session id as Java prints a long ("-123..."), or nil
+--     while the client has no session.
+-- recipe.core(client), the raw core handle, is for zklock.internal.hold alone (it owns the grants:
+-- acquire, downgrade, semaphore, multi, release, info); the boundary check enforces that, with
+-- no exemption.
 local recipe = {}
 
 function recipe.slot(self, key, make)
@@ -46,14 +52,19 @@ function recipe.abandon(self, id)
   if self.state ~= "CLOSED" then pcall(self._c.abandon, self._c, id) end
 end
 
-function recipe.core(self) return self._c end
+function recipe.txn(self, ops, ms) return self._c:txn(ops, ms) end
+function recipe.session_decimal(self) return self._c:session_id_decimal() end
+
+function recipe.core(self) return self._c end -- zklock.internal.hold only (see the header)
 function recipe.refresh(self) return self:_refresh() end
 function recipe.waiter(self, id, grant) return self:_waiter(id, grant) end
-function recipe.await(self, w) return self:_await(w) end
+function recipe.await(self, w, adapter, parked) return self:_await(w, adapter, parked) end
+function recipe.owner(self) return self:_owner() end -- the adapter owning the caller, or nil
 -- Called once by zklock.client with its class: where the interface adds nothing the client's own
 -- methods stand in for the three wrappers above (a Lua call less each, on every acquire).
 function recipe.bind(Client)
   recipe.refresh, recipe.waiter, recipe.await = Client._refresh, Client._waiter, Client._await
+  recipe.owner = Client._owner
 end
 function recipe.poll(self) return self:_pump(0) end
 function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: untrack

@@ -1,6 +1,6 @@
 // MemberPeer.java - Apache Curator 5.4 group membership (GroupMember, PersistentNode) for the
 // interop spec spec/78-curator-member_spec.lua. Same file protocol as CuratorPeer.java (see
-// peer.lua):
+// peer.lua); main, ping and quit are PeerControl.runCurator's:
 //   java -cp <classes>:<jars> MemberPeer HOSTS DIR PARENT_PID MAX_SECONDS [SESSION_MS]
 //   DIR/control  "<seq> <command> key=value ..."; DIR/reply "<seq> ok|timeout|err key=value ..."
 // Every command runs on a thread of its own. Data values travel as plain words (no white space).
@@ -23,119 +23,87 @@ import java.util.*;
 import java.util.concurrent.*;
 import java.util.concurrent.atomic.*;
 
-import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.imps.ProtectedUtils;
 import org.apache.curator.framework.recipes.nodes.GroupMember;
 import org.apache.curator.framework.recipes.nodes.PersistentNode;
-import org.apache.curator.retry.RetryNTimes;
 import org.apache.zookeeper.CreateMode;
 
 public class MemberPeer extends PeerControl {
-    static CuratorFramework client;
     static final ConcurrentHashMap<String, GroupMember> members = new ConcurrentHashMap<>();
     static final ConcurrentHashMap<String, PersistentNode> pnodes = new ConcurrentHashMap<>();
     static final ConcurrentHashMap<String, AtomicInteger> created = new ConcurrentHashMap<>();
 
-    static byte[] bytes(String s) { return (s == null ? "" : s).getBytes(StandardCharsets.UTF_8); }
-
-    static void handle(long seq, String cmd, Map<String, String> a) {
-        try {
-            switch (cmd) {
-            case "ping":
-                reply(seq, "ok now=" + fmt(now()) + " pid=" + PID);
-                break;
-            case "member": {
-                GroupMember m = new GroupMember(client, a.get("path"), a.get("id"), bytes(a.get("data")));
-                m.start();
-                members.put(a.get("id"), m);
-                reply(seq, "ok");
-                break;
-            }
-            case "member_set":
-                members.get(a.get("id")).setThisData(bytes(a.get("data")));
-                reply(seq, "ok");
-                break;
-            case "members": {
-                Map<String, byte[]> cur = members.get(a.get("id")).getCurrentMembers();
-                List<String> out = new ArrayList<>();
-                for (String k : new TreeSet<>(cur.keySet())) out.add(k + ":" + new String(cur.get(k), StandardCharsets.UTF_8));
-                reply(seq, "ok list=" + String.join(",", out));
-                break;
-            }
-            case "member_close": {
-                GroupMember m = members.remove(a.get("id"));
-                if (m != null) m.close();
-                reply(seq, "ok");
-                break;
-            }
-            case "pnode": {
-                String id = a.get("id");
-                CreateMode mode = "ephemeral_sequential".equals(a.get("mode")) ? CreateMode.EPHEMERAL_SEQUENTIAL
-                                                                               : CreateMode.EPHEMERAL;
-                PersistentNode n = new PersistentNode(client, mode, "1".equals(a.get("protected")), a.get("path"),
-                                                      bytes(a.get("data")));
-                AtomicInteger count = new AtomicInteger();
-                created.put(id, count);
-                n.getListenable().addListener(path -> count.incrementAndGet());
-                pnodes.put(id, n);
-                n.start();
-                if (!n.waitForInitialCreate(10, TimeUnit.SECONDS)) {
-                    reply(seq, "timeout");
-                    break;
-                }
-                reply(seq, "ok node=" + n.getActualPath());
-                break;
-            }
-            case "pnode_info": {
-                PersistentNode n = pnodes.get(a.get("id"));
-                String p = n.getActualPath();
-                reply(seq, "ok node=" + (p == null ? "-" : p) + " created=" + created.get(a.get("id")).get());
-                break;
-            }
-            case "pnode_close": {
-                PersistentNode n = pnodes.remove(a.get("id"));
-                if (n != null) n.close();
-                reply(seq, "ok");
-                break;
-            }
-            case "protected": {
-                String name = a.get("name");
-                Optional<String> pid = ProtectedUtils.extractProtectedId(name);
-                reply(seq, "ok protected=" + ProtectedUtils.isProtectedZNode(name) + " id=" + pid.orElse("-")
-                    + " normalized=" + ProtectedUtils.normalize(name));
-                break;
-            }
-            case "quit":
-                client.close(); // ends the session: its ephemeral nodes go at once
-                reply(seq, "ok");
-                System.exit(0);
-                break;
-            default:
-                reply(seq, "err unknown_command_" + cmd);
-            }
-        } catch (Throwable e) {
-            reply(seq, "err " + oneLine(e));
+    // The commands of the header but ping and quit (PeerControl.runCurator answers those).
+    static boolean run(long seq, String cmd, Map<String, String> a) throws Exception {
+        switch (cmd) {
+        case "member": {
+            GroupMember m = new GroupMember(client, a.get("path"), a.get("id"), bytes(a.get("data")));
+            m.start();
+            members.put(a.get("id"), m);
+            reply(seq, "ok");
+            break;
         }
+        case "member_set":
+            members.get(a.get("id")).setThisData(bytes(a.get("data")));
+            reply(seq, "ok");
+            break;
+        case "members": {
+            Map<String, byte[]> cur = members.get(a.get("id")).getCurrentMembers();
+            List<String> out = new ArrayList<>();
+            for (String k : new TreeSet<>(cur.keySet())) out.add(k + ":" + new String(cur.get(k), StandardCharsets.UTF_8));
+            reply(seq, "ok list=" + String.join(",", out));
+            break;
+        }
+        case "member_close": {
+            GroupMember m = members.remove(a.get("id"));
+            if (m != null) m.close();
+            reply(seq, "ok");
+            break;
+        }
+        case "pnode": {
+            String id = a.get("id");
+            CreateMode mode = "ephemeral_sequential".equals(a.get("mode")) ? CreateMode.EPHEMERAL_SEQUENTIAL
+                                                                           : CreateMode.EPHEMERAL;
+            PersistentNode n = new PersistentNode(client, mode, "1".equals(a.get("protected")), a.get("path"),
+                                                  bytes(a.get("data")));
+            AtomicInteger count = new AtomicInteger();
+            created.put(id, count);
+            n.getListenable().addListener(path -> count.incrementAndGet());
+            pnodes.put(id, n);
+            n.start();
+            if (!n.waitForInitialCreate(10, TimeUnit.SECONDS)) {
+                reply(seq, "timeout");
+                break;
+            }
+            reply(seq, "ok node=" + n.getActualPath());
+            break;
+        }
+        case "pnode_info": {
+            PersistentNode n = pnodes.get(a.get("id"));
+            String p = n.getActualPath();
+            reply(seq, "ok node=" + (p == null ? "-" : p) + " created=" + created.get(a.get("id")).get());
+            break;
+        }
+        case "pnode_close": {
+            PersistentNode n = pnodes.remove(a.get("id"));
+            if (n != null) n.close();
+            reply(seq, "ok");
+            break;
+        }
+        case "protected": {
+            String name = a.get("name");
+            Optional<String> pid = ProtectedUtils.extractProtectedId(name);
+            reply(seq, "ok protected=" + ProtectedUtils.isProtectedZNode(name) + " id=" + pid.orElse("-")
+                + " normalized=" + ProtectedUtils.normalize(name));
+            break;
+        }
+        default:
+            return false;
+        }
+        return true;
     }
 
     public static void main(String[] args) throws Exception {
-        String hosts = args[0];
-        File dir = new File(args[1]);
-        long parent = Long.parseLong(args[2]);
-        long maxSeconds = Long.parseLong(args[3]);
-        int sessionMs = args.length > 4 ? Integer.parseInt(args[4]) : 10000;
-        replyTo(dir);
-        client = CuratorFrameworkFactory.builder().connectString(hosts).sessionTimeoutMs(sessionMs)
-            .connectionTimeoutMs(10000).retryPolicy(new RetryNTimes(1000, 100)).build();
-        client.start();
-        if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
-            reply(0, "err not_connected");
-            System.exit(2);
-        }
-        reply(0, "ready pid=" + PID);
-        serve(dir, parent, maxSeconds, MemberPeer::handle);
-        client.close();
-        System.exit(0);
+        runCurator(args, 1000, MemberPeer::run);
     }
 }

@@ -7,14 +7,30 @@
 // hold up the next command) until the spec process (PARENT_PID) is gone or the deadline passes.
 // Clock: System.nanoTime() / 1e6, CLOCK_MONOTONIC in milliseconds on Linux (HotSpot reads
 // clock_gettime(CLOCK_MONOTONIC)), the clock of zklock's core.now(); printed with 3 decimals.
+//
+// A peer made of one CuratorFramework and a command table (MemberPeer, SharedPeer) has its main
+// here: runCurator(args, retries, commands) connects `client`, answers ping and quit itself, runs
+// every other command through commands.run, and replies "err <exception>" when one throws.
 import java.io.*;
 import java.nio.charset.StandardCharsets;
 import java.util.*;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.retry.RetryNTimes;
 
 public class PeerControl {
     interface Handler {
         void handle(long seq, String cmd, Map<String, String> args);
     }
+
+    // A peer's own commands: run cmd and reply, or return false when cmd is not one of them.
+    interface Commands {
+        boolean run(long seq, String cmd, Map<String, String> args) throws Exception;
+    }
+
+    static CuratorFramework client; // runCurator's client
 
     static File replyFile;
     static final Object replyLock = new Object();
@@ -81,5 +97,55 @@ public class PeerControl {
                 t.start();
             }
         }
+    }
+
+    static int iarg(Map<String, String> a, String k, int dflt) {
+        String v = a.get(k);
+        return v == null ? dflt : Integer.parseInt(v);
+    }
+
+    static byte[] bytes(String s) { return (s == null ? "" : s).getBytes(StandardCharsets.UTF_8); }
+
+    // The main of a one-client peer: java ... Peer HOSTS DIR PARENT_PID MAX_SECONDS [SESSION_MS].
+    // Connects `client` (RetryNTimes(retries, 100); not connected within 30 s: "0 err
+    // not_connected", exit 3), replies "0 ready now=<ms> pid=<pid>" and serves commands until
+    // serve() returns; then closes the client and exits 0.
+    //   ping -> ok now=<ms> pid=<pid>;  quit -> closes the client (its session and ephemeral nodes
+    //   go at once), ok, exit 0;  any other command: commands.run, or "err unknown_command=<cmd>"
+    static void runCurator(String[] args, int retries, Commands commands) throws Exception {
+        String hosts = args[0];
+        File dir = new File(args[1]);
+        long parent = Long.parseLong(args[2]);
+        long maxSeconds = Long.parseLong(args[3]);
+        int sessionMs = args.length > 4 ? Integer.parseInt(args[4]) : 10000;
+        replyTo(dir);
+        client = CuratorFrameworkFactory.builder().connectString(hosts).sessionTimeoutMs(sessionMs)
+            .connectionTimeoutMs(10000).retryPolicy(new RetryNTimes(retries, 100)).build();
+        client.start();
+        if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
+            reply(0, "err not_connected");
+            System.exit(3);
+        }
+        reply(0, "ready now=" + fmt(now()) + " pid=" + PID);
+        serve(dir, parent, maxSeconds, (seq, cmd, a) -> {
+            try {
+                switch (cmd) {
+                case "ping":
+                    reply(seq, "ok now=" + fmt(now()) + " pid=" + PID);
+                    break;
+                case "quit":
+                    client.close();
+                    reply(seq, "ok");
+                    System.exit(0);
+                    break;
+                default:
+                    if (!commands.run(seq, cmd, a)) reply(seq, "err unknown_command=" + cmd);
+                }
+            } catch (Throwable e) {
+                reply(seq, "err " + oneLine(e));
+            }
+        });
+        client.close();
+        System.exit(0);
     }
 }

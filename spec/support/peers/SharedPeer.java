@@ -1,5 +1,6 @@
 // SharedPeer.java - Apache Curator 5.4 shared values and double barrier for the interop spec
-// spec/76-curator-shared_spec.lua. Same file protocol as CuratorPeer.java (see peer.lua):
+// spec/76-curator-shared_spec.lua. Same file protocol as CuratorPeer.java (see peer.lua); main,
+// ping and quit are PeerControl.runCurator's:
 //   java -cp <classes>:<jars> SharedPeer HOSTS DIR PARENT_PID MAX_SECONDS [SESSION_MS]
 //   DIR/control  "<seq> <command> key=value ..."; DIR/reply "<seq> ok|timeout|err key=value ..."
 // Every command runs on a thread of its own.
@@ -33,7 +34,6 @@ import java.util.concurrent.*;
 import java.util.concurrent.atomic.*;
 
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.atomic.*;
 import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
 import org.apache.curator.framework.recipes.shared.*;
@@ -43,16 +43,10 @@ import org.apache.zookeeper.recipes.lock.LockListener;
 import org.apache.zookeeper.recipes.lock.WriteLock;
 
 public class SharedPeer extends PeerControl {
-    static CuratorFramework client;
     static final ConcurrentHashMap<String, DistributedDoubleBarrier> barriers = new ConcurrentHashMap<>();
     static final ConcurrentHashMap<String, int[]> seen = new ConcurrentHashMap<>();
     static final ConcurrentHashMap<String, WriteLock> writeLocks = new ConcurrentHashMap<>();
     static final ConcurrentHashMap<String, int[]> wlCalls = new ConcurrentHashMap<>();
-
-    static int iarg(Map<String, String> a, String k, int dflt) {
-        String v = a.get(k);
-        return v == null ? dflt : Integer.parseInt(v);
-    }
 
     static DistributedAtomicLong atomicLong(Map<String, String> a) {
         String lock = a.get("lock");
@@ -62,146 +56,120 @@ public class SharedPeer extends PeerControl {
         return new DistributedAtomicLong(client, a.get("path"), new RetryNTimes(2, 1), p);
     }
 
-    static void handle(long seq, String cmd, Map<String, String> a) {
-        try {
-            switch (cmd) {
-            case "ping":
-                reply(seq, "ok now=" + fmt(now()) + " pid=" + PID);
-                break;
-            case "count_add": {
-                int n = iarg(a, "n", 1), tries = 0;
-                try (SharedCount sc = new SharedCount(client, a.get("path"), iarg(a, "seed", 0))) {
-                    sc.start();
-                    for (int i = 0; i < n; i++) {
-                        while (true) {
-                            tries++;
-                            VersionedValue<Integer> v = sc.getVersionedValue();
-                            if (sc.trySetCount(v, v.getValue() + 1)) break;
-                        }
-                    }
-                }
-                reply(seq, "ok tries=" + tries);
-                break;
-            }
-            case "count_get": {
-                try (SharedCount sc = new SharedCount(client, a.get("path"), iarg(a, "seed", 0))) {
-                    sc.start();
-                    VersionedValue<Integer> v = sc.getVersionedValue();
-                    reply(seq, "ok value=" + v.getValue() + " version=" + v.getVersion());
-                }
-                break;
-            }
-            case "count_listen": {
-                SharedCount sc = new SharedCount(client, a.get("path"), iarg(a, "seed", 0));
-                int[] s = new int[2];
-                seen.put(a.get("id"), s);
-                sc.addListener(new SharedCountListener() {
-                    public void countHasChanged(SharedCountReader r, int newCount) {
-                        synchronized (s) { s[0]++; s[1] = newCount; }
-                    }
-                    public void stateChanged(CuratorFramework c, ConnectionState st) {}
-                });
+    // The commands of the header but ping and quit (PeerControl.runCurator answers those).
+    static boolean run(long seq, String cmd, Map<String, String> a) throws Exception {
+        switch (cmd) {
+        case "count_add": {
+            int n = iarg(a, "n", 1), tries = 0;
+            try (SharedCount sc = new SharedCount(client, a.get("path"), iarg(a, "seed", 0))) {
                 sc.start();
-                reply(seq, "ok");
-                break;
-            }
-            case "count_seen": {
-                int[] s = seen.get(a.get("id"));
-                synchronized (s) { reply(seq, "ok n=" + s[0] + " last=" + s[1]); }
-                break;
-            }
-            case "long_add": {
-                DistributedAtomicLong dal = atomicLong(a);
-                int n = iarg(a, "n", 1), fails = 0;
                 for (int i = 0; i < n; i++) {
-                    while (!dal.increment().succeeded()) fails++;
+                    while (true) {
+                        tries++;
+                        VersionedValue<Integer> v = sc.getVersionedValue();
+                        if (sc.trySetCount(v, v.getValue() + 1)) break;
+                    }
                 }
-                reply(seq, "ok fails=" + fails);
-                break;
             }
-            case "long_get":
-                reply(seq, "ok value=" + atomicLong(a).get().postValue());
-                break;
-            case "long_set":
-                atomicLong(a).forceSet(Long.parseLong(a.get("value")));
-                reply(seq, "ok");
-                break;
-            case "enter": {
-                DistributedDoubleBarrier b = new DistributedDoubleBarrier(client, a.get("path"), iarg(a, "qty", 1));
-                barriers.put(a.get("id"), b);
-                int t = iarg(a, "timeout_ms", -1);
-                boolean ok = true;
-                if (t < 0) b.enter(); else ok = b.enter(t, TimeUnit.MILLISECONDS);
-                reply(seq, "ok entered=" + ok + " at=" + fmt(now()));
-                break;
-            }
-            case "leave": {
-                DistributedDoubleBarrier b = barriers.get(a.get("id"));
-                int t = iarg(a, "timeout_ms", -1);
-                boolean ok = true;
-                if (t < 0) b.leave(); else ok = b.leave(t, TimeUnit.MILLISECONDS);
-                reply(seq, "ok left=" + ok + " at=" + fmt(now()));
-                break;
-            }
-            case "wl_hold": {
-                String id = a.get("id");
-                int[] calls = new int[2];
-                CountDownLatch got = new CountDownLatch(1);
-                WriteLock wl = new WriteLock(client.getZookeeperClient().getZooKeeper(), a.get("dir"), null);
-                wl.setLockListener(new LockListener() {
-                    public void lockAcquired() { synchronized (calls) { calls[0]++; } got.countDown(); }
-                    public void lockReleased() { synchronized (calls) { calls[1]++; } }
-                });
-                writeLocks.put(id, wl);
-                wlCalls.put(id, calls);
-                boolean ok = wl.lock();
-                if (!ok) ok = got.await(iarg(a, "timeout_ms", 10000), TimeUnit.MILLISECONDS);
-                // not acquired in time: unlock() and then close(): an unlocked WriteLock whose
-                // predecessor watch fires later runs lock() again and makes a new node, and
-                // close() alone deletes nothing (unlock() does nothing once closed)
-                if (!ok) { wl.unlock(); wl.close(); }
-                reply(seq, "ok acquired=" + ok + " node=" + wl.getId() + " at=" + fmt(now()));
-                break;
-            }
-            case "wl_release": {
-                WriteLock wl = writeLocks.get(a.get("id"));
-                wl.unlock();
-                int[] calls = wlCalls.get(a.get("id"));
-                synchronized (calls) {
-                    reply(seq, "ok acquired_calls=" + calls[0] + " released_calls=" + calls[1] + " at=" + fmt(now()));
-                }
-                break;
-            }
-            case "quit":
-                reply(seq, "ok");
-                client.close();
-                System.exit(0);
-                break;
-            default:
-                reply(seq, "err unknown_command=" + cmd);
-            }
-        } catch (Throwable e) {
-            reply(seq, "err " + oneLine(e));
+            reply(seq, "ok tries=" + tries);
+            break;
         }
+        case "count_get": {
+            try (SharedCount sc = new SharedCount(client, a.get("path"), iarg(a, "seed", 0))) {
+                sc.start();
+                VersionedValue<Integer> v = sc.getVersionedValue();
+                reply(seq, "ok value=" + v.getValue() + " version=" + v.getVersion());
+            }
+            break;
+        }
+        case "count_listen": {
+            SharedCount sc = new SharedCount(client, a.get("path"), iarg(a, "seed", 0));
+            int[] s = new int[2];
+            seen.put(a.get("id"), s);
+            sc.addListener(new SharedCountListener() {
+                public void countHasChanged(SharedCountReader r, int newCount) {
+                    synchronized (s) { s[0]++; s[1] = newCount; }
+                }
+                public void stateChanged(CuratorFramework c, ConnectionState st) {}
+            });
+            sc.start();
+            reply(seq, "ok");
+            break;
+        }
+        case "count_seen": {
+            int[] s = seen.get(a.get("id"));
+            synchronized (s) { reply(seq, "ok n=" + s[0] + " last=" + s[1]); }
+            break;
+        }
+        case "long_add": {
+            DistributedAtomicLong dal = atomicLong(a);
+            int n = iarg(a, "n", 1), fails = 0;
+            for (int i = 0; i < n; i++) {
+                while (!dal.increment().succeeded()) fails++;
+            }
+            reply(seq, "ok fails=" + fails);
+            break;
+        }
+        case "long_get":
+            reply(seq, "ok value=" + atomicLong(a).get().postValue());
+            break;
+        case "long_set":
+            atomicLong(a).forceSet(Long.parseLong(a.get("value")));
+            reply(seq, "ok");
+            break;
+        case "enter": {
+            DistributedDoubleBarrier b = new DistributedDoubleBarrier(client, a.get("path"), iarg(a, "qty", 1));
+            barriers.put(a.get("id"), b);
+            int t = iarg(a, "timeout_ms", -1);
+            boolean ok = true;
+            if (t < 0) b.enter(); else ok = b.enter(t, TimeUnit.MILLISECONDS);
+            reply(seq, "ok entered=" + ok + " at=" + fmt(now()));
+            break;
+        }
+        case "leave": {
+            DistributedDoubleBarrier b = barriers.get(a.get("id"));
+            int t = iarg(a, "timeout_ms", -1);
+            boolean ok = true;
+            if (t < 0) b.leave(); else ok = b.leave(t, TimeUnit.MILLISECONDS);
+            reply(seq, "ok left=" + ok + " at=" + fmt(now()));
+            break;
+        }
+        case "wl_hold": {
+            String id = a.get("id");
+            int[] calls = new int[2];
+            CountDownLatch got = new CountDownLatch(1);
+            WriteLock wl = new WriteLock(client.getZookeeperClient().getZooKeeper(), a.get("dir"), null);
+            wl.setLockListener(new LockListener() {
+                public void lockAcquired() { synchronized (calls) { calls[0]++; } got.countDown(); }
+                public void lockReleased() { synchronized (calls) { calls[1]++; } }
+            });
+            writeLocks.put(id, wl);
+            wlCalls.put(id, calls);
+            boolean ok = wl.lock();
+            if (!ok) ok = got.await(iarg(a, "timeout_ms", 10000), TimeUnit.MILLISECONDS);
+            // not acquired in time: unlock() and then close(): an unlocked WriteLock whose
+            // predecessor watch fires later runs lock() again and makes a new node, and
+            // close() alone deletes nothing (unlock() does nothing once closed)
+            if (!ok) { wl.unlock(); wl.close(); }
+            reply(seq, "ok acquired=" + ok + " node=" + wl.getId() + " at=" + fmt(now()));
+            break;
+        }
+        case "wl_release": {
+            WriteLock wl = writeLocks.get(a.get("id"));
+            wl.unlock();
+            int[] calls = wlCalls.get(a.get("id"));
+            synchronized (calls) {
+                reply(seq, "ok acquired_calls=" + calls[0] + " released_calls=" + calls[1] + " at=" + fmt(now()));
+            }
+            break;
+        }
+        default:
+            return false;
+        }
+        return true;
     }
 
     public static void main(String[] args) throws Exception {
-        String hosts = args[0];
-        File dir = new File(args[1]);
-        long parent = Long.parseLong(args[2]);
-        long maxSeconds = Long.parseLong(args[3]);
-        int sessionMs = args.length > 4 ? Integer.parseInt(args[4]) : 10000;
-        replyTo(dir);
-        client = CuratorFrameworkFactory.builder().connectString(hosts).sessionTimeoutMs(sessionMs)
-            .connectionTimeoutMs(10000).retryPolicy(new RetryNTimes(10, 100)).build();
-        client.start();
-        if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
-            reply(0, "err not_connected");
-            System.exit(3);
-        }
-        reply(0, "ready now=" + fmt(now()) + " pid=" + PID);
-        serve(dir, parent, maxSeconds, SharedPeer::handle);
-        client.close();
-        System.exit(0);
+        runCurator(args, 10, SharedPeer::run);
     }
 }

@@ -123,37 +123,26 @@ local function start_peer(kind, cmd_of, opts)
   return self
 end
 
-function M.curator(hosts, opts)
-  local classes, cp = M.curator_classes()
-  return start_peer("curator", function(dir, parent, max, session)
+-- Start JVM peer `class` (compiled by M.curator_classes) as a peer of kind `kind`.
+local function java_peer(kind, class, hosts, opts)
+  local classes, cp = M.curator_classes(class)
+  return start_peer(kind, function(dir, parent, max, session)
     -- as lua/zklock/testing/processes.lua does for its servers: no sanitizer preload into java
     return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx192m -XX:+UseSerialGC "
-      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s CuratorPeer %s %s %d %d %d"):format(
-      shq(classes .. ":" .. cp), shq(hosts), shq(dir), parent, max, session)
+      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s %s %s %s %d %d %d"):format(
+      shq(classes .. ":" .. cp), class, shq(hosts), shq(dir), parent, max, session)
   end, opts)
 end
+
+function M.curator(hosts, opts) return java_peer("curator", "CuratorPeer", hosts, opts) end
 
 -- SharedPeer.java: Curator's SharedCount, DistributedAtomicLong and DistributedDoubleBarrier
 -- (spec/76-curator-shared_spec.lua); same protocol as M.curator.
-function M.curator_shared(hosts, opts)
-  local classes, cp = M.curator_classes("SharedPeer")
-  return start_peer("curator-shared", function(dir, parent, max, session)
-    return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx192m -XX:+UseSerialGC "
-      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s SharedPeer %s %s %d %d %d"):format(
-      shq(classes .. ":" .. cp), shq(hosts), shq(dir), parent, max, session)
-  end, opts)
-end
+function M.curator_shared(hosts, opts) return java_peer("curator-shared", "SharedPeer", hosts, opts) end
 
 -- MemberPeer.java: Curator's GroupMember and PersistentNode (spec/78-curator-member_spec.lua);
 -- same protocol as M.curator.
-function M.curator_member(hosts, opts)
-  local classes, cp = M.curator_classes("MemberPeer")
-  return start_peer("curator-member", function(dir, parent, max, session)
-    return ("env -u LD_PRELOAD -u ASAN_OPTIONS -u UBSAN_OPTIONS java -Xmx192m -XX:+UseSerialGC "
-      .. "-XX:TieredStopAtLevel=1 -Xss512k -cp %s MemberPeer %s %s %d %d %d"):format(
-      shq(classes .. ":" .. cp), shq(hosts), shq(dir), parent, max, session)
-  end, opts)
-end
+function M.curator_member(hosts, opts) return java_peer("curator-member", "MemberPeer", hosts, opts) end
 
 function M.kazoo(hosts, opts)
   return start_peer("kazoo", function(dir, parent, max, session)
