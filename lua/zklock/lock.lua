@@ -20,7 +20,8 @@ local function adopt(l, id, co)
   return hold.adopt(l, id, co, l, l.kind, l.path)
 end
 
-local KIND_NAMES = { [core.MUTEX] = "mutex", [core.READ] = "read lock", [core.WRITE] = "write lock" }
+local KIND_NAMES = { [core.MUTEX] = "mutex", [core.READ] = "read lock", [core.WRITE] = "write lock",
+                     [core.LATCH] = "leader latch" } -- the latch: the election engine's queue (zklock.leader)
 
 -- the data option: a string (its size, which needs the client, is checked by hold.check_data)
 local DATA_OPTION = check.is.string
@@ -247,4 +248,6 @@ function Client:rwlock(path, opts)
   return new_rw(self, path, opts)
 end
 
-return { Lock = Lock, adopt = adopt }
+-- new(client, recipe, path, fname, opts): a lock object queueing with any core recipe; the
+-- election engine (zklock.leader) queues a latch with core.LATCH through it.
+return { Lock = Lock, adopt = adopt, new = new }

@@ -47,10 +47,6 @@ M.ALLOW = {
 M.CORE_ALLOW = {
   ["lua/zklock/internal/recipe.lua"] = { why = "defines recipe.core, for zklock.internal.hold" },
   ["lua/zklock/internal/hold.lua"] = { why = "owns the grants: starts, releases and abandons them" },
-  -- Pending: the latch starts its ZKL_LATCH acquisition on the raw core (hold.core). Branch
-  -- election3 moves the latch onto the election engine; then this entry goes, and M.core with it.
-  ["lua/zklock/leader.lua"] = { why = "the latch, until branch election3 moves it onto the election engine",
-                                max = 3 },
 }
 
 -- The modules whose `core` field is (or hands out) the raw core handle.

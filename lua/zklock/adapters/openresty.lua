@@ -290,115 +290,39 @@ end
 
 ---------------------------------------------------------------- one worker across the fleet
 --
--- A thin layer on the election engine (zklock.leader's M.engine): every worker's supervisor (a
--- timer) runs the engine under a client of its own, with suspended = "stop" and a `run` hook
--- that starts the job in a light thread the supervisor can kill: told to stop (SUSPENDED,
--- EXITING, CLOSED) it gets stop_grace to return; LOST kills it at once (the server may hand the
--- job to another worker any moment).
+-- The ngx glue of the election engine (zklock.leader's M.engine): every worker's supervisor (a
+-- timer) runs the engine under a client of its own, with suspended = "stop" and the engine's
+-- supervised terms (stop_grace, kill on LOST, retry after a failure) on an ngx host: the job
+-- runs in a light thread the supervisor can kill, and the worker's exit is a stop reason (a
+-- queued worker leaves the queue; a running job hears it from job:stopping()).
 
-local POLL = 0.1        -- s: how often a supervisor looks at ngx.worker.exiting() and the job
+local function host_name() return require("zklock.core").hostname() end -- the one source (zkl_host_name)
+
 local RETRY_DELAY = 1   -- s: before queueing again after a failed acquire or a job that raised
-
-local Job = {}
-Job.__index = Job
-Job.__name = "zklock.adapters.openresty.Job"
 
 local Fleet = {}
 Fleet.__index = Fleet
 Fleet.__name = "zklock.adapters.openresty.OneWorker"
 
-local function flog(st, level, ...)
-  ngx.log(level, "zklock: one_worker ", st.path, ": ", ...)
+-- A wake-up for the engine: every waiter wakes; at most one wake-up is kept for a later wait().
+local function ngx_signal()
+  local sema = assert(semaphore.new(0))
+  return {
+    wait = function(s) sema:wait(s) end,
+    wake = function()
+      local n = sema:count()
+      if n < 1 then sema:post(n < 0 and -n or 1) end
+    end,
+  }
 end
 
-local function post_once(sema)
-  if sema:count() < 1 then sema:post(1) end
-end
-
--- nil while the job may run; otherwise why it must stop: "SUSPENDED" (the connection dropped:
--- this worker may no longer be the one), "LOST" (the session is gone), "EXITING" (the worker
--- is exiting: reload or quit), "CLOSED" (handle:close(), or the client was closed).
-function Job:stopping()
-  if getmetatable(self) ~= Job then check.raise("zklock: use job:stopping() (with a colon)") end
-  if not self._why then
-    self._why = self._term.why or (ngx.worker.exiting() and "EXITING")
-      or (self.client.state == "CLOSED" and "CLOSED") or nil
-  end
-  return self._why
-end
-
--- Sleep `s` seconds unless told to stop meanwhile. -> true, or nil, reason as soon as
--- job:stopping() says so (at once on SUSPENDED, LOST, close(); within 0.1 s on worker exit).
-function Job:sleep(s)
-  if getmetatable(self) ~= Job then check.raise("zklock: use job:sleep(s) (with a colon)") end
-  if type(s) ~= "number" or s ~= s or s < 0 then
-    check.argerror("sleep", 1, "expected a number of seconds >= 0, got " .. check.describe(s))
-  end
-  ngx.update_time()
-  local deadline = ngx.now() + s
-  while true do
-    local why = self:stopping()
-    if why then return nil, why end
-    ngx.update_time()
-    local left = deadline - ngx.now()
-    if left <= 0 then return true end
-    self._wake:wait(left < POLL and left or POLL)
-  end
-end
-
--- Wake the job's threads waiting in job:sleep and the supervisor, once per term: a semaphore
--- with a resource left makes wait() return without yielding, so posting again from the
--- supervisor's own loop would spin it.
-local function wake(st, job)
-  if job._told then return end
-  job._told = true
-  local n = -job._wake:count()
-  job._wake:post(n > 0 and n or 1)
-  post_once(st.kick)
-end
-
--- The engine's run hook: one term of the job in a light thread, supervised. -> true (the job
--- raised: pause before queueing again)
-local function run_job(st, term)
-  -- granted just as this worker began to exit: hand it on without running
-  if ngx.worker.exiting() then return false end
-  local job = setmetatable({
-    token = term.token, node = term.node, id = st.id, path = st.path, client = st.client,
-    pid = ngx.worker.pid(), worker = ngx.worker.id(), _st = st, _term = term, _wake = assert(semaphore.new(0)),
-  }, Job)
-  term.job, st.job = job, job
-  flog(st, ngx.NOTICE, "worker ", job.pid, " runs the job (token ", tostring(job.token), ", id ", st.id, ")")
-  local done, failed = false, nil
-  local thread, err = ngx.thread.spawn(function()
-    local ok, e = xpcall(st.fn, debug.traceback, job)
-    if not ok then failed = e end
-    done = true
-    post_once(st.kick)
-  end)
-  if not thread then failed, done = "cannot spawn the job thread: " .. tostring(err), true end
-  local kill_at, outcome
-  while not done do
-    local why = job:stopping()
-    if why then
-      wake(st, job)
-      ngx.update_time()
-      local t = ngx.now()
-      kill_at = kill_at or (t + st.stop_grace)
-      if term.lost or t >= kill_at then
-        ngx.thread.kill(thread)
-        outcome = term.lost and ("killed at once: the session was lost (told to stop: %s)"):format(why)
-          or ("killed: it did not return within %g s of being told to stop (%s)"):format(st.stop_grace, why)
-        break
-      end
-    end
-    st.kick:wait(POLL)
-  end
-  st.job = nil
-  if failed then flog(st, ngx.ERR, "the job raised in worker ", job.pid, ": ", tostring(failed)) end
-  flog(st, outcome and ngx.WARN or ngx.NOTICE, "worker ", job.pid, " ended the job (token ",
-    tostring(job.token), "): ", outcome or (job._why and ("told to stop: " .. job._why)) or "it returned")
-  return failed ~= nil
-end
+local NGX_HOST = {
+  now = function() ngx.update_time() return ngx.now() end,
+  signal = ngx_signal,
+  spawn = function(fn) return ngx.thread.spawn(fn) end,
+  kill = function(thread) ngx.thread.kill(thread) end,
+  stopping = function() return ngx.worker.exiting() and "EXITING" or nil end,
+}
 
 local ONE_WORKER_OPTS = {
   hosts = check.is.string,
@@ -408,9 +332,7 @@ local ONE_WORKER_OPTS = {
   acl = check.acl_option,
 }
 
-local function host_name() return require("zklock.core").hostname() end -- the one source (zkl_host_name)
-
-local NGX_LEVEL = { error = ngx.ERR, warn = ngx.WARN, info = ngx.INFO, debug = ngx.DEBUG }
+local NGX_LEVEL = { error = ngx.ERR, warn = ngx.WARN, notice = ngx.NOTICE, info = ngx.INFO, debug = ngx.DEBUG }
 
 function M.one_worker(path, fn, opts)
   check.path("one_worker", 1, path)
@@ -431,7 +353,8 @@ function M.one_worker(path, fn, opts)
       .. " the master process runs no job")
   end
   local stop_grace = opts.stop_grace or 5
-  local id = opts.id or (host_name() .. "/" .. ngx.worker.pid())
+  local pid = ngx.worker.pid()
+  local id = opts.id or (host_name() .. "/" .. pid)
   local client, msg, code = zklock.connect(opts.hosts, {
     wait = false, session_timeout = opts.session_timeout or 10, identity = id,
   })
@@ -439,34 +362,13 @@ function M.one_worker(path, fn, opts)
   -- the pump closes the session at worker exit only if the supervisor did not (it releases as
   -- soon as the job returned, at most stop_grace after the exit began)
   M.attach(client, { exit_grace = stop_grace + 5 })
-  local st = { path = path, fn = fn, id = id, client = client, stop_grace = stop_grace,
-               kick = assert(semaphore.new(0)), job = nil }
+  local host = setmetatable({ who = "worker " .. pid, fields = { pid = pid, worker = ngx.worker.id() } },
+    { __index = NGX_HOST })
   local engine
   engine = leader.engine(client, path, {
     id = id, acl = opts.acl, requeue = true, suspended = "stop", retry_delay = RETRY_DELAY,
-    run = function(_, term) return run_job(st, term) end,
-    tell = function(term) if term.job then wake(st, term.job) end end,
-    log = function(level, text) flog(st, NGX_LEVEL[level] or ngx.WARN, text) end,
-    pause = function(e, s)
-      ngx.update_time()
-      local until_t = ngx.now() + s
-      while not e.closed and not ngx.worker.exiting() and ngx.now() < until_t do
-        st.kick:wait(POLL)
-        ngx.update_time()
-      end
-    end,
-    -- while queued, a light thread withdraws the acquire when the worker exits (a running job
-    -- hears of the exit from job:stopping())
-    waiting = function(e)
-      local queued, bell = true, assert(semaphore.new(0))
-      ngx.thread.spawn(function()
-        while queued do
-          if ngx.worker.exiting() then e:close("EXITING") return end
-          bell:wait(POLL)
-        end
-      end)
-      return function() queued = false; bell:post(1) end -- the watcher ends now, not at its next poll
-    end,
+    host = host, job = fn, stop_grace = stop_grace,
+    log = function(level, text) ngx.log(NGX_LEVEL[level] or ngx.WARN, "zklock: one_worker ", path, ": ", text) end,
     -- the supervisor: a timer running the engine's loop
     spawn = function(loop)
       return ngx.timer.at(0, function(premature)
@@ -483,37 +385,24 @@ function M.one_worker(path, fn, opts)
     client:close()
     return E.fail("ESYSTEM", "one_worker: cannot start the supervisor timer: " .. tostring(err))
   end
-  st.engine = engine
-  return setmetatable({ _st = st }, Fleet)
+  return setmetatable({ _engine = engine }, Fleet)
 end
 
--- This worker runs the job now.
-function Fleet:running()
-  if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:running() (with a colon)") end
-  local job = self._st.job
-  return job ~= nil and not job._term.why and not job._why
+local function method(name, fn)
+  Fleet[name] = function(self)
+    if getmetatable(self) ~= Fleet then check.raise(("zklock: use handle:%s() (with a colon)"):format(name)) end
+    return fn(self._engine)
+  end
 end
 
--- The hold protocol's "do I hold it?": the same answer as running().
-function Fleet:is_held()
-  if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:is_held() (with a colon)") end
-  return self:running()
-end
-
+-- running(): this worker runs the job now; is_held(): the hold protocol's name for it.
+method("running", function(e) return e:job() ~= nil end)
+method("is_held", function(e) return e:job() ~= nil end)
 -- The fencing token of the job this worker runs now, or nil.
-function Fleet:token()
-  if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:token() (with a colon)") end
-  return self:running() and self._st.job.token or nil
-end
-
+method("token", function(e) local job = e:job() return job and job.token end)
 -- This worker leaves the election for good: a running job is told "CLOSED" (killed after
 -- stop_grace), the mutex is released and the session closed. Returns at once.
-function Fleet:close()
-  if getmetatable(self) ~= Fleet then check.raise("zklock: use handle:close() (with a colon)") end
-  local st = self._st
-  st.engine:close("CLOSED")
-  post_once(st.kick)
-end
+method("close", function(e) e:close("CLOSED") end)
 
 ---------------------------------------------------------------- a cache shared by the workers
 --
@@ -533,6 +422,10 @@ end
 -- at gone (two publishes between its two reads) reads "current" again. Each worker keeps the
 -- parsed snapshot of the version it read last: when nothing changed a read costs two dict gets
 -- ("error", "current").
+
+local function post_once(sema)
+  if sema:count() < 1 then sema:post(1) end
+end
 
 local SNAP_MAGIC = "zklock-cache 1"
 local KEEP_POLL = 0.1 -- s: how often a keeper looks at stopping() while nothing changes
@@ -815,6 +708,6 @@ function M.cache_reader(dict)
 end
 
 -- the classes, for scripts/apidoc.lua (not an API)
-M._Job, M._OneWorker, M._SharedCache = Job, Fleet, Shared
+M._Job, M._OneWorker, M._SharedCache = leader.Job, Fleet, Shared
 
 return M

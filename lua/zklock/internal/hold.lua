@@ -31,8 +31,8 @@
 --   M.lease_ids(obj, id) -> { lease acquisition id, ... } of a granted semaphore acquisition
 --   M.start_multi(obj, items, ms, flags) all of items ({ kind, path, max, per, acl } each) or none
 --   M.multi_result(obj, id) -> component ids | nil, the index of the component that failed
--- M.core(client), the raw handle, is left for leader.lua's latch only, until branch election3
--- moves the latch onto the election engine (the boundary check exempts leader.lua by name).
+-- No module outside this one gets the raw core handle (the latch queues through a lock object
+-- of the LATCH recipe, zklock.leader's election engine).
 local core = require("zklock.core")
 local check = require("zklock.internal.args")
 local R = require("zklock.internal.recipe")
@@ -143,9 +143,6 @@ M.check_open = check.open
 
 -- Drive the client once if nobody has for a while (see Client:_refresh).
 M.refresh = R.refresh
-
--- The client's core handle: for leader.lua's latch alone, until the election3 branch lands.
-M.core = R.core
 
 -- The grant helpers (header). No Lua call beyond themselves: the handle and the ACL id are the
 -- object's state, read from there.

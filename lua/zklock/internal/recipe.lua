@@ -24,9 +24,8 @@
 --   recipe.session_decimal(client) -> the session id as Java prints a long ("-123..."), or nil
 --     while the client has no session.
 -- recipe.core(client), the raw core handle, is for zklock.internal.hold alone (it owns the grants:
--- acquire, downgrade, semaphore, multi, release, info); the boundary check enforces that. One
--- module is exempt until its pending move lands: leader.lua's latch (branch election3 puts it on
--- the election engine).
+-- acquire, downgrade, semaphore, multi, release, info); the boundary check enforces that, with
+-- no exemption.
 local recipe = {}
 
 function recipe.slot(self, key, make)
