@@ -42,8 +42,11 @@ end
 local function number_in(lo, hi, what, integer, opt)
   return function(s)
     local n = tonumber(s)
-    if not n or n ~= n or n < lo or n > hi or (integer and math.floor(n) ~= n) then
+    if not n or n ~= n or (integer and math.floor(n) ~= n) or n < lo then
       return nil, ("%s: expected %s, got '%s'"):format(opt, what, s)
+    end
+    if n > hi then -- a number the message would otherwise seem to allow ("> 0, got '1e9'")
+      return nil, ("%s: %s is out of range: expected %s, at most %g"):format(opt, s, what, hi)
     end
     return integer and math.floor(n) or n
   end
