@@ -252,6 +252,7 @@ describe("the zklock command", function()
         { "run /x --semaphore 2.5 -- true", "%-%-semaphore" },
         { "run /x --kill-grace x -- true", "%-%-kill%-grace" },
         { "run /x --session-timeout 0 -- true", "%-%-session%-timeout" },
+        { "run /x --hosts bogus -- true", '^zklock: %-%-hosts: expected "host:port' },
         { "run /x --session-timeout 1e9 -- true", "%-%-session%-timeout: 1e9 is out of range: .* at most 1e%+?0*6" },
         { "run /x --max-hold 2e6 -- true", "%-%-max%-hold: 2e6 is out of range: .* at most 1e%+?0*6" },
         { "run /x -s --semaphore 2 -- true", "%-%-shared" },

@@ -222,6 +222,7 @@ end
 -- -> client | nil, exit status (the message was printed)
 local function connect(o, env, identity, on_signal)
   local hosts = o.hosts or env("ZKLOCK_HOSTS") or "127.0.0.1:2181"
+  local hosts_from = o.hosts and "--hosts" or env("ZKLOCK_HOSTS") and "$ZKLOCK_HOSTS" or "hosts"
   local auth, aerr = read_auth(o, env)
   if auth == nil then
     errf("%s", aerr)
@@ -232,7 +233,12 @@ local function connect(o, env, identity, on_signal)
     log_level = o.verbose and "info" or nil, -- without it only the library's own warnings (stderr)
   })
   if not ok then -- bad hosts string and such: the library raised
-    errf("%s", tostring(client):gsub("^.-bad argument", "bad argument"))
+    local why = tostring(client):match("%(hosts: (.*)%)$")
+    if why then -- name where the string came from, not the library's argument
+      errf("%s: %s", hosts_from, why)
+    else
+      errf("%s", tostring(client):gsub("^.-bad argument", "bad argument"))
+    end
     return nil, EXIT.USAGE
   end
   if not client then
