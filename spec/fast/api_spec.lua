@@ -51,4 +51,36 @@ describe("zklock API without a server #fast", function()
       assert.is_true(dt < 2.5, ("took %.3f s for connect_timeout = 0.5"):format(dt))
     end)
   end)
+
+  describe("acquire(0) with nothing listening", function()
+    -- try once needs the server's answers; with no session nothing else would end the wait (it
+    -- hung for ever), and zookeeper_lock said "held by another owner" having asked no one
+    it("gives up after the session timeout with ETIMEDOUT saying no answer came", function()
+      local c = assert(zklock.connect("127.0.0.1:1", { session_timeout = 1, wait = false }))
+      local objs = {
+        mutex = c:mutex("/f/m"), read = c:rwlock("/f/rw").read, write = c:rwlock("/f/rw").write,
+        semaphore = c:semaphore("/f/s", 2), semaphore_mutex = c:semaphore_mutex("/f/sm"),
+        multilock = c:multilock({ c:mutex("/f/a"), c:mutex("/f/b") }),
+        zookeeper_lock = c:zookeeper_lock("/f/zk"),
+      }
+      local got = {}
+      local t0 = util.now()
+      for name, o in pairs(objs) do
+        c:spawn(function()
+          local r = table.pack(o:acquire(0))
+          got[name] = { r[1], r[2], r[3], util.now() - t0 }
+        end)
+      end
+      local ran = table.pack(c:run(30)) -- bounds the test should an acquire hang again
+      c:close()
+      for name in pairs(objs) do
+        local g = got[name]
+        assert.is_table(g, name .. ": acquire(0) did not return within 30 s (" .. tostring(ran[2]) .. ")")
+        assert.is_nil(g[1], name)
+        assert.are.equal("ETIMEDOUT", g[3], name .. ": " .. tostring(g[2]))
+        assert.truthy(g[2]:find("no answer from ZooKeeper", 1, true), name .. ": " .. g[2])
+        assert.is_true(g[4] >= 0.9, ("%s: gave up after %.3f s, before the session timeout"):format(name, g[4]))
+      end
+    end)
+  end)
 end)
