@@ -169,6 +169,7 @@ function MultiLock:_acquire_once(timeout)
     return fail(core.errno.ECLOSED, "the client was closed while acquiring a multi-lock")
   end
   local ids, failed = hold.multi_result(self, id)
+  if not ids and type(failed) ~= "number" then failed = nil end -- no result (the client closed): nil, msg
   if w.type ~= core.EV_ACQUIRED or not ids then
     undo()
     local st = w.status
