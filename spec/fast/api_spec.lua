@@ -52,6 +52,21 @@ describe("zklock API without a server #fast", function()
     end)
   end)
 
+  describe("plain calls' timeouts", function()
+    -- 0 and negatives were told "expected nil (forever) or a number of seconds >= 0", which
+    -- allows 0 (rejected here) and calls nil forever (it is the client's op_timeout)
+    it("reject 0, negatives, NaN and non-numbers with the rule that applies (> 0)", function()
+      local c = assert(zklock.connect("127.0.0.1:1", { wait = false }))
+      for _, v in ipairs({ 0, -1, 0 / 0, "5", true }) do
+        assert_raises({ "bad argument #2 to 'get'", "option 'timeout': expected a number of seconds > 0" },
+          c.get, c, "/x", { timeout = v })
+        assert_raises({ "bad argument #2 to 'connect'", "option 'op_timeout': expected a number", "> 0" },
+          zklock.connect, "127.0.0.1:1", { wait = false, op_timeout = v })
+      end
+      c:close()
+    end)
+  end)
+
   describe("acquire(0) with nothing listening", function()
     -- try once needs the server's answers; with no session nothing else would end the wait (it
     -- hung for ever), and zookeeper_lock said "held by another owner" having asked no one
