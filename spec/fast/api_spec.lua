@@ -67,6 +67,21 @@ describe("zklock API without a server #fast", function()
     end)
   end)
 
+  describe("queue:take(t) with nothing listening", function()
+    -- its listing waited for the client's op_timeout (5 s here), not the 0.3 s asked for
+    it("gives up when its own timeout passes, not the listing's op_timeout", function()
+      local c = assert(zklock.connect("127.0.0.1:1", { wait = false, op_timeout = 5 }))
+      local t0 = util.now()
+      local data, msg, code = c:queue("/f/q"):take(0.3)
+      local dt = util.now() - t0
+      c:close()
+      assert.is_nil(data)
+      assert.are.equal("ETIMEDOUT", code, msg)
+      assert.truthy(msg:find("no item within 0.3 s", 1, true), msg)
+      assert.is_true(dt >= 0.29 and dt < 3, ("took %.3f s for take(0.3)"):format(dt))
+    end)
+  end)
+
   describe("acquire(0) with nothing listening", function()
     -- try once needs the server's answers; with no session nothing else would end the wait (it
     -- hung for ever), and zookeeper_lock said "held by another owner" having asked no one
