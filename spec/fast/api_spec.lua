@@ -82,6 +82,20 @@ describe("zklock API without a server #fast", function()
     end)
   end)
 
+  describe("double_barrier:enter(t) with nothing listening", function()
+    it("gives up when its own timeout passes, not a request's op_timeout", function()
+      local c = assert(zklock.connect("127.0.0.1:1", { wait = false, op_timeout = 5 }))
+      local b = c:double_barrier("/f/b", 2)
+      local t0 = util.now()
+      local ok, msg, code = b:enter(0.3)
+      local dt = util.now() - t0
+      c:close()
+      assert.is_nil(ok)
+      assert.are.equal("ETIMEDOUT", code, msg)
+      assert.is_true(dt >= 0.29 and dt < 3, ("took %.3f s for enter(0.3): %s"):format(dt, msg))
+    end)
+  end)
+
   describe("acquire(0) with nothing listening", function()
     -- try once needs the server's answers; with no session nothing else would end the wait (it
     -- hung for ever), and zookeeper_lock said "held by another owner" having asked no one
