@@ -26,4 +26,5 @@ local openresty = {
 }
 files["lua/zklock/adapters/openresty.lua"] = openresty
 files["examples/openresty/**/*.lua"] = openresty
+files["bench/drivers/openresty/*.lua"] = openresty
 files["spec/support/nginx/**/*.lua"] = openresty

@@ -11,6 +11,7 @@ PKGS=(
   libcurator-recipes-java python3-kazoo python3
   lua-cqueues lua-luv
   nginx-core libnginx-mod-http-lua lua-resty-core curl
+  wrk python3-matplotlib
   procps iproute2 util-linux bsdutils strace
 )
 missing=()

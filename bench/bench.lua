@@ -72,6 +72,8 @@ local CONTENDERS = {
     cmd = "env ZKL_BUILD=bench/out/build-jit luajit bench/drivers/zklock_bench.lua" },
   { id = "cur", label = "Curator 5.4", cmd = "java -Xmx512m -cp " .. table.concat(cp, ":") .. " CuratorBench" },
   { id = "kaz", label = "Kazoo 2.8", cmd = "/usr/bin/python3 bench/drivers/kazoo_bench.py" },
+  -- nginx + ngx_lua (LuaJIT) with zklock.adapters.openresty, loaded by wrk: its own section
+  { id = "ngx", label = "OpenResty (nginx, LuaJIT)", cmd = "lua5.4 bench/drivers/openresty_bench.lua" },
 }
 -- the baseline's contenders: the same driver with the baseline's core.so and Lua sources
 local BASE_OF = {} -- current-tree contender id -> its baseline's id
@@ -97,12 +99,15 @@ local LOCKS = { "zkl", "jit", "cur", "kaz" }
 local SELECTED = {}
 do
   local GROUPS = { zklock = { "zkl", "jit" }, raw = { "raw" }, curator = { "cur" }, kazoo = { "kaz" },
-                   zkl = { "zkl" }, jit = { "jit" }, cur = { "cur" }, kaz = { "kaz" } }
+                   zkl = { "zkl" }, jit = { "jit" }, cur = { "cur" }, kaz = { "kaz" }, openresty = { "ngx" },
+                   ngx = { "ngx" } }
   for _, c in ipairs(CONTENDERS) do SELECTED[c.id] = opt.only == nil end
   if opt.only then
     for name in opt.only:gmatch("[^,%s]+") do
       local g = GROUPS[name]
-      if not g then error("--only: unknown contender " .. name .. " (zklock, raw, curator, kazoo, zkl, jit)", 0) end
+      if not g then
+        error("--only: unknown contender " .. name .. " (zklock, raw, curator, kazoo, openresty, zkl, jit)", 0)
+      end
       for _, id in ipairs(g) do SELECTED[id] = true end
     end
   end
@@ -112,7 +117,7 @@ end
 ---------------------------------------------------------------- cases
 
 -- Each case: id, server ("sync" | "nosync"), who (contender ids), args (driver arguments, or a
--- function of the contender id), limit (s, per driver run), once (round 1 only).
+-- function of the contender id and the round), limit (s, per driver run), once (round 1 only).
 local S = opt.smoke
 local secs = S and 0.5 or 3
 local CASES = {
@@ -125,16 +130,40 @@ local CASES = {
     args = S and "pipelined depth=16 n=200 warm=20" or "pipelined depth=16 n=20000 warm=1000" },
   { id = "pipe128", title = "raw pipelined, 128 in flight", who = { "raw" },
     args = S and "pipelined depth=128 n=500 warm=128" or "pipelined depth=128 n=30000 warm=2000" },
+  -- a lock's three requests with no lock logic (create and listing back to back, then the
+  -- delete; each of the 1,000 slots under a parent of its own): the server's ceiling for the
+  -- 1,000 locks' requests, the listing included (issue 24 target 3)
+  { id = "pipe1000l", title = "raw pipelined with a lock's listing, 1000 in flight", who = { "raw" },
+    args = S and "pipelined depth=100 n=300 warm=100 list=1" or "pipelined depth=1000 n=40000 warm=2000 list=1" },
   { id = "c8", title = "2. Contended mutex, 8 waiters", who = LOCKS, args = ("contended t=8 secs=%g"):format(secs) },
   { id = "c64", title = "2. Contended mutex, 64 waiters", who = LOCKS, args = ("contended t=64 secs=%g"):format(secs) },
   { id = "c1000", title = "2. Contended mutex, 1000 waiters", who = LOCKS,
     args = ("contended t=1000 secs=%g"):format(secs) },
-  { id = "ind", title = "3. 1000 independent locks, 1000 coroutines/threads", who = LOCKS,
-    args = ("independent t=1000 secs=%g"):format(secs) },
+  -- The raw ceiling runs in the same case (pipelined, 128 in flight), rotating with the others,
+  -- so each round has its own zklock÷raw pair; 10 s runs: in 3 s the 1,000 coroutines, which move
+  -- in waves of about 1,000 acquisitions, made only 3-10 waves and their rate swung by 2x with
+  -- the machine's other load (bench/RESULTS.md, "The 1,000-lock workload's spread").
+  { id = "ind", title = "3. 1000 independent locks, 1000 coroutines/threads",
+    who = { "raw", "zkl", "jit", "cur", "kaz" },
+    args = function(cid)
+      if cid == "raw" then
+        return S and "pipelined depth=128 n=500 warm=128" or "pipelined depth=128 n=100000 warm=2000"
+      end
+      return S and "independent t=50 secs=0.5" or "independent t=1000 secs=10"
+    end },
   { id = "read", title = "4. Read lock, 8 readers", who = LOCKS, args = ("read t=8 secs=%g"):format(secs) },
   { id = "sem", title = "4. Semaphore max 4, 16 contenders", who = LOCKS,
     args = ("semaphore t=16 max=4 secs=%g"):format(secs) },
   { id = "h100", title = "5. Herd: 100 waiters behind one holder", who = LOCKS, args = "herd t=100" },
+  -- OpenResty: nginx (2 workers, a zklock client each) under wrk, 16 keep-alive connections; the
+  -- three locations back to back in one nginx, their order rotating from round to round
+  { id = "http", title = "OpenResty: requests/s with and without a mutex per request", who = { "ngx" }, limit = 180,
+    args = function(_, round)
+      local locs = { "free", "lock", "shared" }
+      local order = {}
+      for k = 0, 2 do order[#order + 1] = locs[(k + round - 1) % 3 + 1] end
+      return ("http secs=%g warm=1 c=16 workers=2 order=%s"):format(S and 1 or 5, table.concat(order, ","))
+    end },
   { id = "h1000", title = "5. Herd: 1000 waiters behind one holder", who = LOCKS, args = "herd t=1000" },
   -- On its own server with a 1 GiB heap (Debian's default for ZooKeeper): 10,000 pipelined
   -- listings of a 10,000-child queue overflow the harness's 256 MiB heap (see RESULTS.md).
@@ -163,12 +192,13 @@ local CASES = {
     who = LOCKS, args = ("independent t=1000 secs=%g"):format(secs) },
 }
 if S then -- smoke: every driver and workload once, small
-  local keep = { unc = true, pipe16 = true, c8 = true, ind = true, read = true, sem = true, h100 = true }
+  local keep = { unc = true, pipe16 = true, pipe1000l = true, c8 = true, ind = true, read = true, sem = true,
+                 h100 = true,
+                 http = true }
   local cases = {}
   for _, c in ipairs(CASES) do if keep[c.id] then cases[#cases + 1] = c end end
   CASES = cases
   for _, c in ipairs(CASES) do
-    if c.id == "ind" then c.args = "independent t=50 secs=0.5" end
     if c.id == "h100" then c.args = "herd t=20" end
     if c.id == "sem" then c.args = "semaphore t=6 max=2 secs=0.5" end
   end
@@ -237,7 +267,7 @@ end
 
 local function run_driver(case, cid, hosts, round)
   local c = BY_ID[cid]
-  local args = type(case.args) == "function" and case.args(cid) or case.args
+  local args = type(case.args) == "function" and case.args(cid, round) or case.args
   local errf = os.tmpname()
   local cmd = ("timeout -k 5 %d %s %s %s 2>%s"):format(case.limit or 300, c.cmd, hosts, args, errf)
   local t0 = now()
@@ -458,6 +488,8 @@ local ROWS = {
   { "pipe16", "rate", "raw pipelined 16 in flight: cycles/s" },
   { "pipe128", "rate", "raw pipelined 128 in flight: cycles/s" },
   { "pipe128", "cpu_us_per", "raw pipelined 128 in flight: client CPU µs/op" },
+  { "pipe1000l", "rate", "raw create+list+delete, 1000 in flight: cycles/s" },
+  { "pipe1000l", "fsync_per", "raw create+list+delete, 1000 in flight: log fsyncs per cycle", digits = 3 },
   { "c8", "rate", "2. 8 waiters, one mutex: acquisitions/s" },
   { "c8", "p99_wait_us", "2. 8 waiters: p99 wait, ms", scale = 1e-3 },
   { "c8", "cpu_us_per", "8 waiters: client CPU µs/op (raw: 1 create+delete)", raw_from = RAW1, raw_min = true },
@@ -469,12 +501,11 @@ local ROWS = {
   { "c1000", "rate", "2. 1000 waiters, one mutex: acquisitions/s" },
   { "c1000", "p99_wait_us", "2. 1000 waiters: p99 wait, ms", scale = 1e-3 },
   { "c1000", "cpu_us_per", "1000 waiters: client CPU µs/op (raw: 1 create+delete)", raw_from = RAW1, raw_min = true },
-  { "ind", "rate", "3. 1000 locks x 1 holder each: acquisitions/s (raw: best pipelined)",
-    raw_from = { "pipe1", "pipe16", "pipe128" } },
+  { "ind", "rate", "3. 1000 locks x 1 holder each: acquisitions/s (raw: pipelined 128, same rounds)" },
   { "ind", "req_per", "3. 1000 locks: requests per acquisition", digits = 2 },
+  { "ind", "fsync_per", "3. 1000 locks: log fsyncs at the server per acquisition (raw: per cycle)", digits = 3 },
   { "ind", "rss_kb", "3. 1000 locks: process RSS, MiB", scale = 1 / 1024 },
-  { "ind", "cpu_us_per", "1000 locks: client CPU µs/op (raw: least of the pipelined)",
-    raw_from = { "pipe1", "pipe16", "pipe128" }, raw_min = true },
+  { "ind", "cpu_us_per", "1000 locks: client CPU µs/op (raw: pipelined 128, same rounds)" },
   { "read", "rate", "4. read lock, 8 readers: acquisitions/s" },
   { "read", "req_per", "4. read lock: requests per acquisition", digits = 2 },
   { "read", "cpu_us_per", "read lock: client CPU µs/op (raw: 1 create+delete)", raw_from = RAW1, raw_min = true },
@@ -596,6 +627,58 @@ for _, row in ipairs(ROWS) do
   end
 end
 local table_md = table.concat(lines, "\n")
+
+-- The plot's cells: every client CPU row (cpu_us_per), per runtime, median, min and max; `ref` = 1
+-- when the raw value is a reference (the raw create+delete or pipelined run the row names), not
+-- a run of the same workload.
+local PLOT = { { "raw", "raw C" }, { "zkl", "zklock 5.4" }, { "jit", "zklock LuaJIT" }, { "cur", "Curator 5.4" },
+               { "kaz", "Kazoo 2.8" } }
+local cpu_tsv
+do
+  local t = { "workload\truntime\tmedian\tmin\tmax\tref" }
+  for _, row in ipairs(ROWS) do
+    local st = S_[row[1] .. "." .. row[2]]
+    if row[2] == "cpu_us_per" and st and (st.zkl or st.jit) then
+      local label = row[3]:gsub("^%d+%.%s+", ""):gsub("[:,]? client CPU µs/op", "")
+        :gsub(": client CPU µs/handoff in the drain", ", per handoff in the drain")
+        :gsub(": client CPU µs/handoff", ", per handoff")
+      for _, p in ipairs(PLOT) do
+        local v = st[p[1]]
+        if v and SELECTED[p[1]] then
+          t[#t + 1] = ("%s\t%s\t%.3f\t%.3f\t%.3f\t%d"):format(label, p[2], v.med, v.min, v.max,
+            (p[1] == "raw" and row.raw_from) and 1 or 0)
+        end
+      end
+    end
+  end
+  if #t > 1 then cpu_tsv = table.concat(t, "\n") .. "\n" end
+end
+
+-- OpenResty: the three locations of one nginx per run (bench/drivers/openresty_bench.lua)
+local openresty_md
+if results.http and results.http.ngx and #results.http.ngx > 0 then
+  local L = { { "free", "no lock (the same work)" },
+              { "lock", "a mutex per request (one per connection: uncontended)" },
+              { "shared", "one mutex for every request of both workers (contended)" } }
+  local o = { "| location | requests/s | p50 latency, ms | p99 latency, ms | nginx workers' CPU µs/request "
+    .. "| requests/s ÷ no lock (per run) |", "| --- | ---: | ---: | ---: | ---: | ---: |" }
+  for _, l in ipairs(L) do
+    local k = l[1]
+    local rate = stat("http", "ngx", k .. "_rate")
+    if rate then
+      local q = k ~= "free" and stat("http", "ngx", k .. "_ratio") or nil
+      o[#o + 1] = ("| `/%s`: %s | %s | %s | %s | %s | %s |"):format(k, l[2], cell(rate),
+        cell(stat("http", "ngx", k .. "_p50_us", 1e-3)), cell(stat("http", "ngx", k .. "_p99_us", 1e-3)),
+        cell(stat("http", "ngx", k .. "_cpu_us_per")), k == "free" and "1" or cell(q, 3))
+    end
+  end
+  local lc, fc = stat("http", "ngx", "lock_cpu_us_per"), stat("http", "ngx", "free_cpu_us_per")
+  openresty_md = table.concat(o, "\n") .. "\n\n" .. ("nginx 2 workers (a zklock client each, "
+    .. "`zklock.adapters.openresty`, zklock.core from bench/out/build-jit), loaded by `wrk -t1 -c16` for %g s per "
+    .. "location after 1 s of warm-up, the three locations back to back in one nginx, their order rotating "
+    .. "per round. CPU: utime + stime of the worker processes over the measured run. The mutex adds %s µs "
+    .. "of worker CPU per request (medians)."):format(S and 1 or 5, num(lc and fc and lc.med - fc.med))
+end
 
 ---------------------------------------------------------------- baseline comparison
 
@@ -739,9 +822,31 @@ do
   local best = S_["ind.rate"] and S_["ind.rate"].raw
   local b = best and best.med
   local z, j = med("ind.rate", "zkl"), med("ind.rate", "jit")
+  local l = med("pipe1000l.rate", "raw")
+  -- the spread of a contender's rounds, (max - min) / median, and the per-round ratios to the raw
+  -- run of the same round (which ran a few seconds before or after it)
+  local function spread(cid)
+    local s = S_["ind.rate"] and S_["ind.rate"][cid]
+    if not s or s.n < 2 then return "-" end
+    return ("%.0f%%"):format((s.max - s.min) / s.med * 100)
+  end
+  local function paired(cid)
+    local raw_of, q = {}, {}
+    for _, r in ipairs(((results.ind or {}).raw) or {}) do raw_of[r._round] = r.rate end
+    for _, r in ipairs(((results.ind or {})[cid]) or {}) do
+      if raw_of[r._round] and type(r.rate) == "number" then q[#q + 1] = r.rate / raw_of[r._round] end
+    end
+    if #q == 0 then return "-" end
+    table.sort(q)
+    return ("%s (%s–%s)"):format(f2(median(q)), f2(q[1]), f2(q[#q]))
+  end
   target("1,000 coroutines on 1,000 locks >= 0.65x (Lua 5.4) / 0.75x (LuaJIT) raw pipelined ceiling",
     cmp(z, ">=", b and 0.65 * b), cmp(j, ">=", b and 0.75 * b),
-    ("%s / %s x raw best pipelined (%s cycles/s)"):format(f2(z and b and z / b), f2(j and b and j / b), num(b)))
+    ("%s / %s x raw pipelined 128 (%s cycles/s); per round, x that round's raw run: %s / %s; spread of "
+      .. "the rounds (max-min)/median: %s / %s (raw %s); x raw create+list+delete 1000 in flight (%s cycles/s): "
+      .. "%s / %s"):format(f2(z and b and z / b), f2(j and b and j / b), num(b),
+      paired("zkl"), paired("jit"), spread("zkl"), spread("jit"), spread("raw"), num(l),
+      f2(z and l and z / l), f2(j and l and j / l)))
 end
 do -- the 3-node ensemble: the three workloads against Curator (and the raw client)
   local function r(key, peer, cid) local a, b = med(key, cid), med(key, peer); return a and b and b > 0 and a / b end
@@ -842,10 +947,13 @@ local facts = {
     .. ", Kazoo " .. sh("/usr/bin/python3 -c 'import kazoo.version as v; print(v.__version__)'"),
   "- libzookeeper_st " .. sh("dpkg-query -W -f='${Version}' libzookeeper-st2 2>/dev/null "
     .. "|| dpkg-query -W -f='${Version}' libzookeeper-st-dev"),
-  ("- load average (1/5/15 min) at start %s, at end %s: anything above what the benchmark itself "
-    .. "adds (about 1.5) is someone else's work on the same 2 cores"):format(load_start, load_end),
-  "- zklock " .. sh("git rev-parse --short HEAD")
-    .. (sh("git status --porcelain -- csrc lua") ~= "" and " (with uncommitted changes in csrc/ or lua/)" or ""),
+  ("- load average (1/5/15 min) %sat the start of the measurements %s, at the end %s: anything above what "
+    .. "the benchmark itself adds (about 1.5) is someone else's work on the same 2 cores"):format(
+    os.getenv("BENCH_LOAD_BEFORE") and ("before bench/run's builds " .. os.getenv("BENCH_LOAD_BEFORE") .. ", ") or "",
+    load_start, load_end),
+  "- zklock " .. sh("git rev-parse --short HEAD") .. " (" .. sh("git log -1 --format=%s HEAD") .. ")"
+    .. (sh("git status --porcelain -- csrc lua CMakeLists.txt bench/bench.lua bench/drivers bench/tools") ~= ""
+      and " with uncommitted changes in csrc/, lua/ or the benchmark's code" or ""),
 }
 if opt.baseline then
   local base_sha = sh("cat bench/out/base-build/.zkl-rev 2>/dev/null")
@@ -871,10 +979,33 @@ local header = {
   "Cells: median over the rounds (min–max). Ratios: zklock's median over the peer's, Lua 5.4 / LuaJIT "
     .. "(for rates > 1 is better for zklock, for latencies and counts < 1 is). Requests and notifications "
     .. "are counted at the server (mntr `zk_packets_received` and `zk_sum_node_*_watch_count` deltas). "
-    .. "Workloads with a duration run " .. secs .. " s each.",
+    .. "Workloads with a duration run " .. secs .. " s each"
+    .. (S and "." or " (the 1,000 locks 10 s, OpenResty 5 s per location)."),
   "",
 }
 local report = table.concat(header, "\n") .. "\n## Table\n\n" .. table_md .. "\n"
+-- the plot of the client CPU rows, next to the report (drawn below, once the report is written)
+local plot_png, plot_tsv
+if opt.results and cpu_tsv then
+  local stem = opt.results:gsub("%.md$", "")
+  plot_png = stem .. "-cpu.png"
+  plot_tsv = "bench/out/" .. (stem:match("[^/]+$") or stem) .. "-cpu.tsv"
+  report = report .. "\n![Client CPU per operation by workload and runtime](" .. (plot_png:match("[^/]+$") or plot_png)
+    .. ")\n\nThe client CPU rows above as a plot (`" .. plot_png .. "`, drawn by `bench/tools/plot_cpu.py` from "
+    .. "`" .. plot_tsv .. "`): bars are medians, whiskers min–max of the rounds, hatched raw bars the raw "
+    .. "reference the row names.\n"
+  local tf = assert(io.open(plot_tsv, "w"))
+  tf:write(cpu_tsv)
+  tf:close()
+  local out = sh(("/usr/bin/python3 bench/tools/plot_cpu.py %s -o %s"):format(testing.shq(plot_tsv),
+    testing.shq(plot_png)) .. "; echo exit=$?")
+  if out:match("exit=(%d+)$") == "0" then
+    log("wrote %s", plot_png)
+  else
+    failures[#failures + 1] = "the plot (bench/tools/plot_cpu.py): " .. out
+    log("FAILED: the plot: %s", out)
+  end
+end
 if compare_md then
   report = report .. "\n## Current tree vs baseline " .. opt.baseline .. "\n\n"
     .. "Both run in the same rounds against the same server, each new run next to its baseline run (which goes "
@@ -885,6 +1016,9 @@ if compare_md then
     .. "min–max over the rounds of new÷base within a round (the two ran back to back), for a second look at "
     .. "noisy rows; the verdict does not use it.\n\n"
     .. compare_md .. "\n\nPer workload:\n\n" .. verdicts_md .. "\n"
+end
+if openresty_md then
+  report = report .. "\n## OpenResty: per-request overhead of a mutex\n\n" .. openresty_md .. "\n"
 end
 report = report .. "\n## Targets\n\n" .. targets_md .. "\n"
 if #failures > 0 then

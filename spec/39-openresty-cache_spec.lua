@@ -4,7 +4,9 @@
 -- direct client changes the directory of backends; every worker must serve the new set (each
 -- answer names the worker's pid: the spec polls until every live worker has answered with it).
 -- Then the keeper worker is killed with SIGKILL: the set keeps being served, and a change made
--- while no worker keeps the cache, and one after, are served by every worker. Like spec/61, the
+-- while no worker keeps the cache, and one after, are served by every worker. The directory, made
+-- a container, is emptied, reaped by the server and made again with a child: every worker serves
+-- the new set (3 rounds; the keeper's cache once missed the new directory's children). Like spec/61, the
 -- nginx side does not depend on busted's interpreter: run once, in the Lua 5.4 run (#lua54).
 --   busted --lua=lua5.4 spec/39-openresty-cache_spec.lua
 -- Skipped when nginx, the Lua module, lua-resty-core, curl or build-jit are missing, and failed
@@ -39,11 +41,8 @@ describe("openresty shared cache #openresty #lua54 #nosan", function()
       vars = { ZK_HOSTS = zk.hosts, SERVICES = SERVICES, ELECTION = "/spec39/keepers", SESSION_TIMEOUT = SESSION },
     }
     client = assert(zklock.connect(zk.hosts, { identity = "spec-39" }))
-    -- The directory is persistent, so the server never reaps it when a test empties it. KNOWN BUG
-    -- (closing note of 2026-11-27): after the server reaped an emptied container directory and
-    -- it was made again, the keeper's published view stayed empty (this spec failed that way
-    -- twice in one CI rehearsal); a plain client:cache follows the same re-creation. Until it is
-    -- found and fixed with a spec of its own, these tests do not depend on it.
+    -- The directory is persistent, so the server never reaps it when a test empties it; the last
+    -- test makes it a container and has it reaped and made again on purpose.
     client:create("/services", "")
     client:create(SERVICES, "")
   end)
@@ -406,5 +405,24 @@ describe("openresty shared cache #openresty #lua54 #nosan", function()
     until_all_serve(before, 10)
     accept_error = nil
     assert.is_true(poll()[1].version > v0 + 1)
+  end)
+  it("a directory the server reaped and that was made again is served (container root)", function()
+    -- the directory becomes a container: deleted, then made again by a create with parents
+    for _, name in ipairs(assert(client:children(SERVICES))) do del(name) end
+    assert(client:delete(SERVICES))
+    add("10.0.7.1:80")
+    until_all_serve("10.0.7.1:80", 10)
+    for round = 1, 3 do
+      -- emptied: the server's container manager reaps it (every 100 ms on the shared server)
+      del(("10.0.7.%d:80"):format(round))
+      local t0 = now()
+      while client:exists(SERVICES) do
+        assert(now() - t0 < 10, "the server did not reap the emptied container " .. SERVICES)
+        client:sleep(0.05)
+      end
+      until_all_serve("", 10)
+      add(("10.0.7.%d:80"):format(round + 1))
+      until_all_serve(("10.0.7.%d:80"):format(round + 1), 10)
+    end
   end)
 end)

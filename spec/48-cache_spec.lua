@@ -268,3 +268,50 @@ describe("client:cache", function()
     cache:close()
   end)
 end)
+
+-- A root that is a container: the server reaps it once its last child goes, and a create with
+-- parents makes it again. The cache's client is behind a proxy that delays everything by DELAY
+-- ms each way, so the listing it sends when the child goes reaches the server after the reap, and
+-- the get it sends when the reap fires reaches it after the root was made again (when the reap
+-- falls 0.1 to 1.2 s after the delete: most rounds with a check every second). The cache must
+-- list the new root (once it missed its children for good: spec/39, spec/49).
+describe("client:cache of a container root the server reaps", function()
+  local zk, net
+  local DELAY = 600 -- ms
+  fixture.server({ container_check_ms = 1000 },
+    { own = "reaps containers every second: the reap falls between the cache's delayed reads" },
+    function(s) zk = s end)
+  after_each(function()
+    if net then net:stop() end
+    net = nil
+    util.close_all()
+  end)
+
+  it("follows the root reaped and made again with a child (4 rounds)", function()
+    net = testing.proxy(zk.hosts)
+    local a = util.connect(net.hosts, { identity = "c-a" })
+    local b = util.connect(zk.hosts, { identity = "c-b" })
+    assert(b:create("/rc/k1", "", { parents = true }))
+    local cache = a:cache("/rc", { depth = 1 })
+    local evs = recorder(cache)
+    assert(cache:await(10))
+    for round = 1, 4 do
+      local kid, next_kid = "/rc/k" .. round, "/rc/k" .. (round + 1)
+      assert(util.wait_until(function() return cache:get(kid) end, 10, { a, b }),
+        ("round %d: %s not in the cache: %s"):format(round, kid, table.concat(names(evs), ", ")))
+      net:delay(DELAY)
+      local t0 = util.now()
+      assert(b:delete(kid))
+      assert(util.wait_until(function() return not b:exists("/rc") end, 5, { a, b }),
+        "round " .. round .. ": the server did not reap the emptied container /rc")
+      -- made again once the cache's listing (sent when the child went) has reached the server
+      util.drive({ a, b }, math.max(0, t0 + 2 * DELAY / 1000 + 0.1 - util.now()))
+      assert(b:create(next_kid, "", { parents = true }))
+      net:delay(0)
+    end
+    assert(util.wait_until(function() return cache:get("/rc/k5") end, 10, { a, b }),
+      "the cache missed the last re-made root's child: " .. table.concat(names(evs), ", "))
+    assert.are.same({ "k5" }, cache:children("/rc"))
+    cache:close()
+  end)
+end)

@@ -7,6 +7,10 @@
  *   raw_zk HOSTS pipelined depth=K n=N warm=200  K cycles in flight (a cycle's delete is sent when
  *                                                its create is answered, a new cycle when a delete
  * is)
+ *   list=1 (either workload): a lock's three requests, still with no lock logic: each cycle slot
+ *   has a parent node of its own, and a cycle sends its create and a getChildren of that parent
+ *   back to back (as zklock pipelines them) and the delete when the listing is answered. The
+ *   listing is a read between the writes of one session: what it costs the server's batching.
  *
  * Prints one line "RESULT key=value ..." (see bench/README.md). Requests are counted at the
  * server: delta of mntr zk_packets_received over the measured part, less mntr's own share.
@@ -31,6 +35,8 @@ static int port;
 static char data[256];
 static int data_len;
 static char prefix[512];
+static char dir[128];
+static int with_list;
 
 static double now_s(void) {
     struct timespec ts;
@@ -88,7 +94,7 @@ static char *four(const char *cmd) {
 }
 
 typedef struct {
-    long long recv, sent, watch;
+    long long recv, sent, watch, fsync;
 } counters;
 
 static counters snap(void) {
@@ -100,6 +106,7 @@ static counters snap(void) {
               mntr_value(t, "zk_sum_node_children_watch_count") +
               mntr_value(t, "zk_sum_node_changed_watch_count") +
               mntr_value(t, "zk_sum_node_created_watch_count");
+    c.fsync = mntr_value(t, "zk_cnt_fsynctime"); /* transaction log fsyncs (-1: not reported) */
     free(t);
     return c;
 }
@@ -138,6 +145,7 @@ static void pump(int max_ms) {
 
 typedef struct {
     char node[512];
+    char parent[160], pfx[512]; /* list=1: the slot's own parent and node prefix */
     double t0;
     int busy;
 } slot;
@@ -162,6 +170,16 @@ static void create_done(int rc, const char *name, const void *ctx) {
     slot *s = (slot *)ctx;
     if (rc != ZOK) die("create", rc);
     snprintf(s->node, sizeof s->node, "%s", name);
+    if (with_list) return; /* the delete goes when the listing, sent right after, is answered */
+    rc = zoo_adelete(zh, s->node, -1, delete_done, s);
+    if (rc != ZOK) die("zoo_adelete", rc);
+}
+
+/* list=1: replies come in request order, so the create's (and its name) came first */
+static void list_done(int rc, const struct String_vector *names, const void *ctx) {
+    slot *s = (slot *)ctx;
+    (void)names;
+    if (rc != ZOK) die("getChildren", rc);
     rc = zoo_adelete(zh, s->node, -1, delete_done, s);
     if (rc != ZOK) die("zoo_adelete", rc);
 }
@@ -170,9 +188,19 @@ static void start_cycle(slot *s) {
     started++;
     s->busy = 1;
     s->t0 = now_s();
-    int rc = zoo_acreate(zh, prefix, data, data_len, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
-                         create_done, s);
+    int rc = zoo_acreate(zh, with_list ? s->pfx : prefix, data, data_len, &ZOO_OPEN_ACL_UNSAFE,
+                         ZOO_EPHEMERAL_SEQUENTIAL, create_done, s);
     if (rc != ZOK) die("zoo_acreate", rc);
+    if (with_list) {
+        rc = zoo_aget_children(zh, s->parent, 0, list_done, s);
+        if (rc != ZOK) die("zoo_aget_children", rc);
+    }
+}
+
+/* list=1: the parents of `depth` slots (slot i's is DIR/l<i>) */
+static void slot_names(slot *s, int i) {
+    snprintf(s->parent, sizeof s->parent, "%s/l%d", dir, i);
+    snprintf(s->pfx, sizeof s->pfx, "%s/_c_00000000-0000-4000-8000-000000000000-lock-", s->parent);
 }
 
 /* Run n cycles with `depth` in flight; returns elapsed seconds. */
@@ -181,6 +209,8 @@ static double run_cycles(long n, int depth, double limit_s) {
     started = finished = 0;
     target = n;
     double t0 = now_s();
+    for (int i = 0; i < depth; i++)
+        slot_names(&slots[i], i);
     for (int i = 0; i < depth && started < target; i++)
         start_cycle(&slots[i]);
     while (finished < target) {
@@ -216,7 +246,8 @@ static long argl(int argc, char **argv, const char *key, long dflt) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: raw_zk HOSTS uncontended|pipelined [n=N] [depth=K] [warm=W]\n");
+        fprintf(stderr,
+                "usage: raw_zk HOSTS uncontended|pipelined [n=N] [depth=K] [warm=W] [list=1]\n");
         return 2;
     }
     const char *hosts = argv[1], *mode = argv[2];
@@ -225,6 +256,7 @@ int main(int argc, char **argv) {
     long n = argl(argc, argv, "n", 2000), warm = argl(argc, argv, "warm", 200);
     int depth = (int)argl(argc, argv, "depth", 1);
     int uncontended = strcmp(mode, "uncontended") == 0;
+    with_list = argl(argc, argv, "list", 0) != 0;
     if (!uncontended && strcmp(mode, "pipelined") != 0) {
         fprintf(stderr, "raw_zk: unknown workload %s\n", mode);
         return 2;
@@ -246,7 +278,6 @@ int main(int argc, char **argv) {
     }
     /* Node names as long as Curator's protected names (_c_<uuid>-lock-<seq10>), so request and
      * reply sizes match the lock recipes'. */
-    char dir[128];
     snprintf(dir, sizeof dir, "/bench/raw-%d", (int)getpid());
     snprintf(prefix, sizeof prefix, "%s/_c_00000000-0000-4000-8000-000000000000-lock-", dir);
     pending_sync = 2;
@@ -254,6 +285,18 @@ int main(int argc, char **argv) {
     zoo_acreate(zh, dir, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, sync_done, NULL);
     while (pending_sync > 0)
         pump(100);
+    if (with_list) { /* every slot's parent */
+        int slots = uncontended ? 1 : depth;
+        for (int i = 0; i < slots; i++) {
+            char parent[160];
+            snprintf(parent, sizeof parent, "%s/l%d", dir, i);
+            pending_sync++;
+            int rc = zoo_acreate(zh, parent, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, sync_done, NULL);
+            if (rc != ZOK) die("zoo_acreate (parent)", rc);
+        }
+        while (pending_sync > 0)
+            pump(100);
+    }
 
     run_cycles(warm, uncontended ? 1 : depth, 60);
     lat = calloc((size_t)n, sizeof *lat);
@@ -265,16 +308,18 @@ int main(int argc, char **argv) {
     counters c2 = snap();
     double req = (double)((c2.recv - c1.recv) - (c1.recv - c0.recv)) / (double)n;
     double notif = (double)(c2.watch - c1.watch) / (double)n;
+    /* log fsyncs per cycle: how well the server batched the writes (one fsync per batch) */
+    double fsync = c2.fsync < 0 ? -1 : (double)(c2.fsync - c1.fsync) / (double)n;
     if (uncontended) {
         qsort(lat, (size_t)n, sizeof *lat, cmp_d);
         printf("RESULT ops=%ld secs=%.4f rate=%.1f p50_us=%.1f p99_us=%.1f req_per=%.3f "
-               "notif_per=%.3f cpu_us_per=%.3f\n",
+               "notif_per=%.3f cpu_us_per=%.3f fsync_per=%.4f list=%d\n",
                n, el, (double)n / el, lat[n / 2] * 1e6, lat[(long)(n * 0.99)] * 1e6, req, notif,
-               cpu_per);
+               cpu_per, fsync, with_list);
     } else {
         printf("RESULT ops=%ld secs=%.4f rate=%.1f depth=%d req_per=%.3f notif_per=%.3f "
-               "cpu_us_per=%.3f\n",
-               n, el, (double)n / el, depth, req, notif, cpu_per);
+               "cpu_us_per=%.3f fsync_per=%.4f list=%d\n",
+               n, el, (double)n / el, depth, req, notif, cpu_per, fsync, with_list);
     }
     fflush(stdout);
     zookeeper_close(zh);

@@ -65,7 +65,8 @@ local function snap()
   for k, v in s:gmatch("([%w_]+)\t([^\n]*)") do t[k] = tonumber(v) end
   local w = 0
   for _, k in ipairs(WATCH_KEYS) do w = w + (t[k] or 0) end
-  return { recv = t.zk_packets_received, sent = t.zk_packets_sent, watch = w, n4 = N4 }
+  -- zk_cnt_fsynctime: the server's transaction log fsyncs (one per batch of writes)
+  return { recv = t.zk_packets_received, sent = t.zk_packets_sent, watch = w, n4 = N4, fsync = t.zk_cnt_fsynctime }
 end
 
 -- what one mntr call adds to zk_packets_received; requests(a, b): requests sent between two snaps
@@ -226,6 +227,8 @@ elseif workload == "independent" then
   out.t, out.ops, out.secs, out.rate = t, count, el, count / el
   out.cpu_us_per = cpu_el / count * 1e6
   out.req_per = requests(s0, s1) / count
+  -- log fsyncs per acquisition: how the server batched the 1,000 coroutines' writes
+  if s0.fsync and s1.fsync then out.fsync_per = (s1.fsync - s0.fsync) / count end
   out.rss_kb, out.rss_peak_kb = rss_kb(), rss_kb("VmHWM")
 
 elseif workload == "herd" then

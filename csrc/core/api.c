@@ -43,6 +43,12 @@ int zkl_client_next_event(zkl_client *c, zkl_event *ev) {
 int zkl_client_next_event_for(zkl_client *c, uint64_t id, zkl_event *ev) {
     LOCKED(c, int, zkl__client_next_event_for(c, id, ev));
 }
+int zkl_client_park(zkl_client *c, uint64_t id) {
+    LOCKED(c, int, zkl__client_park(c, id));
+}
+int zkl_client_next_ready(zkl_client *c, zkl_event *ev) {
+    LOCKED(c, int, zkl__client_next_ready(c, ev));
+}
 int zkl_client_state(const zkl_client *c) {
     zkl_client *m = (zkl_client *)c;
     LOCKED(m, int, zkl__client_state(c));

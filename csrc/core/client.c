@@ -396,7 +396,7 @@ int zkl__client_process(zkl_client *c) {
  * (last_done) must stay. */
 int zkl__process(zkl_client *c, int owner) {
     if (c->closed) return ZKL_ECLOSED;
-    size_t before = c->ev_len;
+    size_t before = c->ev_len + c->rd_len;
     if (owner) zkl__release_last_done(c);
     /* Before anything is read: if nothing answered in time (also when nobody drove this client
      * for that long, so nothing went out), the server may have expired the session. Say so
@@ -448,7 +448,7 @@ int zkl__process(zkl_client *c, int owner) {
         zkl__heartbeat(c);
     zkl__listings_flush(c); /* listings asked for by this round's replies and watches */
     zkl__refresh_interest(c);
-    return (int)(c->ev_len - before);
+    return (int)(c->ev_len + c->rd_len - before);
 }
 
 /* Runs at the end of every Lua pump and before every wait: nothing to send is the common case,
@@ -463,7 +463,7 @@ int zkl__client_flush(zkl_client *c) {
 
 int zkl__client_timeout_ms(zkl_client *c) {
     if (c->closed) return -1;
-    if (c->ev_len || (c->listings && c->zh)) return 0;
+    if (c->ev_len || c->rd_len || (c->listings && c->zh)) return 0;
     int64_t now = zkl__now(c), t = -1;
 #define FOLD(x)                                                                                    \
     if (x) t = (t < 0 || (x)-now < t) ? ((x)-now < 0 ? 0 : (x)-now) : t
@@ -676,6 +676,7 @@ void zkl__client_destroy(zkl_client *c) {
     if (c->epfd >= 0) close(c->epfd);
     zkl__free(c, c->buckets, c->nbuckets * sizeof *c->buckets);
     zkl__ev_free(c);
+    zkl__rd_free(c);
     zkl__inflight_free(c);
     zkl__strfree(c, c->hosts);
     zkl__free(c, c->identity, c->identity_len + 1);

@@ -43,6 +43,7 @@ struct zkl_op {
                            (a multi-lock's, until all are held); zkl__emit routes it */
     int multi_index;
     int parent_rc; /* why a container parent could not be made (node.c), if so: the first refusal */
+    int parked;    /* its next ACQUIRED / FAILED / RELEASED / OP_DONE goes to the ready list */
 };
 
 /* What an op kind does when the session layer calls it. NULL entries are not called. */
@@ -148,6 +149,11 @@ struct zkl_client {
 
     zkl_event *ev;
     size_t ev_cap, ev_head, ev_len;
+    /* the ready list: final (or granting) events of parked ops, taken in bulk by the host's pump
+     * (zkl_client_next_ready); room for every parked op is reserved when it is parked */
+    zkl_event *rd;
+    size_t rd_cap, rd_head, rd_len;
+    size_t nparked;
     zkl_op *last_done; /* plain op whose result is readable now */
 
     zkl_auth *auths;
@@ -175,6 +181,10 @@ int zkl__ev_reserve(zkl_client *c, size_t extra);
 int zkl__ev_push(zkl_client *c, uint64_t id, int type, int status);
 int zkl__ev_pop(zkl_client *c, zkl_event *out); /* 1: *out is the oldest event; 0: none */
 void zkl__ev_free(zkl_client *c);
+int zkl__rd_reserve(zkl_client *c, size_t extra);
+void zkl__rd_push(zkl_client *c, uint64_t id, int type, int status); /* room was reserved */
+int zkl__rd_pop(zkl_client *c, zkl_event *out);
+void zkl__rd_free(zkl_client *c);
 
 /* client.c: the session (called by the kinds; it calls them only through kind tables) */
 int zkl__connected(const zkl_client *c);
@@ -268,6 +278,8 @@ _Static_assert(sizeof(uintptr_t) >= 8, "zklock needs 64-bit pointers (completion
  * mutex when keepalive is on. */
 int zkl__client_next_event(zkl_client *c, zkl_event *ev);
 int zkl__client_next_event_for(zkl_client *c, uint64_t id, zkl_event *ev);
+int zkl__client_park(zkl_client *c, uint64_t id);
+int zkl__client_next_ready(zkl_client *c, zkl_event *ev);
 int zkl__client_process(zkl_client *c);
 int zkl__process(zkl_client *c, int owner);
 int zkl__client_timeout_ms(zkl_client *c);

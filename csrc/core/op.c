@@ -83,6 +83,7 @@ void zkl__op_maybe_free(zkl_client *c, zkl_op *op) {
         c->ops = op->next;
     if (op->next) op->next->prev = op->prev;
     c->nops--;
+    if (op->parked) c->nparked--;
     if (op->kind->free_fields) op->kind->free_fields(c, op);
     zkl__free(c, op, op->kind->size);
 }
@@ -155,6 +156,15 @@ int zkl__emit(zkl_client *c, zkl_op *op, int type, int status) {
         return 0;
     }
     if (op && op->user_gone) return 0;
+    if (op && op->parked && type != ZKL_EV_OP_DONE && type != ZKL_EV_LOCK_STATE &&
+        type != ZKL_EV_WATCH && type != ZKL_EV_WARNING && type != ZKL_EV_SESSION) {
+        /* its waiter is parked: straight to the ready list (room reserved by zkl__client_park) */
+        op->parked = 0;
+        c->nparked--;
+        zkl__rd_push(c, op->id, type, status);
+        if (type != ZKL_EV_ACQUIRED) op->user_gone = 1;
+        return 0;
+    }
     if (zkl__ev_push(c, op ? op->id : 0, type, status) != 0) return ZKL_ENOMEM;
     if (op && (type == ZKL_EV_FAILED || type == ZKL_EV_RELEASED || type == ZKL_EV_OP_DONE)) {
         if (type == ZKL_EV_OP_DONE) op->pinned = 1;
@@ -177,12 +187,35 @@ void zkl__release_last_done(zkl_client *c) {
  * only one queued and it ends (or grants) operation `id`. 1: popped; 0: nothing queued; -1: other
  * events are queued (the caller dispatches them in order). */
 int zkl__client_next_event_for(zkl_client *c, uint64_t id, zkl_event *out) {
+    if (c->rd_len) return -1; /* parked waiters are ready: the pump hands them over */
     if (c->ev_len == 0) return 0;
     const zkl_event *e = &c->ev[c->ev_head];
     if (c->ev_len != 1 || e->id != id || e->type == ZKL_EV_SESSION ||
         e->type == ZKL_EV_LOCK_STATE || e->type == ZKL_EV_WATCH || e->type == ZKL_EV_WARNING)
         return -1;
     return zkl__client_next_event(c, out);
+}
+
+/* Park op `id`'s waiter: its next ACQUIRED, FAILED or RELEASED event goes to the ready list
+ * instead of the event queue (room for it is reserved here, so the completion path never needs
+ * memory). ZKL_OK: parked; 1: not parked, an event of the op is queued already (the caller
+ * takes it from the event queue as usual); ZKL_ENOTFOUND: no such op, or it reports nothing any
+ * more; ZKL_ENOMEM. */
+int zkl__client_park(zkl_client *c, uint64_t id) {
+    for (size_t i = 0; i < c->ev_len; i++) /* e.g. a start that failed in the same call */
+        if (c->ev[(c->ev_head + i) % c->ev_cap].id == id) return 1;
+    zkl_op *op = zkl__op_find(c, id);
+    if (!op || op->user_gone) return ZKL_ENOTFOUND;
+    if (op->parked) return ZKL_OK;
+    if (zkl__rd_reserve(c, 1) != 0) return ZKL_ENOMEM;
+    op->parked = 1;
+    c->nparked++;
+    return ZKL_OK;
+}
+
+/* Pop the oldest ready event (of a parked op) into *out: 1, or 0 when the ready list is empty. */
+int zkl__client_next_ready(zkl_client *c, zkl_event *out) {
+    return zkl__rd_pop(c, out);
 }
 
 int zkl__client_next_event(zkl_client *c, zkl_event *out) {

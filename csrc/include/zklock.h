@@ -436,6 +436,20 @@ ZKL_EXTERN int zkl_client_next_event(zkl_client *c, zkl_event *ev);
  * no event is queued, -1 if other events are queued: drain those with next_event(). */
 ZKL_EXTERN int zkl_client_next_event_for(zkl_client *c, uint64_t id, zkl_event *ev);
 
+/* Parked waiters: a host that resumes many waiters from one pump parks each waiting operation;
+ * its next ACQUIRED, FAILED or RELEASED event then skips the event queue and goes to the ready
+ * list, which the pump drains in bulk with zkl_client_next_ready() (after the event queue, so
+ * that session changes are seen first). Room for the event is reserved here: the completion
+ * path needs no memory. Other events of the op (LOCK_STATE, WARNING, a plain operation's
+ * OP_DONE) still go to the event queue. Returns ZKL_OK (parked; parking again is a no-op), 1
+ * (not parked: an event of the op is queued already, take it with next_event()), ZKL_ENOTFOUND
+ * (no such op, or it has reported its final event), ZKL_ENOMEM. */
+ZKL_EXTERN int zkl_client_park(zkl_client *c, uint64_t id);
+
+/* Pop the oldest ready event (of a parked operation) into *ev: 1, or 0 when none is ready.
+ * Works after close (pending parked acquisitions fail with ZKL_ECLOSED there). */
+ZKL_EXTERN int zkl_client_next_ready(zkl_client *c, zkl_event *ev);
+
 /* The client's state (ZKL_STATE_*) as last reported by process(). Never fails. */
 ZKL_EXTERN int zkl_client_state(const zkl_client *c);
 

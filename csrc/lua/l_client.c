@@ -239,8 +239,15 @@ static int l_session_count(lua_State *L) {
     return 1;
 }
 
-/* c:acquire(recipe, path, timeout_ms, acl, data) -> id | nil, msg, code
- * data: the node's data for this acquisition (nil: the client's identity) */
+/* Park op id's waiter when `park` is true (zkl_client_park) -> whether it is parked. Parking
+ * that finds no room (ENOMEM) or an event already queued leaves the op on the event queue. */
+static int park_if(lclient *u, uint64_t id, int park) {
+    return park && zkl_client_park(u->c, id) == ZKL_OK;
+}
+
+/* c:acquire(recipe, path, timeout_ms, acl, data, park) -> id, parked | nil, msg, code
+ * data: the node's data for this acquisition (nil: the client's identity); park: park the
+ * waiter in the same call (its grant or failure then comes through c:take_ready) */
 static int l_acquire(lua_State *L) {
     lclient *u = check(L);
     int recipe = (int)luaL_checkinteger(L, 2);
@@ -255,7 +262,8 @@ static int l_acquire(lua_State *L) {
     int rc = zkl_lock_acquire_ex(u->c, &a, &id);
     if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
     lua_pushinteger(L, (lua_Integer)id);
-    return 1;
+    lua_pushboolean(L, park_if(u, id, lua_toboolean(L, 7)));
+    return 2;
 }
 
 /* c:semaphore(path, max_leases, qty, timeout_ms, acl) -> id | nil, msg, code */
@@ -384,8 +392,47 @@ static int id_call(lua_State *L, int (*fn)(zkl_client *, uint64_t)) {
     return 1;
 }
 
+/* c:release(id, park) -> true, parked | nil, msg, code */
 static int l_release(lua_State *L) {
-    return id_call(L, zkl_lock_release);
+    lclient *u = check(L);
+    uint64_t id = (uint64_t)luaL_checkinteger(L, 2);
+    int rc = zkl_lock_release(u->c, id);
+    if (rc != ZKL_OK) return zkl_lua_fail(L, rc, NULL);
+    lua_pushboolean(L, 1);
+    lua_pushboolean(L, park_if(u, id, lua_toboolean(L, 3)));
+    return 2;
+}
+
+/* c:park(id) -> parked: op id's final (or granting) event will come through c:take_ready */
+static int l_park(lua_State *L) {
+    lclient *u = check(L);
+    lua_pushboolean(L, park_if(u, (uint64_t)luaL_checkinteger(L, 2), 1));
+    return 1;
+}
+
+/* c:take_ready(buf) -> n: every ready event of a parked op, in one call: buf[3i-2], buf[3i-1],
+ * buf[3i] = id, type, status for i = 1..n (buf is reused; entries beyond 3n are left as they are)
+ */
+static int l_take_ready(lua_State *L) {
+    lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (!u->c) {
+        lua_pushinteger(L, 0);
+        return 1;
+    }
+    zkl_event ev;
+    int n = 0;
+    while (zkl_client_next_ready(u->c, &ev)) {
+        lua_pushinteger(L, (lua_Integer)ev.id);
+        lua_rawseti(L, 2, 3 * n + 1);
+        lua_pushinteger(L, ev.type);
+        lua_rawseti(L, 2, 3 * n + 2);
+        lua_pushinteger(L, ev.status);
+        lua_rawseti(L, 2, 3 * n + 3);
+        n++;
+    }
+    lua_pushinteger(L, n);
+    return 1;
 }
 static int l_cancel(lua_State *L) {
     return id_call(L, zkl_lock_cancel);
@@ -616,6 +663,8 @@ static const luaL_Reg methods[] = {{"close", l_close},
                                    {"flush", l_flush},
                                    {"next_event", l_next_event},
                                    {"wait_for", l_wait_for},
+                                   {"park", l_park},
+                                   {"take_ready", l_take_ready},
                                    {"state", l_state},
                                    {"session", l_session},
                                    {"session_id_decimal", l_session_id_decimal},

@@ -446,12 +446,16 @@ static int in_tree(pid_t p, int n) {
 }
 
 /* SIGKILL to the group pgid (0: none) and to every process descended from self. -> how many
- * were signalled (zombies too). Each pass over /proc kills and remembers the processes whose
- * parent is self or one remembered already; passes repeat until one finds nothing new (a child
- * listed before its parent is found a pass later). Only descendants are remembered, so no
- * number of other processes on the host can hide one. Should more than TREE_MAX descendants
- * be found, those beyond are killed without being remembered: their children are re-parented
- * to self (a subreaper) once they die, and the caller's next call finds them. */
+ * were signalled (zombies too). Each pass over /proc stops (SIGSTOP) and remembers the
+ * processes whose parent is self or one remembered already; passes repeat until one finds
+ * nothing new (a child listed before its parent is found a pass later); then every remembered
+ * process gets SIGKILL. Stopping first keeps the tree's shape while it is walked: a parent
+ * killed during the walk would re-parent its children away (to init, when self is no
+ * subreaper) before the walk reached them, and a stopped process cannot fork. Only
+ * descendants are remembered, so no number of other processes on the host can hide one.
+ * Should more than TREE_MAX descendants be found, those beyond are killed at once without
+ * being remembered: their children are re-parented to self (a subreaper) once they die, and
+ * the caller's next call finds them. */
 static int kill_tree(pid_t self, pid_t pgid) {
     int killed = 0, n = 0;
     if (pgid > 0 && kill(-pgid, SIGKILL) == 0) killed++;
@@ -471,15 +475,19 @@ static int kill_tree(pid_t self, pid_t pgid) {
                 if (pid <= 0 || *end || pid == self || in_tree((pid_t)pid, n)) continue;
                 pid_t pp = stat_ppid(d->d_name);
                 if (pp <= 0 || (pp != self && !in_tree(pp, n))) continue;
-                if (kill((pid_t)pid, SIGKILL) == 0) killed++;
                 if (n < TREE_MAX) {
+                    kill((pid_t)pid, SIGSTOP);
                     tree_set[n++] = (pid_t)pid;
                     grew = 1;
+                } else if (kill((pid_t)pid, SIGKILL) == 0) {
+                    killed++;
                 }
             }
         }
         close(dfd);
     }
+    for (int i = 0; i < n; i++)
+        if (kill(tree_set[i], SIGKILL) == 0) killed++;
     return killed;
 }
 

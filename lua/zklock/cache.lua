@@ -10,6 +10,11 @@
 --   * the same czxid and a higher mzxid: updated; the same or a lower mzxid: nothing (a
 --     duplicate, or an answer older than one already applied);
 --   * ZNONODE, or a parent's listing without it: removed, with everything below it.
+-- A node's get and listing are separate requests, so a node deleted and made again between them
+-- (a container directory the server reaped and a create made again) can get a listing that found
+-- no node and a get that found the new one, or the reverse: a cached node whose listing did not
+-- arm a watch is listed again, and a listing answered while its node was not cached is dropped
+-- with its watch (the node's next sync lists it again).
 -- One session's answers arrive in the order the server applied them, so the cache never goes
 -- back in time. After a connection loss on the same session the watches survive (the client
 -- registers them again and the server fires those whose nodes changed meanwhile): the cache
@@ -201,8 +206,21 @@ local function watched_read(self, path, t, kind, field)
     on_done = function(st, res)
       if t[field] == rec and st ~= 0 then t[field] = nil end -- nothing armed
       handler(self, path, st, res)
+      if st == 0 and t[field] == rec and not self._closed and not self._failed then
+        if kind == "children" and not self._nodes[path] then
+          -- listed while the node is not cached (deleted and made again between its get and
+          -- this listing): the names were not used, so its watch must not stand for them; the
+          -- node's next sync lists it again
+          watch.forget(self.client, rec)
+          t[field] = nil
+        elseif kind == "get" and self._nodes[path] then
+          -- cached: a listing of it that found no node (sent before it was made again) left no
+          -- children watch; list it again (nothing when one is armed or on its way)
+          sync(self, path, t.depth)
+        end
+      end
       read_done(self, gen)
-      if st ~= 0 then untrack(self, path) end
+      if st ~= 0 or not t[field] then untrack(self, path) end
     end,
     on_fire = function(st)
       if t[field] ~= rec then return end

@@ -131,6 +131,8 @@ local function new(hosts, opts)
     _c = c,
     _waiters = {},                      -- op id -> waiter
     _nwaiters = 0,                      -- entries of _waiters
+    _ready = {},                        -- c:take_ready's buffer: id, type, status, id, ...
+    _nparked = 0,                       -- waits parked in the core (at least the ready ones)
     _holds = setmetatable({}, { __mode = "v" }), -- op id -> hold record (weak: a dropped lock can be collected)
     _giveups = {},                      -- give-up record -> true: a recipe on plain calls waits (recipe.waiting)
     _slots = {},                        -- key -> a recipe module's per-client table (recipe.slot)
@@ -267,6 +269,26 @@ function Client:_dispatch()
       end
     end
   end
+  -- then the parked waiters whose operation finished, all in one call (after the events above,
+  -- so that a session change is seen before the waiters it failed run)
+  local n = self._nparked > 0 and c:take_ready(self._ready) or 0
+  if n > 0 then
+    local buf = self._ready
+    self._nparked = self._nparked - n
+    local waiters = self._waiters
+    for i = 1, 3 * n, 3 do
+      local id = buf[i]
+      local w = waiters[id]
+      if w then
+        waiters[id] = nil
+        self._nwaiters = self._nwaiters - 1
+        w.done, w.type, w.status = true, buf[i + 1], buf[i + 2]
+        w.adapter.wake(self, w)
+      elseif buf[i + 1] == core.EV_ACQUIRED then
+        c:abandon(id) -- its waiter is gone (coroutine closed or collected): give it back
+      end
+    end
+  end
   local logs = c:logs() -- nil when the core has no line (no table per pump)
   if not logs then return end
   for _, line in ipairs(logs) do
@@ -365,10 +387,18 @@ function Client:_owner()
 end
 
 -- Wait for w.done: suspend through the adapter that owns the caller, else block while pumping.
-function Client:_await(w)
-  local a = self:_owner()
+-- A waiter of an adapter is parked in the core (its grant or failure comes through c:take_ready,
+-- with no event of its own to dispatch): by the call that started its operation (c:acquire and
+-- c:release take a park flag; then `parked` is true), or here.
+function Client:_await(w, a, parked)
+  if a == nil then a = self:_owner() end -- false: the caller looked, no adapter owns it
   if a then
     w.adapter = a
+    if parked then
+      self._nparked = self._nparked + 1
+    elseif w.grant and self._waiters[w.id] == w and self._c:park(w.id) then
+      self._nparked = self._nparked + 1
+    end
     a.wait(self, w)
   else
     self:_block(w)
@@ -403,7 +433,7 @@ function Client:_block(w)
       w.done, w.type, w.status = true, typ, st
       if typ == core.EV_OP_DONE then
         w.result = c:result(id)
-        if self._watch then watch.on_done(self, id, st) end
+        if watch.active(self) then watch.on_done(self, id, st) end
       end
     end
   end
@@ -582,7 +612,28 @@ end
 -- then returns nil, "ETIMEDOUT: ...", "ETIMEDOUT").
 function Client:run(timeout)
   check.client(self, "run")
-  return scheduler.run({ self }, timeout, "run", 1)
+  local ms = check.timeout("run", 1, timeout) -- -1: forever
+  local deadline = ms >= 0 and now() + ms or nil
+  local S = self._scheduler
+  -- one client: each round is one pump that waits (in the core's own wait, folded with every
+  -- deadline, at most 1 s) and runs what became ready; zklock.run (several clients) polls their
+  -- fds between non-blocking pumps instead
+  local wait = 0
+  while self.state ~= "CLOSED" do
+    self:_pump(wait)
+    if self.state == "CLOSED" then break end
+    local left_tasks = S.count()
+    if left_tasks == 0 then break end
+    wait = 1000
+    if deadline then
+      local left = deadline - now()
+      if left <= 0 then
+        return E.fail("ETIMEDOUT", ("%d coroutines still running after %g s"):format(left_tasks, timeout))
+      end
+      if left < wait then wait = left end
+    end
+  end
+  return true
 end
 
 -- Sleep `seconds` (nil or math.huge: until the client is closed): suspends a coroutine an

@@ -7,6 +7,7 @@ local core = require("zklock.core")
 local check = require("zklock.internal.args")
 local retry = require("zklock.retry")
 local hold = require("zklock.internal.hold")
+local R = require("zklock.internal.recipe")
 local Client = require("zklock.client").Client
 
 local Lock = {}
@@ -86,6 +87,7 @@ function Lock:_attempt(timeout, ms)
     return self
   end
   local id, msg, code
+  local a = R.owner(client) -- a coroutine an adapter owns: the acquire call parks its wait too
   local rw = self._rw
   if rw and self.recipe == core.WRITE and rw.read:is_held() then
     return fail(core.errno.EDEADLK, ("upgrading the read lock of %s to its write lock would deadlock; "
@@ -94,10 +96,10 @@ function Lock:_attempt(timeout, ms)
     -- downgrade: granted at once, on a read node that keeps the writer's place in the queue
     id, msg, code = hold.downgrade(self, hold.of(rw.write, co))
   else
-    id, msg, code = hold.start(self, self.recipe, self.path, ms)
+    id, msg, code = hold.start(self, self.recipe, self.path, ms, a ~= nil)
   end
   if not id then return nil, msg, code end
-  local w = hold.await(self, id)
+  local w = hold.await(self, id, msg == true, a or false)
   if not w.done then
     return fail(core.errno.ECLOSED, "the client was closed while acquiring " .. self.path)
   end

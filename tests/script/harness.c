@@ -254,6 +254,7 @@ H_GROUP(g_handoff);
 H_GROUP(g_unknown);
 H_GROUP(g_loss);
 H_GROUP(g_fast);
+H_GROUP(g_parked);
 
 static const struct {
     const char *name;
@@ -273,6 +274,7 @@ static const struct {
     {"unknown", g_unknown, &g_unknown_n},
     {"loss", g_loss, &g_loss_n},
     {"fast", g_fast, &g_fast_n},
+    {"parked", g_parked, &g_parked_n},
 };
 
 /* an argument names a group ("mutex") or one test ("mutex.grant") */

@@ -54,6 +54,7 @@ function M.attach(client, cq, opts)
   local st = {
     cq = cq,
     kick = condition.new(),  -- a waiter went to sleep: the pump must recompute its timeout
+    wake_at = -math.huge,    -- when the sleeping pump wakes by itself (monotime); -inf: awake
     stop = false,
     pump_co = nil,
     on_error = opts.on_error,
@@ -74,7 +75,10 @@ function M.attach(client, cq, opts)
   function adapter.wait(c, w)
     local cond = condition.new()
     w[COND] = cond
-    st.kick:signal()
+    -- the sleeping pump must run earlier than it would by itself only when the client's next
+    -- deadline is nearer than its wake-up (0: a listing waits to be sent, or an event is queued)
+    local t = c:next_timeout_ms()
+    if t >= 0 and cqueues.monotime() + t / 1000 < st.wake_at then st.kick:signal() end
     -- until the event arrives (client:close() delivers ECLOSED): leaving earlier would orphan
     -- an acquisition that is granted later
     while not w.done and c.state ~= "CLOSED" do
@@ -107,7 +111,10 @@ function M.attach(client, cq, opts)
   cq:wrap(function()
     st.pump_co = coroutine.running()
     while not st.stop and client.state ~= "CLOSED" do
+      local t = client:next_timeout_ms() -- what the poll below sleeps for (client:timeout())
+      st.wake_at = t >= 0 and cqueues.monotime() + t / 1000 or math.huge
       cqueues.poll(client, st.kick)
+      st.wake_at = -math.huge -- awake: a wait that starts now is seen by the process() below
       if st.stop or client.state == "CLOSED" then break end
       if st.on_error then
         local ok, err = pcall(client.process, client)

@@ -174,8 +174,10 @@ function M.attach(client, uv, opts)
   function adapter.wait(c, w)
     local rec = { co = running(), w = w }
     w[REC] = rec
-    -- the op may have queued its event already: let the pump look at once
-    if S.in_pump == 0 then rearm(0) end
+    -- the timer follows the client's next deadline, which is 0 when the op queued its event
+    -- already or a listing waits to be sent (then the pump runs at once); otherwise nothing is
+    -- due before the timer or the fd wakes the pump
+    if S.in_pump == 0 then rearm() end
     while not w.done and c.state ~= "CLOSED" do
       park(rec)
       rec.done = false

@@ -22,8 +22,9 @@
 -- Grants start here, never on the raw core in the recipe module (docs/design.md, "Module
 -- boundaries"; spec/fast/boundaries_spec.lua checks it). Each takes the object set up by M.init
 -- and answers like the core: a core acquisition id | nil, msg, code; its waiting is M.await(obj, id).
---   M.start(obj, kind, path, ms)        a lock queue node of core kind (core.MUTEX, READ, WRITE)
---                                        on path, with obj's ACL and node data
+--   M.start(obj, kind, path, ms, park)  a lock queue node of core kind (core.MUTEX, READ, WRITE)
+--                                        on path, with obj's ACL and node data; park: the caller
+--                                        is a coroutine an adapter owns (its wait parks in the core)
 --   M.downgrade(obj, write_hold)        a read acquisition granted at once in place of a held
 --                                        write lock (the node keeps the writer's queue place)
 --   M.start_semaphore(obj, max, n, ms)  n leases of obj's semaphore (obj.path, max leases)
@@ -148,9 +149,9 @@ M.core = R.core
 
 -- The grant helpers (header). No Lua call beyond themselves: the handle and the ACL id are the
 -- object's state, read from there.
-function M.start(obj, kind, path, ms)
+function M.start(obj, kind, path, ms, park)
   local st = obj[STATE]
-  return st.core:acquire(kind, path, ms, st.acl, st.data)
+  return st.core:acquire(kind, path, ms, st.acl, st.data, park)
 end
 function M.downgrade(obj, write_hold)
   return obj[STATE].core:downgrade(write_hold.id)
@@ -191,14 +192,16 @@ local function what_of(obj)
 end
 
 -- Wait for acquisition `id` started for obj; cancel(obj) withdraws it meanwhile. -> waiter
-function M.await(obj, id)
+-- parked: the call that started op id parked its waiter in the core (c:acquire's park flag),
+-- adapter: the adapter owning the caller when the caller looked it up already (false: none)
+function M.await(obj, id, parked, adapter)
   local st = obj[STATE]
   local client = st.client
   local rep = R.metrics(client)
   local t0 = rep and now()
   local w = R.waiter(client, id, true)
   st.pending[id] = w
-  R.await(client, w)
+  R.await(client, w, adapter, parked)
   st.pending[id] = nil
   if rep then
     local acquired = w.done and w.type == core.EV_ACQUIRED
@@ -561,10 +564,11 @@ function M.release(hold)
     return true -- the session was closed: every node of ours went with it
   end
   if hold.abandoned then return lost_before_release(hold) end -- max_hold gave the node back
-  local ok, msg, code = hold.obj[STATE].core:release(hold.id)
+  local a = R.owner(client) -- a coroutine an adapter owns: its wait is parked by the release call
+  local ok, msg, code = hold.obj[STATE].core:release(hold.id, a ~= nil) -- ok: true, msg: parked
   local status
   if ok then
-    local w = R.await(client, R.waiter(client, hold.id))
+    local w = R.await(client, R.waiter(client, hold.id), a or false, msg)
     if not w.done or w.status == 0 then hold_done(hold, "released") return true end
     status = w.status
   elseif code == "ELOST" then

@@ -59,11 +59,13 @@ function recipe.session_decimal(self) return self._c:session_id_decimal() end
 function recipe.core(self) return self._c end -- zklock.internal.hold only (see the header)
 function recipe.refresh(self) return self:_refresh() end
 function recipe.waiter(self, id, grant) return self:_waiter(id, grant) end
-function recipe.await(self, w) return self:_await(w) end
+function recipe.await(self, w, adapter, parked) return self:_await(w, adapter, parked) end
+function recipe.owner(self) return self:_owner() end -- the adapter owning the caller, or nil
 -- Called once by zklock.client with its class: where the interface adds nothing the client's own
 -- methods stand in for the three wrappers above (a Lua call less each, on every acquire).
 function recipe.bind(Client)
   recipe.refresh, recipe.waiter, recipe.await = Client._refresh, Client._waiter, Client._await
+  recipe.owner = Client._owner
 end
 function recipe.poll(self) return self:_pump(0) end
 function recipe.track(self, id, hold) self._holds[id] = hold end -- hold nil: untrack

@@ -62,12 +62,13 @@ M.pcall = M.YIELD_ACROSS_PCALL and pcall or yielding_pcall
 M._yielding_pcall = yielding_pcall -- for the fast tier, on every Lua
 
 -- Lua 5.4: a to-be-closed guard around the yield, so that coroutine.close() on a waiting
--- coroutine withdraws its operation (and its task) at once. LuaJIT cannot parse it; there the
--- periodic sweep of dead coroutines does the same, a little later.
+-- coroutine withdraws its operation (and its task) at once. The waiter itself is the guard (a
+-- metatable with __close, shared by the scheduler's waits: no allocation per wait). LuaJIT
+-- cannot parse it; there the periodic sweep of dead coroutines does the same, a little later.
 local make_guarded_yield = (loadstring or load)([[
-  local yield, WAIT, on_close = ...
+  local yield, WAIT, setmetatable, guard_mt = ...
   return function(w)
-    local guard <close> = setmetatable({}, { __close = function() on_close(w) end })
+    local guard <close> = setmetatable(w, guard_mt)
     yield(WAIT)
     w.consumed = true -- not reached when the coroutine is closed while suspended
   end
@@ -75,11 +76,14 @@ local make_guarded_yield = (loadstring or load)([[
 
 function M.new()
   local tasks, ntasks = {}, 0 -- spawned coroutine -> true
-  local ready = {}            -- queue of { co, value }
+  -- the run queue: ready_co[i] is resumed with ready_val[i] (false: nothing), i = 1..nready; the
+  -- step swaps it with the spare pair (no table per wake or per step)
+  local ready_co, ready_val, nready = {}, {}, 0
+  local spare_co, spare_val = {}, {}
   local timers = {}           -- sorted by deadline: { at = ms, co = }
   local parked = {}           -- waiter -> the coroutine suspended in it
   local next_sweep = 0
-  local client_of = {}        -- parked waiter -> its client (for the close guard)
+  local owner_client          -- the client this scheduler serves (set by the first wait)
 
   local S = { name = "builtin" }
 
@@ -91,16 +95,19 @@ function M.new()
   end
 
   local function push(co, value)
-    ready[#ready + 1] = { co, value }
+    nready = nready + 1
+    ready_co[nready], ready_val[nready] = co, value or false
   end
 
-  local guarded_yield = make_guarded_yield and make_guarded_yield(yield, WAIT, function(w)
+  local guarded_yield = make_guarded_yield and make_guarded_yield(yield, WAIT, setmetatable, { __close = function(w)
     if w.consumed then return end
-    local co, c = parked[w], client_of[w]
-    parked[w], client_of[w] = nil, nil
-    if co then untask(co) end
-    if c then c:abandon(w) end
-  end)
+    local co = parked[w]
+    parked[w] = nil
+    if co then
+      untask(co)
+      owner_client:abandon(w)
+    end
+  end })
 
   ------------------------------------------------------------ the adapter protocol
 
@@ -113,9 +120,10 @@ function M.new()
   function S.wait(client, w)
     local co = acting(running())
     w[CO] = co
-    parked[w], client_of[w] = co, client
+    parked[w] = co
+    owner_client = client
     if guarded_yield then guarded_yield(w) else yield(WAIT) end
-    parked[w], client_of[w] = nil, nil
+    parked[w] = nil
     -- resumed by someone else before the event came: the caller gives up on the operation
     if not w.done then client:abandon(w) end
   end
@@ -137,18 +145,19 @@ function M.new()
   ------------------------------------------------------------ optional hooks
 
   function S.timeout_ms(_)
-    if #ready > 0 then return 0 end
+    if nready > 0 then return 0 end
     local t = timers[1]
     if not t or t.at == math.huge then return -1 end
     local left = math.ceil(t.at - now())
     return left < 0 and 0 or left
   end
 
-  function S.pending(_) return #ready end
+  function S.pending(_) return nready end
 
   local died = false -- a spawned coroutine ended in this step: reap what it still holds
   local function step_co(co, value)
-    local ok, res = resume(co, value)
+    local ok, res
+    if value == nil then ok, res = resume(co) else ok, res = resume(co, value) end -- a first run: no arguments
     if status(co) == "dead" then
       untask(co)
       died = true
@@ -161,11 +170,17 @@ function M.new()
   end
 
   local function run_ready()
-    if #ready == 0 then return end
-    local q = ready
-    ready = {}
-    for i = 1, #q do
-      local co, value = q[i][1], q[i][2]
+    local n = nready
+    if n == 0 then return end
+    local qco, qval = ready_co, ready_val
+    -- the spare pair is free unless an outer run_ready (a coroutine that pumped) still walks it
+    if spare_co == nil then spare_co, spare_val = {}, {} end
+    ready_co, ready_val, nready = spare_co, spare_val, 0
+    spare_co, spare_val = nil, nil
+    for i = 1, n do
+      local co, value = qco[i], qval[i]
+      qco[i], qval[i] = nil, nil
+      if value == false then value = nil end
       local st = status(co)
       if st == "suspended" then
         step_co(co, value)
@@ -173,6 +188,7 @@ function M.new()
         push(co, value) -- busy (it resumed us): later
       end
     end
+    spare_co, spare_val = qco, qval -- walked to the end: reusable
   end
 
   -- Waiters whose coroutine died without being resumed (coroutine.close under LuaJIT, or a
@@ -183,7 +199,7 @@ function M.new()
     next_sweep = t + SWEEP_MS
     for w, co in pairs(parked) do
       if status(co) == "dead" then
-        parked[w], client_of[w] = nil, nil
+        parked[w] = nil
         client:abandon(w)
       end
     end
@@ -198,7 +214,7 @@ function M.new()
 
   function S.step(client)
     -- nothing scheduled (a host that only blocks): nothing to do, not even a clock read
-    if ntasks == 0 and #ready == 0 and timers[1] == nil and next(parked) == nil then return end
+    if ntasks == 0 and nready == 0 and timers[1] == nil and next(parked) == nil then return end
     local t = now()
     while timers[1] and timers[1].at <= t do
       local timer = table.remove(timers, 1)
@@ -227,8 +243,14 @@ function M.new()
 
   -- Run fn(...) in a new coroutine owned by this scheduler; it starts on the next process().
   function S.spawn(fn, ...)
-    local n, args = select("#", ...), { ... }
-    local co = coroutine.create(function() return fn(unpack_(args, 1, n)) end)
+    local n = select("#", ...)
+    local co
+    if n == 0 then
+      co = coroutine.create(fn) -- no arguments: no closure or table per coroutine
+    else
+      local args = { ... }
+      co = coroutine.create(function() return fn(unpack_(args, 1, n)) end)
+    end
     tasks[co] = true
     ntasks = ntasks + 1
     push(co)
