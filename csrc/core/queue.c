@@ -751,9 +751,13 @@ int zkl__queue_new(zkl_client *c, const zkl_kind *kind, const char *dir, const c
         zkl__op_maybe_free(c, op);
         return ZKL_ENOMEM;
     }
-    if (timeout_ms == 0)
+    if (timeout_ms == 0) {
+        /* one look at the queue, but the answers it needs may never come: with no session (never
+         * connected, or between sessions) no LOST would end the wait. Bounded like a plain call. */
         q->try_once = 1;
-    else if (timeout_ms > 0) {
+        op->deadline = zkl__now(c) + c->session_timeout_ms + 1;
+        zkl__note_deadline(c, op->deadline);
+    } else if (timeout_ms > 0) {
         op->deadline = zkl__now(c) + timeout_ms + 1; /* the clock is truncated to ms: never early */
         zkl__note_deadline(c, op->deadline);
     }

@@ -537,7 +537,8 @@ ZKL_EXTERN int zkl_uuid(char out[37]);
 ZKL_EXTERN void zkl_host_name(char *buf, size_t size);
 
 /* Start acquiring a lock on `path` with the given recipe.
- * timeout_ms: -1 wait forever; 0 try once (fail with ETIMEDOUT if not first); >0 deadline.
+ * timeout_ms: -1 wait forever; 0 try once (fail with ETIMEDOUT if not first, or if the server
+ * has not answered within the client's requested session timeout); >0 deadline.
  * acl: 0 (open) or an id from zkl_client_acl(), for the queue node and any parent it creates.
  * On ZKL_OK, *id names the acquisition and one ACQUIRED or FAILED event follows (FAILED statuses:
  * see "Errors" at the top); while held, LOCK_STATE events report connection and session loss.

@@ -45,6 +45,19 @@ local function left(deadline)
   return math.max(0, (deadline - core.now()) / 1000)
 end
 
+-- The options of a plain call made by an enter or leave with a timeout: its answer is waited
+-- for no longer than the timeout leaves (else a silent server held enter(0.3) for the whole
+-- op_timeout). enter(0)/leave(0) and no timeout: the client's op_timeout, as before.
+local function within(c, deadline, timeout, opts)
+  if not deadline or timeout == 0 then return opts end
+  local rem = deadline - core.now()
+  local op_ms = R.op_ms(c)
+  if op_ms >= 0 and rem >= op_ms then return opts end
+  opts = opts or {}
+  opts.timeout = math.max(rem, 1) / 1000
+  return opts
+end
+
 local function deadline_of(fname, timeout)
   local ms = check.timeout(fname, 1, timeout)
   if ms < 0 then return nil end
@@ -127,10 +140,11 @@ end
 
 function enter(self, timeout, deadline)
   local c = self.client
-  local stat, w, code = c:exists(self.ready, { watch = true })
+  local stat, w, code = c:exists(self.ready, within(c, deadline, timeout, { watch = true }))
   if stat == nil then return give_up(self, w, code) end
   local node, msg
-  node, msg, code = R.create(c, self.own, "", { ephemeral = true, parents = true }, self._waiting)
+  node, msg, code = R.create(c, self.own, "", within(c, deadline, timeout, { ephemeral = true, parents = true }),
+    self._waiting)
   if not node then
     if UNKNOWN[code] then
       self._node = self.own -- it may be there: delete it
@@ -141,11 +155,11 @@ function enter(self, timeout, deadline)
   self._node = node
   if not stat then
     local kids
-    kids, msg, code = c:children(self.path)
+    kids, msg, code = c:children(self.path, within(c, deadline, timeout))
     if not kids then return give_up(self, msg, code) end
     if #kids >= self.member_qty then
       local ok
-      ok, msg, code = c:create(self.ready, "")
+      ok, msg, code = c:create(self.ready, "", within(c, deadline, timeout))
       if not ok and UNKNOWN[code] then
         -- its answer was lost: if "ready" is there the others are through, and so is this member
         -- (giving up would leave "ready" behind for a barrier this member never entered)
@@ -197,7 +211,7 @@ function leave(self, timeout, deadline)
   local should_exist = true
   local result, rmsg, rcode = true, nil, nil
   for _ = 1, 1e9 do
-    local kids, msg, code = c:children(self.path)
+    local kids, msg, code = c:children(self.path, within(c, deadline, timeout))
     if not kids then
       if code ~= "ZNONODE" then return give_up(self, msg, code) end
       kids = {}
@@ -228,10 +242,10 @@ function leave(self, timeout, deadline)
     end
     local stat, w
     if mine == 1 then -- the lowest: wait for the highest to go
-      stat, w, code = c:exists(self._base .. "/" .. kids[#kids], { watch = true })
+      stat, w, code = c:exists(self._base .. "/" .. kids[#kids], within(c, deadline, timeout, { watch = true }))
       if stat == nil then return give_up(self, w, code) end
     else -- delete our node, wait for the lowest to go
-      stat, w, code = c:exists(self._base .. "/" .. kids[1], { watch = true })
+      stat, w, code = c:exists(self._base .. "/" .. kids[1], within(c, deadline, timeout, { watch = true }))
       if stat == nil then return give_up(self, w, code) end
       if should_exist then
         local ok

@@ -42,8 +42,11 @@ end
 local function number_in(lo, hi, what, integer, opt)
   return function(s)
     local n = tonumber(s)
-    if not n or n ~= n or n < lo or n > hi or (integer and math.floor(n) ~= n) then
+    if not n or n ~= n or (integer and math.floor(n) ~= n) or n < lo then
       return nil, ("%s: expected %s, got '%s'"):format(opt, what, s)
+    end
+    if n > hi then -- a number the message would otherwise seem to allow ("> 0, got '1e9'")
+      return nil, ("%s: %s is out of range: expected %s, at most %g"):format(opt, s, what, hi)
     end
     return integer and math.floor(n) or n
   end
@@ -219,6 +222,7 @@ end
 -- -> client | nil, exit status (the message was printed)
 local function connect(o, env, identity, on_signal)
   local hosts = o.hosts or env("ZKLOCK_HOSTS") or "127.0.0.1:2181"
+  local hosts_from = o.hosts and "--hosts" or env("ZKLOCK_HOSTS") and "$ZKLOCK_HOSTS" or "hosts"
   local auth, aerr = read_auth(o, env)
   if auth == nil then
     errf("%s", aerr)
@@ -229,7 +233,12 @@ local function connect(o, env, identity, on_signal)
     log_level = o.verbose and "info" or nil, -- without it only the library's own warnings (stderr)
   })
   if not ok then -- bad hosts string and such: the library raised
-    errf("%s", tostring(client):gsub("^.-bad argument", "bad argument"))
+    local why = tostring(client):match("%(hosts: (.*)%)$")
+    if why then -- name where the string came from, not the library's argument
+      errf("%s: %s", hosts_from, why)
+    else
+      errf("%s", tostring(client):gsub("^.-bad argument", "bad argument"))
+    end
     return nil, EXIT.USAGE
   end
   if not client then

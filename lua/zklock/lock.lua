@@ -107,7 +107,10 @@ function Lock:_attempt(timeout, ms)
   if w.type ~= core.EV_ACQUIRED then
     local st = w.status
     if st == core.errno.ETIMEDOUT then
-      if ms == 0 then return fail(st, ("%s %s is held by another owner"):format(self.kind, self.path)) end
+      if ms == 0 then
+        return fail(st, hold.try_once_message(client, ("%s %s"):format(self.kind, self.path),
+          ("%s %s is held by another owner"):format(self.kind, self.path)))
+      end
       return fail(st, ("timed out after %g s waiting for %s %s"):format(timeout, self.kind, self.path))
     end
     return fail(st, ("acquiring %s %s: %s%s"):format(self.kind, self.path, core.strerror(st), hold.explain(client, st)))

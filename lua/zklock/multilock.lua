@@ -141,7 +141,8 @@ function MultiLock:_acquire_once(timeout)
   local client = self.client
   local ms = check.timeout("acquire", 1, timeout)
   local per = self.opts.per_lock_timeout and check.timeout("acquire", 1, self.opts.per_lock_timeout) or -1
-  if ms == 0 then ms, per = -1, 0 end -- 0: try each component once, as for every other acquire
+  local once = ms == 0
+  if once then ms, per = -1, 0 end -- 0: try each component once, as for every other acquire
   local co = me()
   local items, pending, reentered = {}, {}, {}
   for _, l in ipairs(self.locks) do
@@ -168,6 +169,7 @@ function MultiLock:_acquire_once(timeout)
     return fail(core.errno.ECLOSED, "the client was closed while acquiring a multi-lock")
   end
   local ids, failed = hold.multi_result(self, id)
+  if not ids and type(failed) ~= "number" then failed = nil end -- no result (the client closed): nil, msg
   if w.type ~= core.EV_ACQUIRED or not ids then
     undo()
     local st = w.status
@@ -188,7 +190,10 @@ function MultiLock:_acquire_once(timeout)
     if #reentered > 0 then
       rest = rest .. ("; the %d this coroutine held before stay held"):format(#reentered)
     end
-    if st == core.errno.ETIMEDOUT then
+    if st == core.errno.ETIMEDOUT and once then
+      return fail(st, ("multi-lock: %s; %s"):format(hold.try_once_message(client, where,
+        where .. " is held by another owner"), rest))
+    elseif st == core.errno.ETIMEDOUT then
       return fail(st, ("multi-lock timed out waiting for %s; %s"):format(where, rest))
     end
     return fail(st, ("multi-lock failed on %s: %s%s; %s")

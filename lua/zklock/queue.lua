@@ -156,8 +156,9 @@ end
 
 -- List the queue (optionally arming the shared children watch) and refill the cache.
 -- -> true[, watch] | nil, msg, code. A missing queue path is an empty queue (watch = nil).
-function Queue:_list(with_watch)
-  local names, wobj, code = self.client:children(self.path, { watch = with_watch or nil })
+-- bound_s: seconds the listing may wait for its answer (nil: the client's op_timeout)
+function Queue:_list(with_watch, bound_s)
+  local names, wobj, code = self.client:children(self.path, { watch = with_watch or nil, timeout = bound_s })
   if not names then
     if code == "ZNONODE" then
       self._cache, self._next = {}, 1
@@ -593,6 +594,19 @@ function Queue:_take(ms, fn, made)
   local function timed_out()
     return E.fail("ETIMEDOUT", ("queue %s: no item within %g s"):format(check.short(self.path), ms / 1000))
   end
+  -- a take with a timeout waits for a listing's answer no longer than the timeout leaves (a
+  -- silent server held take(1) for the whole op_timeout); take(0) and take() wait op_timeout
+  local function bound()
+    if ms <= 0 then return nil end
+    local left = deadline - now()
+    if op_ms < 0 or left < op_ms then return math.max(left, 1) / 1000 end
+    return nil
+  end
+  local function list(with_watch)
+    local ok, msg, code = self:_list(with_watch, bound())
+    if not ok and code == "ETIMEDOUT" and now() >= deadline then return timed_out() end
+    return ok, msg, code
+  end
   while true do
     local data, name, code, raw = self:_take_cached(op_ms, fn)
     if data then return data, name end
@@ -603,7 +617,7 @@ function Queue:_take(ms, fn, made)
       -- place (its lock node goes, the queue's children do not change).
       self._blocked = nil
       if now() >= deadline then return timed_out() end
-      local ok, wobj, wcode = self:_list(true)
+      local ok, wobj, wcode = list(true)
       if not ok then return nil, wobj, wcode end
       data, name, code, raw = self:_take_cached(op_ms, fn)
       if data then return data, name end
@@ -627,8 +641,8 @@ function Queue:_take(ms, fn, made)
       -- armed by a listing that has items would only fire at our own next delete)
       self._listing, self._empty = now(), nil
       local ok, msg
-      ok, msg, missing = self:_list(false)
-      if ok and #self._cache == 0 and not missing then ok, msg, missing = self:_list(true) end
+      ok, msg, missing = list(false)
+      if ok and #self._cache == 0 and not missing then ok, msg, missing = list(true) end
       self._listing = nil
       if not ok then return nil, msg, missing end
       wobj = msg

@@ -145,7 +145,10 @@ function Semaphore:_acquire_once(n, timeout)
   if w.type ~= core.EV_ACQUIRED then
     local st = w.status
     if st == core.errno.ETIMEDOUT then
-      if ms == 0 then return fail(st, ("semaphore %s has no free lease"):format(self.path)) end
+      if ms == 0 then
+        return fail(st, hold.try_once_message(client, "semaphore " .. self.path,
+          ("semaphore %s has no free lease"):format(self.path)))
+      end
       return fail(st, ("timed out after %g s waiting for %d lease(s) of semaphore %s"):format(timeout, n, self.path))
     end
     return fail(st, ("acquiring semaphore %s: %s%s"):format(check.short(self.path), core.strerror(st),

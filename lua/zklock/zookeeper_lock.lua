@@ -312,13 +312,21 @@ function acquire(self, timeout, ms)
   local c = self.client
   -- the session id as Java prints a long (the C side's decimal); nil without a session
   local dec = R.session_decimal(c)
-  -- no session yet (connecting): wait for one, as the core does for a mutex's first request
+  -- no session yet (connecting): wait for one, as the core does for a mutex's first request;
+  -- a try-once as long as a plain call waits (its create and listing are plain calls)
+  local op_ms = R.op_ms(c)
+  local wait_until = deadline
+  if timeout == 0 then wait_until = op_ms >= 0 and core.now() + op_ms or nil end
   while not dec do
     if c.state == "CLOSED" then
       return E.fail("ECLOSED", ("the client was closed while acquiring %s"):format(check.short(self.path)))
     end
     if self._cancelled then return nil, cancelled(self) end
-    local left = deadline and (deadline - core.now()) / 1000
+    local left = wait_until and (wait_until - core.now()) / 1000
+    if left and left <= 0 and timeout == 0 then
+      return E.fail("ETIMEDOUT", ("no answer from ZooKeeper trying zookeeper_lock %s once (the client is %s: "
+        .. "is the server up?)"):format(check.short(self.path), c.state))
+    end
     if left and left <= 0 then return nil, timed_out(self, timeout) end
     c:sleep(math.min(left or SLICE, 0.05))
     dec = R.session_decimal(c)

@@ -51,4 +51,80 @@ describe("zklock API without a server #fast", function()
       assert.is_true(dt < 2.5, ("took %.3f s for connect_timeout = 0.5"):format(dt))
     end)
   end)
+
+  describe("plain calls' timeouts", function()
+    -- 0 and negatives were told "expected nil (forever) or a number of seconds >= 0", which
+    -- allows 0 (rejected here) and calls nil forever (it is the client's op_timeout)
+    it("reject 0, negatives, NaN and non-numbers with the rule that applies (> 0)", function()
+      local c = assert(zklock.connect("127.0.0.1:1", { wait = false }))
+      for _, v in ipairs({ 0, -1, 0 / 0, "5", true }) do
+        assert_raises({ "bad argument #2 to 'get'", "option 'timeout': expected a number of seconds > 0" },
+          c.get, c, "/x", { timeout = v })
+        assert_raises({ "bad argument #2 to 'connect'", "option 'op_timeout': expected a number", "> 0" },
+          zklock.connect, "127.0.0.1:1", { wait = false, op_timeout = v })
+      end
+      c:close()
+    end)
+  end)
+
+  describe("queue:take(t) with nothing listening", function()
+    -- its listing waited for the client's op_timeout (5 s here), not the 0.3 s asked for
+    it("gives up when its own timeout passes, not the listing's op_timeout", function()
+      local c = assert(zklock.connect("127.0.0.1:1", { wait = false, op_timeout = 5 }))
+      local t0 = util.now()
+      local data, msg, code = c:queue("/f/q"):take(0.3)
+      local dt = util.now() - t0
+      c:close()
+      assert.is_nil(data)
+      assert.are.equal("ETIMEDOUT", code, msg)
+      assert.truthy(msg:find("no item within 0.3 s", 1, true), msg)
+      assert.is_true(dt >= 0.29 and dt < 3, ("took %.3f s for take(0.3)"):format(dt))
+    end)
+  end)
+
+  describe("double_barrier:enter(t) with nothing listening", function()
+    it("gives up when its own timeout passes, not a request's op_timeout", function()
+      local c = assert(zklock.connect("127.0.0.1:1", { wait = false, op_timeout = 5 }))
+      local b = c:double_barrier("/f/b", 2)
+      local t0 = util.now()
+      local ok, msg, code = b:enter(0.3)
+      local dt = util.now() - t0
+      c:close()
+      assert.is_nil(ok)
+      assert.are.equal("ETIMEDOUT", code, msg)
+      assert.is_true(dt >= 0.29 and dt < 3, ("took %.3f s for enter(0.3): %s"):format(dt, msg))
+    end)
+  end)
+
+  describe("acquire(0) with nothing listening", function()
+    -- try once needs the server's answers; with no session nothing else would end the wait (it
+    -- hung for ever), and zookeeper_lock said "held by another owner" having asked no one
+    it("gives up after the session timeout with ETIMEDOUT saying no answer came", function()
+      local c = assert(zklock.connect("127.0.0.1:1", { session_timeout = 1, wait = false }))
+      local objs = {
+        mutex = c:mutex("/f/m"), read = c:rwlock("/f/rw").read, write = c:rwlock("/f/rw").write,
+        semaphore = c:semaphore("/f/s", 2), semaphore_mutex = c:semaphore_mutex("/f/sm"),
+        multilock = c:multilock({ c:mutex("/f/a"), c:mutex("/f/b") }),
+        zookeeper_lock = c:zookeeper_lock("/f/zk"),
+      }
+      local got = {}
+      local t0 = util.now()
+      for name, o in pairs(objs) do
+        c:spawn(function()
+          local ok, msg, code = o:acquire(0)
+          got[name] = { ok, msg, code, util.now() - t0 }
+        end)
+      end
+      local _, ran_msg = c:run(30) -- bounds the test should an acquire hang again
+      c:close()
+      for name in pairs(objs) do
+        local g = got[name]
+        assert.is_table(g, name .. ": acquire(0) did not return within 30 s (" .. tostring(ran_msg) .. ")")
+        assert.is_nil(g[1], name)
+        assert.are.equal("ETIMEDOUT", g[3], name .. ": " .. tostring(g[2]))
+        assert.truthy(g[2]:find("no answer from ZooKeeper", 1, true), name .. ": " .. g[2])
+        assert.is_true(g[4] >= 0.9, ("%s: gave up after %.3f s, before the session timeout"):format(name, g[4]))
+      end
+    end)
+  end)
 end)

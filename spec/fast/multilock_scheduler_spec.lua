@@ -50,6 +50,19 @@ describe("multi-lock policy without a server #fast", function()
     assert.are.equal("multi-lock", c:multilock({ rw.read, rw.write }).kind)
   end)
 
+  it("an acquire the client's close ends returns nil, 'ECLOSED: ...' (it raised a Lua error)", function()
+    local ml = c:multilock({ c:mutex("/ml/c1"), c:mutex("/ml/c2") })
+    local got
+    c:spawn(function() got = { ml:acquire(20) } end) -- (no pcall: Lua 5.1 cannot yield across it)
+    c:spawn(function() c:sleep(0.2); c:close() end)
+    local ran, err = pcall(c.run, c, 10) -- a raising acquire fails its spawned coroutine, and run
+    assert.is_true(ran, tostring(err))
+    assert.is_table(got, "the acquire did not end with the client")
+    assert.is_nil(got[1])
+    assert.are.equal("ECLOSED", got[3], tostring(got[2]))
+    assert.matches("^ECLOSED: multi%-lock", got[2])
+  end)
+
   it("validates order, rollback, deadline and per_lock_timeout", function()
     local m = c:mutex("/ml/o")
     assert.truthy(raises(c.multilock, c, { m }, { order = "random" })

@@ -42,6 +42,9 @@ case "$STEP" in
     test -f "$TREE/lib/lua/5.4/zklock/core.so"
     test -f "$TREE/share/lua/5.4/zklock/testing/init.lua"
     test -x "$TREE/bin/zklock"
+    # the command finds the tree it was installed into with no Lua path variables set
+    env -u LUA_PATH -u LUA_CPATH -u LUA_PATH_5_4 -u LUA_CPATH_5_4 -u LUA_INIT -u LUA_INIT_5_4 \
+      "$TREE/bin/zklock" --help | grep -q "^Usage: zklock"
     test -f "$TREE/share/lua/5.4/zklock/testing/proxy.py"   # the fault proxy of testing.proxy
     ;;
   smoke)

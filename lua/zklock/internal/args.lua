@@ -103,11 +103,12 @@ end
 -- The timeout of a plain znode call (or the op_timeout option): like M.timeout, but 0 is
 -- rejected (a request cannot be answered in no time).
 function M.op_timeout(fname, argn, t, what)
-  local ms = M.timeout(fname, argn, t, what)
-  if ms == 0 then
-    argerror(fname, argn, ("%s: expected a number of seconds > 0 (math.huge: forever), got 0"):format(what))
+  -- not M.timeout's message: 0 is no "try once" here, and nil is no "forever" but the default
+  if t ~= nil and (type(t) ~= "number" or t ~= t or t <= 0) then
+    argerror(fname, argn, ("%s: expected a number of seconds > 0 (math.huge: forever), got %s")
+      :format(what, describe(t)))
   end
-  return ms
+  return M.timeout(fname, argn, t, what)
 end
 
 function M.path(fname, argn, path)

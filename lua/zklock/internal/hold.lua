@@ -164,6 +164,16 @@ function M.multi_result(obj, id) return obj[STATE].core:multi_result(id) end
 -- Extra words for an acquire that failed with `status` (a missing chroot), or "".
 M.explain = R.explain
 
+-- The message of a try-once acquire (timeout 0) that failed with ETIMEDOUT: `busy` ("mutex /x is
+-- held by another owner") when the server answered, else that no answer came (the core gives a
+-- try-once up after the session timeout when there is no session to end it: never connected,
+-- or between sessions), so a dead server is not reported as a busy lock.
+function M.try_once_message(client, what, busy)
+  if client.state == "CONNECTED" then return busy end
+  return ("no answer from ZooKeeper trying %s once (the client is %s: is the server up?)")
+    :format(what, client.state)
+end
+
 -- The metric labels of obj (cached), for reporter rep.
 local function labels_of(st, obj, rep)
   local l = st.labels
