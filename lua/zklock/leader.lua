@@ -491,21 +491,25 @@ local function joining(self)
         pcall(hold.core(client).abandon, hold.core(client), id)
         break
       end
-      self._hold = hold.adopt(self, id, nil, self, "leader latch", self.path)
-      self._token = self._hold.token
-      self._joining = false
-      set_leader(self, true, "LEADER")
-      return
-    end
-    local st = w.status
-    if st ~= core.errno.ESESSION then
+      local h = hold.adopt(self, id, nil, self, "leader latch", self.path)
+      if not h.lost then
+        self._hold, self._token = h, h.token
+        self._joining = false
+        set_leader(self, true, "LEADER")
+        return
+      end
+      -- lost before it was adopted (the session ended as it was granted; on_lost heard LOST):
+      -- never leading; forget the grant (ELOST) and join again
+      hold.release(h)
+    elseif w.status ~= core.errno.ESESSION then
+      local st = w.status
       if st ~= core.errno.ECANCELED and st ~= core.errno.ECLOSED then
         self._error = ("joining leader latch %s: %s"):format(self.path, core.strerror(st))
         hold.log(client, "error", self._error)
       end
       break
     end
-    -- ESESSION: the session went while we waited; join again on the new one
+    -- ESESSION (or a grant lost before it was adopted): join again on the new session
   end
   self._joining = false
 end

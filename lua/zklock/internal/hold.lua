@@ -252,9 +252,14 @@ function M.adopted() return adopted end
 -- Record core acquisition `id` (just granted) of obj. owner: the owning coroutine (or MAIN) for
 -- locks that belong to one, nil for leases. target: what on_lost handlers receive with the state.
 -- kind, path: describe it in messages ("mutex", "/a"; "lease of semaphore", "/s").
+-- The core may have ended the grant already (the session expired in the pump that granted it,
+-- or before the waiter's coroutine ran): its LOST (or SUSPENDED) event was dispatched while no
+-- hold record existed to hear it. The new hold then reports that state itself, once set up, so
+-- that its handler hears the loss and is_held() says false (the core keeps a lost grant until it
+-- is released: the release answers ELOST).
 function M.adopt(obj, id, owner, target, kind, path)
   local st = obj[STATE]
-  local node, token = st.core:info(id)
+  local node, token, held, suspended = st.core:info(id)
   adopted = adopted + 1
   local hold = setmetatable({ id = id, client = st.client, obj = obj, owned = owner ~= nil, target = target,
                               kind = kind, path = path, count = 1, token = token, node = node or nil,
@@ -266,9 +271,14 @@ function M.adopt(obj, id, owner, target, kind, path)
   end
   R.track(st.client, id, hold)
   st.live[hold] = true
-  if st.on_revoke then arm_revoke(hold) end
   if R.metrics(st.client) then hold.granted_at = now() end
+  if held == false then -- lost before it was adopted (info answered: a boolean)
+    hold:on_state("LOST")
+    return hold
+  end
+  if st.on_revoke then arm_revoke(hold) end
   if st.max_hold then M.bound(hold, st.max_hold) end
+  if suspended then hold:on_state("SUSPENDED") end
   return hold
 end
 
