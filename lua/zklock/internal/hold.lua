@@ -310,6 +310,7 @@ end
 -- (the client was closed: the node went with the session; nobody is told).
 function Hold:on_state(state)
   if self.lost then return end -- LOST is final and reported once (the session's end after a node's)
+  if state == "SUSPENDED" and self.suspended then return end -- told already (by M.adopt)
   if state == "CLOSED" or state == "LOST" then self:unbound() end
   if state == "CLOSED" then self.closed = true hold_done(self, "closed with the client") return end
   if state == "LOST" then self.lost = self.lost_why or "session"
