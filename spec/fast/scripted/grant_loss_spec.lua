@@ -114,5 +114,18 @@ describe("scripted grant and loss dispatched together #fast", function()
     s:expect("delete", "/m/_c_"):ok()
     assert.is_true(t:returned())
   end)
+
+  it("an election granted in the pump that expired its session runs no term on the lost grant", function()
+    local terms = 0
+    s.client:leader("/le", function() terms = terms + 1 end)
+    s:pump()
+    local c = s:expect("create", "/le/_c_")
+    local list = s:expect("children", "/le")
+    c = c:ok(3)
+    assert.is_true(s.fake.children_ok(list.index, { base(c.created) }))
+    s.client._c:wait(0) -- granted in the core; not dispatched yet
+    s:expire()
+    assert.equal(0, terms)
+  end)
 end)
 
