@@ -256,8 +256,9 @@ function M.adopted() return adopted end
 -- or before the waiter's coroutine ran): its LOST (or SUSPENDED) event was dispatched while no
 -- hold record existed to hear it. The new hold then reports that state itself, once set up, so
 -- that its handler hears the loss and is_held() says false (the core keeps a lost grant until it
--- is released: the release answers ELOST).
-function M.adopt(obj, id, owner, target, kind, path)
+-- is released: the release answers ELOST). bind(hold), when given, runs before that report: the
+-- caller records the hold where its handlers look for it (a lease's own record).
+function M.adopt(obj, id, owner, target, kind, path, bind)
   local st = obj[STATE]
   local node, token, held, suspended = st.core:info(id)
   adopted = adopted + 1
@@ -272,6 +273,7 @@ function M.adopt(obj, id, owner, target, kind, path)
   R.track(st.client, id, hold)
   st.live[hold] = true
   if R.metrics(st.client) then hold.granted_at = now() end
+  if bind then bind(hold) end
   if held == false then -- lost before it was adopted (info answered: a boolean)
     hold:on_state("LOST")
     return hold

@@ -127,5 +127,40 @@ describe("scripted grant and loss dispatched together #fast", function()
     s:expire()
     assert.equal(0, terms)
   end)
+
+  -- serve every pending request from the fake's tree, the core processing the answers without
+  -- a dispatch (as the keepalive thread does)
+  local function serve_in_core()
+    for _ = 1, 100 do
+      local reqs = s:pending()
+      if #reqs == 0 then return end
+      for _, r in ipairs(reqs) do s.fake.serve(r.index) end
+      for _ = 1, 10 do s.client._c:wait(0) end
+    end
+    error("the core did not settle")
+  end
+
+  it("a semaphore lease lost before it was adopted: on_lost hears it and may release the lease", function()
+    local sem = s.client:semaphore("/s", 2)
+    local heard = {}
+    sem:on_lost(function(state, lease)
+      heard[#heard + 1] = state
+      heard.release = { pcall(lease.release, lease) }
+    end)
+    local seen = {}
+    s:spawn(function()
+      local lease = sem:acquire(5)
+      seen.lease, seen.held = lease, lease and lease:is_held()
+    end)
+    serve_in_core()
+    s:expire()
+    assert.is_truthy(seen.lease)
+    assert.is_false(seen.held)
+    assert.same({ "LOST" }, { heard[1] })
+    -- the handler's release ran on the lease's record: it answers ELOST (no raise)
+    assert.is_true(heard.release[1])
+    assert.equal("ELOST", heard.release[4])
+    assert.same({}, s.log)
+  end)
 end)
 
