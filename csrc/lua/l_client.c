@@ -411,8 +411,9 @@ static int l_park(lua_State *L) {
 }
 
 /* c:take_ready(buf) -> n: every ready event of a parked op, in one call: buf[3i-2], buf[3i-1],
- * buf[3i] = id, type, status for i = 1..n (buf is reused; entries beyond 3n are left as they are)
- */
+ * buf[3i] = id, type, status for i = 1..n (buf is reused; entries beyond 3n are left as they are,
+ * but for 3n+1..3n+3, which may hold false). The slots of an event exist before it is taken out
+ * of the core: a buffer that cannot grow raises with the event still ready (it is not lost). */
 static int l_take_ready(lua_State *L) {
     lclient *u = luaL_checkudata(L, 1, ZKL_CLIENT_MT);
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -422,7 +423,13 @@ static int l_take_ready(lua_State *L) {
     }
     zkl_event ev;
     int n = 0;
-    while (zkl_client_next_ready(u->c, &ev)) {
+    for (;;) {
+        /* the next triple's slots first (a write to an existing slot allocates nothing) */
+        for (int k = 1; k <= 3; k++) {
+            lua_pushboolean(L, 0);
+            lua_rawseti(L, 2, 3 * n + k);
+        }
+        if (!zkl_client_next_ready(u->c, &ev)) break;
         lua_pushinteger(L, (lua_Integer)ev.id);
         lua_rawseti(L, 2, 3 * n + 1);
         lua_pushinteger(L, ev.type);

@@ -133,6 +133,7 @@ local function new(hosts, opts)
     _nwaiters = 0,                      -- entries of _waiters
     _ready = {},                        -- c:take_ready's buffer: id, type, status, id, ...
     _nparked = 0,                       -- waits parked in the core (at least the ready ones)
+    _ready_at = nil, _ready_end = nil,  -- a taken batch not yet dispatched to its end (a wake raised)
     _holds = setmetatable({}, { __mode = "v" }), -- op id -> hold record (weak: a dropped lock can be collected)
     _giveups = {},                      -- give-up record -> true: a recipe on plain calls waits (recipe.waiting)
     _slots = {},                        -- key -> a recipe module's per-client table (recipe.slot)
@@ -271,23 +272,35 @@ function Client:_dispatch()
   end
   -- then the parked waiters whose operation finished, all in one call (after the events above,
   -- so that a session change is seen before the waiters it failed run)
-  local n = self._nparked > 0 and c:take_ready(self._ready) or 0
-  if n > 0 then
-    local buf = self._ready
-    self._nparked = self._nparked - n
+  -- The batch is out of the core once taken: should an adapter's wake raise, the rest of it
+  -- stays in the buffer (from _ready_at on) and the next dispatch goes on with it before taking
+  -- more, so that no other waiter is lost with the one whose wake failed.
+  local buf, i, last = self._ready, self._ready_at, self._ready_end
+  if not i then
+    local n = self._nparked > 0 and c:take_ready(buf) or 0
+    if n > 0 then
+      self._nparked = self._nparked - n
+      i, last = 1, 3 * n
+      self._ready_end = last
+    end
+  end
+  if i then
     local waiters = self._waiters
-    for i = 1, 3 * n, 3 do
-      local id = buf[i]
+    while i <= last do
+      local id, typ, st = buf[i], buf[i + 1], buf[i + 2]
+      i = i + 3
       local w = waiters[id]
       if w then
         waiters[id] = nil
         self._nwaiters = self._nwaiters - 1
-        w.done, w.type, w.status = true, buf[i + 1], buf[i + 2]
+        w.done, w.type, w.status = true, typ, st
+        self._ready_at = i -- where a dispatch goes on should this wake raise
         w.adapter.wake(self, w)
-      elseif buf[i + 1] == core.EV_ACQUIRED then
+      elseif typ == core.EV_ACQUIRED then
         c:abandon(id) -- its waiter is gone (coroutine closed or collected): give it back
       end
     end
+    self._ready_at, self._ready_end = nil, nil
   end
   local logs = c:logs() -- nil when the core has no line (no table per pump)
   if not logs then return end

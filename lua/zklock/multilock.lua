@@ -108,6 +108,13 @@ local function listen(self, holds)
     end
   end
   for _, h in ipairs(holds) do h.listener = on end
+  -- a component lost (or suspended) before it was adopted told only itself (hold.adopt)
+  for _, h in ipairs(holds) do
+    if h.lost then return on("LOST", h) end
+  end
+  for _, h in ipairs(holds) do
+    if h.suspended then return on("SUSPENDED", h) end
+  end
 end
 
 -- acquire(timeout, { retry = policy }) -> self | nil, msg, code

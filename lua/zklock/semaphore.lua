@@ -18,10 +18,13 @@ local fail = hold.fail
 local Lease = {}
 Lease.__index = Lease
 
-local function new_lease(sem, id)
+-- bind: the lease's caller records it (before a loss found at adoption is reported)
+local function new_lease(sem, id, bind)
   local self = setmetatable({ semaphore = sem, client = sem.client, id = id }, Lease)
-  local h = hold.adopt(sem, id, nil, self, "lease of semaphore", sem.path)
-  self._hold, self.node_path, self.token_value = h, h.node, h.token
+  hold.adopt(sem, id, nil, self, "lease of semaphore", sem.path, function(h)
+    self._hold, self.node_path, self.token_value = h, h.node, h.token
+    if bind then bind(self) end
+  end)
   hold.gc_proxy(self)
   return self
 end
@@ -297,7 +300,7 @@ end
 
 -- A multi-lock took the lease of semaphore mutex `self` as core acquisition `id`.
 local function adopt_mutex(self, id)
-  self._lease = new_lease(self.semaphore, id)
+  new_lease(self.semaphore, id, function(lease) self._lease = lease end)
 end
 
 -- client:semaphore(path, max_leases, { acl = }) -> Curator InterProcessSemaphoreV2 (leases).

@@ -125,6 +125,23 @@ describe("module boundaries #fast", function()
     }, "\n"), out)
   end)
 
+  it("follows a name bound to the module (an alias of an alias), not one bound to its helpers (planted)", function()
+    local out = check({
+      ["lua/zklock/z.lua"] = table.concat({
+        'local hold = require("zklock.internal.hold")',
+        'local H = hold',
+        'local HH = H',
+        'local start = hold.start',
+        'local s = hold.start(obj, 1, "/p", 0)',
+        'local raw = HH.core(c)',                                 -- 6
+        'local ok = start.core',
+        'return { raw, ok, s }',
+      }, "\n") .. "\n",
+    })
+    assert.are.equal("lua/zklock/z.lua:6: HH.core: the raw core handle outside zklock.internal.hold; "
+      .. "use a typed helper", out)
+  end)
+
   it("flags the old tree's raw-core acquire in lock.lua, and the old latch's in leader.lua (planted)", function()
     local files = B.read_tree("lua/zklock")
     local path = "lua/zklock/lock.lua"

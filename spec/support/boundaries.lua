@@ -16,11 +16,11 @@
 --       Names starting with two underscores (metamethods, __index) are not `_` fields.
 --       ALLOW below lists the exceptions, each with its reason.
 --   (c) no module gets at the client's raw core handle: `X.core` (or X["core"], X:core) where X
---       is a name bound to require("zklock.internal.recipe") or require("zklock.internal.hold"),
---       or such a require(...) indexed at once. The recipes start core work through the typed
---       helpers of those two modules instead. CORE_ALLOW below lists who may, each with its
---       reason (and, for a pending exemption, the most uses it may keep). The client's own `_c`
---       field is rule (b)'s business.
+--       is a name bound to require("zklock.internal.recipe") or require("zklock.internal.hold")
+--       (or to such a name: `local H = hold`), or such a require(...) indexed at once. The
+--       recipes start core work through the typed helpers of those two modules instead.
+--       CORE_ALLOW below lists who may, each with its reason (and, for a pending exemption, the
+--       most uses it may keep). The client's own `_c` field is rule (b)'s business.
 local M = {}
 
 -- Exceptions to rule (b): file -> reason. Keep this short; each entry is part of the design.
@@ -57,6 +57,16 @@ local function core_uses(code, strings)
   local aliases = {}
   for name, k in code:gmatch('([%a_][%w_]*)%s*=%s*require%s*%(?%s*"\1(%d+)\1"%s*%)?') do
     if CORE_MODULES[strings[tonumber(k)]] then aliases[name] = true end
+  end
+  -- a name bound to one of those names is one too (`local H = hold`), to a fixed point
+  for _ = 1, 10 do
+    local grew = false
+    for name, from, after in code:gmatch("([%a_][%w_]*)%s*=%s*([%a_][%w_]*)%s*(.?)") do
+      if aliases[from] and not aliases[name] and not after:find("^[.:%[(]") then
+        aliases[name], grew = true, true
+      end
+    end
+    if not grew then break end
   end
   local uses = {}
   local lineno = 0

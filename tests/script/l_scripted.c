@@ -369,7 +369,39 @@ static int f_dump(lua_State *L) {
     return 1;
 }
 
+/* fake.lua_alloc_fail(n): every Lua allocation that grows fails once n more have succeeded (n < 0:
+ * none fails any more, and Lua's own allocator is back: this module may be unloaded before the
+ * state is closed). Lua retries a failed allocation after an emergency collection, so one
+ * failure alone would not be seen: they fail until the spec says otherwise. */
+static lua_Alloc lua_alloc_orig;
+static void *lua_alloc_ud;
+static long lua_alloc_left = -1;
+static void *failing_lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    (void)ud;
+    if (nsize > 0 && (ptr == NULL || nsize > osize) && lua_alloc_left >= 0) {
+        if (lua_alloc_left == 0) return NULL;
+        lua_alloc_left--;
+    }
+    return lua_alloc_orig(lua_alloc_ud, ptr, osize, nsize);
+}
+static int f_lua_alloc_fail(lua_State *L) {
+    long n = (long)luaL_checkinteger(L, 1);
+    if (n < 0) {
+        if (lua_alloc_orig) lua_setallocf(L, lua_alloc_orig, lua_alloc_ud);
+        lua_alloc_orig = NULL;
+        lua_alloc_left = -1;
+        return 0;
+    }
+    if (!lua_alloc_orig) {
+        lua_alloc_orig = lua_getallocf(L, &lua_alloc_ud);
+        lua_setallocf(L, failing_lua_alloc, NULL);
+    }
+    lua_alloc_left = n;
+    return 0;
+}
+
 static const luaL_Reg fake_funcs[] = {{"req", f_req},
+                                      {"lua_alloc_fail", f_lua_alloc_fail},
                                       {"nreqs", f_nreqs},
                                       {"next", f_next},
                                       {"untaken", f_untaken},

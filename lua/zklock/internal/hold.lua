@@ -259,9 +259,15 @@ function M.adopted() return adopted end
 -- Record core acquisition `id` (just granted) of obj. owner: the owning coroutine (or MAIN) for
 -- locks that belong to one, nil for leases. target: what on_lost handlers receive with the state.
 -- kind, path: describe it in messages ("mutex", "/a"; "lease of semaphore", "/s").
-function M.adopt(obj, id, owner, target, kind, path)
+-- The core may have ended the grant already (the session expired in the pump that granted it,
+-- or before the waiter's coroutine ran): its LOST (or SUSPENDED) event was dispatched while no
+-- hold record existed to hear it. The new hold then reports that state itself, once set up, so
+-- that its handler hears the loss and is_held() says false (the core keeps a lost grant until it
+-- is released: the release answers ELOST). bind(hold), when given, runs before that report: the
+-- caller records the hold where its handlers look for it (a lease's own record).
+function M.adopt(obj, id, owner, target, kind, path, bind)
   local st = obj[STATE]
-  local node, token = st.core:info(id)
+  local node, token, held, suspended = st.core:info(id)
   adopted = adopted + 1
   local hold = setmetatable({ id = id, client = st.client, obj = obj, owned = owner ~= nil, target = target,
                               kind = kind, path = path, count = 1, token = token, node = node or nil,
@@ -273,9 +279,15 @@ function M.adopt(obj, id, owner, target, kind, path)
   end
   R.track(st.client, id, hold)
   st.live[hold] = true
-  if st.on_revoke then arm_revoke(hold) end
   if R.metrics(st.client) then hold.granted_at = now() end
+  if bind then bind(hold) end
+  if held == false then -- lost before it was adopted (info answered: a boolean)
+    hold:on_state("LOST")
+    return hold
+  end
+  if st.on_revoke then arm_revoke(hold) end
   if st.max_hold then M.bound(hold, st.max_hold) end
+  if suspended then hold:on_state("SUSPENDED") end
   return hold
 end
 
@@ -307,6 +319,7 @@ end
 -- (the client was closed: the node went with the session; nobody is told).
 function Hold:on_state(state)
   if self.lost then return end -- LOST is final and reported once (the session's end after a node's)
+  if state == "SUSPENDED" and self.suspended then return end -- told already (by M.adopt)
   if state == "CLOSED" or state == "LOST" then self:unbound() end
   if state == "CLOSED" then self.closed = true hold_done(self, "closed with the client") return end
   if state == "LOST" then self.lost = self.lost_why or "session"
