@@ -148,7 +148,9 @@ local function tell(e, term, why)
 end
 
 local function transient(code)
-  return code == "ESESSION" or code == "ZOPERATIONTIMEOUT" or (code ~= nil and code:match("^ZCONNECTION") ~= nil)
+  -- ELOST: an acquire granted as the session ended (nothing held): queue on the next session
+  return code == "ESESSION" or code == "ELOST" or code == "ZOPERATIONTIMEOUT"
+    or (code ~= nil and code:match("^ZCONNECTION") ~= nil)
 end
 
 -- The term of an "until_close" election: announced through run, then over at a stop reason.

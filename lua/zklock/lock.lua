@@ -115,7 +115,12 @@ function Lock:_attempt(timeout, ms)
     end
     return fail(st, ("acquiring %s %s: %s%s"):format(self.kind, self.path, core.strerror(st), hold.explain(client, st)))
   end
-  adopt(self, id, co)
+  local got = adopt(self, id, co)
+  if got.lost then -- the session ended as the grant arrived (on_lost heard LOST): nothing is held
+    if not got.released then hold.release(got) end -- forgets the core's lost grant (ELOST)
+    return fail(core.errno.ELOST, ("%s %s was granted as the session ended: nothing is held")
+      :format(self.kind, self.path))
+  end
   return self
 end
 

@@ -206,14 +206,28 @@ function MultiLock:_acquire_once(timeout)
     return fail(st, ("multi-lock failed on %s: %s%s; %s")
       :format(where, core.strerror(st), hold.explain(client, st), rest))
   end
+  local adopted, lost = {}, false
   for i, l in ipairs(pending) do
     if getmetatable(l) == lockmod.Lock then
-      lockmod.adopt(l, ids[i], co)
+      adopted[i] = lockmod.adopt(l, ids[i], co)
     else
       semmod.adopt_mutex(l, ids[i])
+      adopted[i] = semmod.mutex_hold(l)
     end
+    lost = lost or adopted[i].lost ~= nil
   end
   listen(self, holds_of(self, co))
+  if lost then -- the session ended as the components were granted (on_lost heard LOST)
+    for i = #pending, 1, -1 do
+      local l = pending[i]
+      if not adopted[i].released then -- (a handler may have released it already)
+        if getmetatable(l) == lockmod.Lock then hold.release(adopted[i]) else l:release() end -- ELOST
+      end
+    end
+    undo()
+    local rest = #reentered > 0 and ("; the %d this coroutine held before stay held"):format(#reentered) or ""
+    return fail(core.errno.ELOST, "multi-lock: granted as the session ended: the new components are not held" .. rest)
+  end
   return self
 end
 

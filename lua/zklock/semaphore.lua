@@ -157,8 +157,19 @@ function Semaphore:_acquire_once(n, timeout)
     return fail(st, ("acquiring semaphore %s: %s%s"):format(check.short(self.path), core.strerror(st),
       hold.explain(client, st)))
   end
-  local leases = {}
-  for _, lid in ipairs(hold.lease_ids(self, id)) do leases[#leases + 1] = new_lease(self, lid) end
+  local leases, lost = {}, false
+  for _, lid in ipairs(hold.lease_ids(self, id)) do
+    local lease = new_lease(self, lid)
+    leases[#leases + 1] = lease
+    lost = lost or lease._hold.lost ~= nil
+  end
+  if lost then -- the session ended as the leases were granted (on_lost heard LOST): none is held
+    for _, lease in ipairs(leases) do -- lost ones answer ELOST; a handler may have released one
+      if not lease._hold.released then hold.release(lease._hold) end
+    end
+    return fail(core.errno.ELOST, ("%d lease(s) of semaphore %s were granted as the session ended: nothing is held")
+      :format(n, self.path))
+  end
   return leases
 end
 

@@ -11,7 +11,7 @@ describe("scripted grant and loss dispatched together #fast", function()
   before_each(function() s = scripted.new() end)
   after_each(function() s:close() end)
 
-  it("a mutex granted in the pump that expired its session is not held", function()
+  it("a mutex granted in the pump that expired its session: acquire fails ELOST, on_lost hears LOST once", function()
     local m = s.client:mutex("/m")
     local states = {}
     m:on_lost(function(state) states[#states + 1] = state end)
@@ -21,8 +21,7 @@ describe("scripted grant and loss dispatched together #fast", function()
       seen.acquired, seen.msg, seen.code = ok ~= nil, msg, code
       seen.held = m:is_held()
       seen.token = m:token()
-      s.client:sleep(1)
-      return m:release()
+      return ok
     end)
     local c = s:expect("create", "/m/_c_")
     local list = s:expect("children", "/m")
@@ -32,8 +31,10 @@ describe("scripted grant and loss dispatched together #fast", function()
     assert.is_true(s.fake.children_ok(list.index, { base(c.created) }))
     s.client._c:wait(0)
     s:expire()
-    -- the acquire returns the grant, whose hold knows it is lost (and said so once)
-    assert.is_true(seen.acquired)
+    -- the acquire fails with ELOST (nothing is held); on_lost heard LOST once
+    assert.is_false(seen.acquired)
+    assert.equal("ELOST", seen.code)
+    assert.truthy(seen.msg:find("granted as the session ended", 1, true), seen.msg)
     assert.is_false(seen.held)
     assert.is_nil(seen.token)
     assert.same({ "LOST" }, states)
@@ -67,14 +68,15 @@ describe("scripted grant and loss dispatched together #fast", function()
     assert.same({ "LEADER" }, changes)
   end)
 
-  it("a multi-lock granted in the pump that expired its session tells its on_lost of the loss", function()
+  it("a multi-lock granted in the pump that expired its session fails ELOST, tells its on_lost", function()
     local a, b = s.client:mutex("/a"), s.client:mutex("/b")
     local ml = s.client:multilock({ a, b })
     local lost = {}
     ml:on_lost(function(state) lost[#lost + 1] = state end)
     local seen = {}
     s:spawn(function()
-      seen.ok = ml:acquire(5) ~= nil
+      local ok, _, code = ml:acquire(5)
+      seen.ok, seen.code = ok ~= nil, code
       seen.held = ml:is_held()
     end)
     local ca = s:expect("create", "/a/_c_")
@@ -87,7 +89,8 @@ describe("scripted grant and loss dispatched together #fast", function()
     assert.is_true(s.fake.children_ok(lb.index, { base(cb.created) }))
     s.client._c:wait(0) -- granted in the core; not dispatched yet
     s:expire()
-    assert.is_true(seen.ok)
+    assert.is_false(seen.ok)
+    assert.equal("ELOST", seen.code)
     assert.is_false(seen.held)
     assert.same({ "LOST" }, lost)
   end)
@@ -140,7 +143,7 @@ describe("scripted grant and loss dispatched together #fast", function()
     error("the core did not settle")
   end
 
-  it("a semaphore lease lost before it was adopted: on_lost hears it and may release the lease", function()
+  it("a semaphore lease lost before it was adopted: acquire fails ELOST; on_lost may release it", function()
     local sem = s.client:semaphore("/s", 2)
     local heard = {}
     sem:on_lost(function(state, lease)
@@ -149,13 +152,13 @@ describe("scripted grant and loss dispatched together #fast", function()
     end)
     local seen = {}
     s:spawn(function()
-      local lease = sem:acquire(5)
-      seen.lease, seen.held = lease, lease and lease:is_held()
+      local lease, _, code = sem:acquire(5)
+      seen.lease, seen.code = lease, code
     end)
     serve_in_core()
     s:expire()
-    assert.is_truthy(seen.lease)
-    assert.is_false(seen.held)
+    assert.is_nil(seen.lease) -- the acquire fails: nothing is held
+    assert.equal("ELOST", seen.code)
     assert.same({ "LOST" }, { heard[1] })
     -- the handler's release ran on the lease's record: it answers ELOST (no raise)
     assert.is_true(heard.release[1])
