@@ -110,23 +110,66 @@ local function log(level, ...)
   ngx.log(level, "zklock: ", ...)
 end
 
+local WAKEUPS = { fd = true, poll = true }
+local MIN_SLEEP = 0.001  -- s: nginx's timers count whole ms; a 0 ms ngx.sleep does not yield (below)
+local waker_seq = 0
+local WAKER_SLACK_MS = 5000 -- the waker's thread answers every wait; this long late, it is broken
+
+-- core.waker (csrc/lua/l_waker.c), or nil when the loaded core has none
+local function waker_ctor()
+  local ok, core = pcall(require, "zklock.core")
+  return ok and type(core) == "table" and core.waker or nil
+end
+
 function M.attach(client, opts)
   if type(client) ~= "table" or type(client.use) ~= "function" then
     error("zklock.adapters.openresty.attach: bad argument #1 (expected a zklock client)", 2)
   end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("zklock.adapters.openresty.attach: bad argument #2 (expected a table of pump options, got "
+      .. type(opts) .. ")", 2)
+  end
   opts = opts or {}
-  local busy_interval = opts.busy_interval or 0.001
-  local idle_interval = opts.idle_interval or 0.1
+  for _, k in ipairs({ "busy_interval", "idle_interval", "exit_grace" }) do
+    local v = opts[k]
+    if v ~= nil and (type(v) ~= "number" or v ~= v or v < 0) then
+      error(("zklock.adapters.openresty.attach: bad pump option %s (expected a number of seconds >= 0, got %s)")
+        :format(k, tostring(v)), 2)
+    end
+  end
+  if opts.wakeup ~= nil and not WAKEUPS[opts.wakeup] then
+    error(("zklock.adapters.openresty.attach: bad pump option wakeup (expected \"fd\" or \"poll\", got %s)")
+      :format(tostring(opts.wakeup)), 2)
+  end
+  local busy_interval = math.max(opts.busy_interval or 0.001, MIN_SLEEP)
+  local idle_interval = math.max(opts.idle_interval or 0.1, MIN_SLEEP)
   local exit_grace = opts.exit_grace or 10
+  local wakeup = opts.wakeup or "fd"
 
   local st = {
     kick = assert(semaphore.new(0)), -- posted when an operation starts: wakes an idle pump
     woken = {},                      -- { w, sema, at }: grants posted, not yet picked up
     pump_co = nil,
     stopped = false,
+    waker = nil,                     -- core.waker while the pump waits on its socket
+    wake_at = nil,                   -- when the pump's wait on the waker's socket ends
   }
 
   local function kick()
+    local waker = st.waker
+    if waker then
+      -- the pump sleeps until a reply comes or its own deadline: wake it only when this
+      -- operation's deadline is earlier
+      local at = st.wake_at
+      if at then
+        local ms = client:next_timeout_ms()
+        if ms >= 0 and ngx.now() + ms / 1000 < at - MIN_SLEEP then
+          st.wake_at = nil
+          waker:kick()
+        end
+      end
+      return
+    end
     -- at most one pending post: a burst of operations wakes the pump once
     if st.kick:count() < 1 then st.kick:post(1) end
   end
@@ -200,9 +243,45 @@ function M.attach(client, opts)
     end
   end
 
+  -- wakeup = "fd": a core.waker thread watches the client's fd and writes a byte to a unix
+  -- socket the pump reads with a cosocket, so nginx's event loop wakes the pump when a reply
+  -- arrives. -> sock | nil, why
+  local function open_waker()
+    local new = waker_ctor()
+    if not new then return nil, "the loaded zklock.core has no waker" end
+    local dir = opts.socket_dir or os.getenv("TMPDIR") or "/tmp"
+    waker_seq = waker_seq + 1
+    local path = ("%s/zklock-pump-%d-%d-%d.sock"):format(dir, ngx.worker.pid(), waker_seq, math.random(1, 1e9))
+    local w, err = new(client:fd(), path)
+    if not w then return nil, err end
+    local sock = ngx.socket.tcp()
+    local ok, cerr = sock:connect("unix:" .. path)
+    if not ok then
+      w:close()
+      return nil, "cannot connect to " .. path .. ": " .. tostring(cerr)
+    end
+    st.waker = w
+    return sock
+  end
+
+  local function close_waker(sock)
+    local w = st.waker
+    st.waker, st.wake_at = nil, nil
+    if sock then sock:close() end -- the thread reads EOF and ends
+    if w then w:close() end       -- joins it
+  end
+
   local function pump(premature)
     st.pump_co = running()
     local exit_deadline
+    local sock
+    if wakeup == "fd" then
+      local why
+      sock, why = open_waker()
+      if not sock then
+        log(ngx.WARN, "pump falls back to polling every ", busy_interval, " s: ", tostring(why))
+      end
+    end
     while not st.stopped and client.state ~= "CLOSED" do
       local ok, err = pcall(client.process, client)
       if not ok then log(ngx.ERR, "process failed: ", tostring(err)) end
@@ -224,7 +303,7 @@ function M.attach(client, opts)
         end
       end
       local d
-      if busy then
+      if busy and not sock then
         d = busy_interval
       else
         d = idle_interval
@@ -232,14 +311,31 @@ function M.attach(client, opts)
         if ms >= 0 and ms / 1000 < d then d = ms / 1000 end
         if exit_deadline and d > 0.01 then d = 0.01 end
       end
-      if d <= 0 then
-        ngx.sleep(0)
-      elseif busy then
-        ngx.sleep(d)
+      if d < 0 then d = 0 end
+      if sock then
+        -- the waker's thread ends the wait: a reply (the fd is readable), d passed, or a kick
+        local ms = math.ceil(d * 1000)
+        local data, werr = sock:send(ms .. "\n")
+        if data then
+          st.wake_at = t + d
+          sock:settimeout(ms + WAKER_SLACK_MS)
+          data, werr = sock:receive(1)
+          st.wake_at = nil
+        end
+        if not data then
+          log(ngx.WARN, "pump's waker failed (", tostring(werr), "); polling every ", busy_interval, " s")
+          close_waker(sock)
+          sock = nil
+        end
       else
-        st.kick:wait(d)
+        -- never below 1 ms: nginx (without OpenResty's patches) runs a 0 ms timer again in the
+        -- same round of expired timers, so ngx.sleep(0) in a loop never lets the event loop (or
+        -- the requests this pump wakes) run
+        if d < MIN_SLEEP then d = MIN_SLEEP end
+        if busy then ngx.sleep(d) else st.kick:wait(d) end
       end
     end
+    if sock then close_waker(sock) end
     st.pump_co = nil
   end
 
@@ -249,7 +345,7 @@ function M.attach(client, opts)
   end
   st.stop = function()
     st.stopped = true
-    kick()
+    if st.waker then st.waker:kick() else kick() end
   end
   states[client] = st
   return client
