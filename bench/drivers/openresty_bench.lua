@@ -19,8 +19,9 @@
 -- of every worker process from /proc, over the measured run: the lock's client work shows here).
 -- Output: one line "RESULT key=value ..." with <loc>_rate, <loc>_p50_us, <loc>_p99_us,
 -- <loc>_cpu_us_per, <loc>_requests, and lock_ratio / shared_ratio (their rate over free's, this
--- run). busy=S sets the adapter's pump period while operations are pending (pump_opts.busy_interval,
--- default 0.001 s, at least 0.001 s) and wakeup=fd|poll the pump's wake-up (pump_opts.wakeup, default fd). Any non-2xx answer or socket error
+-- run). busy=S sets the adapter's pump period while operations are pending when it polls
+-- (pump_opts.busy_interval, default 0.001 s, at least 0.001 s) and wakeup=fd|poll the pump's
+-- wake-up (pump_opts.wakeup, default fd: woken by the reply). Any non-2xx answer or socket error
 -- fails the run (exit 1, no RESULT).
 package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
 local testing = require("zklock.testing")
@@ -29,7 +30,8 @@ local harness = require("support.nginx.harness")
 local hosts, workload = arg[1], arg[2]
 local function usage(msg)
   io.stderr:write("openresty_bench: " .. msg .. "\nusage: lua5.4 bench/drivers/openresty_bench.lua HOSTS http "
-    .. "[secs=5] [c=16] [workers=2] [warm=1] [order=free,lock,shared] [build=bench/out/build-jit] [busy=S] [wakeup=fd|poll]\n")
+    .. "[secs=5] [c=16] [workers=2] [warm=1] [order=free,lock,shared] [build=bench/out/build-jit] [busy=S]"
+    .. " [wakeup=fd|poll]\n")
   os.exit(2)
 end
 if not hosts or not hosts:match(":%d+") then usage("HOSTS (host:port[,host:port...]) is required") end
