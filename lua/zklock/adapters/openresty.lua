@@ -31,14 +31,35 @@
 --   zngx.client() -> this worker's client (from start), or nil
 --   zngx.stop()   close this worker's client now (its pump ends).
 --   pump_opts:
---     busy_interval (0.001 s)  pump period while client:pending() > 0 (nginx cannot watch the
---                              client's fd: the pump polls it)
---     idle_interval (0.1 s)    longest pump period when idle (capped by
---                              client:next_timeout_ms()); a new operation wakes the pump at once
+--     wakeup ("fd")            how the pump learns that replies came:
+--                              "fd": a thread of the worker (core.waker, one per client, asleep
+--                              in poll(2)) watches the client's fd and writes a byte to a unix
+--                              socket the pump reads with a cosocket, so nginx's event loop
+--                              wakes the pump when a reply arrives: an acquire+release answers
+--                              at round-trip speed. Its cost: the thread, a unix socket under
+--                              socket_dir (removed once connected) and per wait of the pump
+--                              about 4 system calls more (a write and a read each side);
+--                              worker CPU per locked request measured the same as "poll"
+--                              within the loaded machine's spread (bench/RESULTS.md,
+--                              "OpenResty"). If the waker cannot start, the pump logs a
+--                              warning and polls.
+--                              "poll": no thread; while operations are pending the pump polls
+--                              the client every busy_interval, so each round trip waits for a
+--                              poll (about 1 ms + 3.3 x busy_interval per acquire+release)
+--     socket_dir ($TMPDIR or /tmp)  where "fd" makes its socket (a path of at most 107 bytes)
+--     busy_interval (0.001 s)  "poll": the pump period while client:pending() > 0. At least
+--                              0.001: nginx without OpenResty's patches runs a 0 ms timer again
+--                              in the same round of expired timers, so ngx.sleep(0) never lets
+--                              the event loop run (busy_interval = 0 used to starve the worker)
+--     idle_interval (0.1 s)    longest pump period when idle (and, with "fd", while waiting for
+--                              replies), capped by client:next_timeout_ms(); a new operation
+--                              with an earlier deadline wakes the pump at once
 --     exit_grace (10 s)        on worker exit (reload, quit) the pump keeps serving in-flight
 --                              requests until no operation is pending and no lock is held, at
 --                              most this long, then closes the session: the old worker's lock
 --                              nodes vanish at once instead of at session expiry
+--
+-- Bad pump_opts raise an error naming the option.
 --
 -- Waiting: requests (rewrite, access, content phases) and timers suspend on an ngx.semaphore;
 -- other phases (init_worker, set, header/body filter, log, balancer) cannot yield, so a zklock
@@ -121,26 +142,35 @@ local function waker_ctor()
   return ok and type(core) == "table" and core.waker or nil
 end
 
-function M.attach(client, opts)
-  if type(client) ~= "table" or type(client.use) ~= "function" then
-    error("zklock.adapters.openresty.attach: bad argument #1 (expected a zklock client)", 2)
-  end
+-- pump_opts -> pump_opts (a table); raises naming the bad option (fname: the public function,
+-- narg: its pump_opts argument)
+local function check_pump_opts(opts, fname, narg)
+  local where = "zklock.adapters.openresty." .. fname .. ": "
   if opts ~= nil and type(opts) ~= "table" then
-    error("zklock.adapters.openresty.attach: bad argument #2 (expected a table of pump options, got "
-      .. type(opts) .. ")", 2)
+    error(("%sbad argument #%d (expected a table of pump options, got %s)"):format(where, narg, type(opts)), 3)
   end
   opts = opts or {}
   for _, k in ipairs({ "busy_interval", "idle_interval", "exit_grace" }) do
     local v = opts[k]
     if v ~= nil and (type(v) ~= "number" or v ~= v or v < 0) then
-      error(("zklock.adapters.openresty.attach: bad pump option %s (expected a number of seconds >= 0, got %s)")
-        :format(k, tostring(v)), 2)
+      error(("%sbad pump option %s (expected a number of seconds >= 0, got %s)"):format(where, k, tostring(v)), 3)
     end
   end
   if opts.wakeup ~= nil and not WAKEUPS[opts.wakeup] then
-    error(("zklock.adapters.openresty.attach: bad pump option wakeup (expected \"fd\" or \"poll\", got %s)")
-      :format(tostring(opts.wakeup)), 2)
+    error(("%sbad pump option wakeup (expected \"fd\" or \"poll\", got %s)"):format(where, tostring(opts.wakeup)), 3)
   end
+  if opts.socket_dir ~= nil and (type(opts.socket_dir) ~= "string" or opts.socket_dir == "") then
+    error(("%sbad pump option socket_dir (expected a directory path, got %s)"):format(where,
+      tostring(opts.socket_dir)), 3)
+  end
+  return opts
+end
+
+function M.attach(client, opts)
+  if type(client) ~= "table" or type(client.use) ~= "function" then
+    error("zklock.adapters.openresty.attach: bad argument #1 (expected a zklock client)", 2)
+  end
+  opts = check_pump_opts(opts, "attach", 2)
   local busy_interval = math.max(opts.busy_interval or 0.001, MIN_SLEEP)
   local idle_interval = math.max(opts.idle_interval or 0.1, MIN_SLEEP)
   local exit_grace = opts.exit_grace or 10
@@ -352,6 +382,7 @@ function M.attach(client, opts)
 end
 
 function M.start(hosts, connect_opts, pump_opts)
+  check_pump_opts(pump_opts, "start", 3) -- before connecting: nothing to undo
   if worker_client and worker_client.state ~= "CLOSED" then
     return E.fail("EEXIST", "zklock.adapters.openresty.start: this worker already has a client")
   end

@@ -77,6 +77,9 @@ function M.badopt()
   local ok, err = pcall(zngx.attach, c, { wakeup = "epoll" })
   c:close()
   ngx.say(ok and "accepted" or tostring(err))
+  -- start checks before it connects: no client is left behind
+  local sok, serr = pcall(zngx.start, cfg.hosts, nil, { busy_interval = -1 })
+  ngx.say(sok and "accepted" or tostring(serr), " client=", tostring(zngx.client()))
 end
 
 return M
