@@ -183,20 +183,46 @@ function M.attach(client, opts)
     stopped = false,
     waker = nil,                     -- core.waker while the pump waits on its socket
     wake_at = nil,                   -- when the pump's wait on the waker's socket ends
+    flushing = false,                -- a flush round (a 0 ms timer) is due
   }
+
+  -- wakeup = "fd": what an operation started outside the pump (in a request) still needs done
+  -- by a process() round: a listing waits for the next flush (it is shared by the listings asked
+  -- for until then). One 0 ms timer per event-loop turn runs that round for every request resumed
+  -- in the turn, cheaper than waking the pump through the waker's thread.
+  local function flush_round(premature)
+    st.flushing = false
+    if premature or st.stopped or client.state == "CLOSED" or not st.wake_at then return end
+    local ok, err = pcall(client.process, client)
+    if not ok then log(ngx.ERR, "process failed: ", tostring(err)) end
+    -- the pump sleeps until a reply comes or its own deadline: wake it if one came earlier
+    local ms, at, waker = client:next_timeout_ms(), st.wake_at, st.waker
+    if waker and at and ms >= 0 and ngx.now() + ms / 1000 < at - MIN_SLEEP then
+      st.wake_at = nil
+      waker:kick()
+    end
+  end
 
   local function kick()
     local waker = st.waker
     if waker then
-      -- the pump sleeps until a reply comes or its own deadline: wake it only when this
-      -- operation's deadline is earlier
       local at = st.wake_at
-      if at then
-        local ms = client:next_timeout_ms()
-        if ms >= 0 and ngx.now() + ms / 1000 < at - MIN_SLEEP then
-          st.wake_at = nil
-          waker:kick()
+      if not at then return end -- the pump is awake: its next wait counts this operation in
+      local ms = client:next_timeout_ms()
+      if ms == 0 then
+        if not st.flushing then
+          st.flushing = true
+          local ok = ngx.timer.at(0, flush_round)
+          if not ok then
+            st.flushing = false
+            st.wake_at = nil
+            waker:kick()
+          end
         end
+      elseif ms > 0 and ngx.now() + ms / 1000 < at - MIN_SLEEP then
+        -- an earlier deadline than the pump's wait: wake it
+        st.wake_at = nil
+        waker:kick()
       end
       return
     end

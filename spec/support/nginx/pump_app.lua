@@ -22,7 +22,7 @@ end
 
 function M.cycles()
   local n = tonumber(ngx.var.arg_n) or 10
-  local c = attached(cfg.hosts)
+  local c = attached(ngx.var.arg_hosts or cfg.hosts)
   local m = c:mutex(cfg.base .. "/c" .. ngx.var.connection)
   local function cycle()
     local ok, err = m:acquire(30)
