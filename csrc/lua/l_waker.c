@@ -23,9 +23,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lzklock.h"
@@ -43,7 +43,8 @@ typedef struct {
 
 static ssize_t write_all1(int fd, char b) {
     ssize_t n;
-    do n = write(fd, &b, 1);
+    do
+        n = write(fd, &b, 1);
     while (n < 0 && errno == EINTR);
     return n;
 }
@@ -213,7 +214,8 @@ static int l_waker_close(lua_State *L) {
     return 0;
 }
 
-static const luaL_Reg waker_methods[] = {{"kick", l_waker_kick}, {"close", l_waker_close}, {NULL, NULL}};
+static const luaL_Reg waker_methods[] = {
+    {"kick", l_waker_kick}, {"close", l_waker_close}, {NULL, NULL}};
 
 void zkl_lua_waker_register(lua_State *L) {
     if (luaL_newmetatable(L, WAKER_MT)) {
