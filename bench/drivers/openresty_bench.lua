@@ -3,6 +3,7 @@
 --
 --   lua5.4 bench/drivers/openresty_bench.lua HOSTS http [secs=5] [c=16] [workers=2] [warm=1]
 --                                            [order=free,lock,shared] [build=bench/out/build-jit] [busy=S]
+--                                            [wakeup=fd|poll]
 --
 -- Starts nginx (Debian's nginx-core + libnginx-mod-http-lua + lua-resty-core; the template
 -- bench/drivers/openresty/nginx.conf.in, handlers bench_app.lua) on a free 127.0.0.1 port with
@@ -18,8 +19,9 @@
 -- of every worker process from /proc, over the measured run: the lock's client work shows here).
 -- Output: one line "RESULT key=value ..." with <loc>_rate, <loc>_p50_us, <loc>_p99_us,
 -- <loc>_cpu_us_per, <loc>_requests, and lock_ratio / shared_ratio (their rate over free's, this
--- run). busy=S sets the adapter's pump period while operations are pending (pump_opts.busy_interval,
--- default 0.001 s; 0 polls on every turn of nginx's event loop). Any non-2xx answer or socket error
+-- run). busy=S sets the adapter's pump period while operations are pending when it polls
+-- (pump_opts.busy_interval, default 0.001 s, at least 0.001 s) and wakeup=fd|poll the pump's
+-- wake-up (pump_opts.wakeup, default fd: woken by the reply). Any non-2xx answer or socket error
 -- fails the run (exit 1, no RESULT).
 package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
 local testing = require("zklock.testing")
@@ -28,13 +30,14 @@ local harness = require("support.nginx.harness")
 local hosts, workload = arg[1], arg[2]
 local function usage(msg)
   io.stderr:write("openresty_bench: " .. msg .. "\nusage: lua5.4 bench/drivers/openresty_bench.lua HOSTS http "
-    .. "[secs=5] [c=16] [workers=2] [warm=1] [order=free,lock,shared] [build=bench/out/build-jit] [busy=S]\n")
+    .. "[secs=5] [c=16] [workers=2] [warm=1] [order=free,lock,shared] [build=bench/out/build-jit] [busy=S]"
+    .. " [wakeup=fd|poll]\n")
   os.exit(2)
 end
 if not hosts or not hosts:match(":%d+") then usage("HOSTS (host:port[,host:port...]) is required") end
 if workload ~= "http" then usage("unknown workload " .. tostring(workload) .. " (only: http)") end
 local opt = { secs = 5, c = 16, workers = 2, warm = 1, order = "free,lock,shared", build = "bench/out/build-jit",
-              busy = "default" }
+              busy = "default", wakeup = "default" }
 local NUMERIC = { secs = true, c = true, workers = true, warm = true, busy = true }
 for i = 3, #arg do
   local k, v = arg[i]:match("^([%w_]+)=(.*)$")
@@ -54,6 +57,9 @@ for name in opt.order:gmatch("[^,%s]+") do
   order[#order + 1] = name
 end
 if #order == 0 then usage("order= names no location") end
+if opt.wakeup ~= "default" and opt.wakeup ~= "fd" and opt.wakeup ~= "poll" then
+  usage("wakeup= needs fd or poll, got " .. tostring(opt.wakeup))
+end
 
 local shq, sh = testing.shq, testing.sh
 local ROOT = harness.ROOT
@@ -114,7 +120,8 @@ local base = ("/bench/openresty-%d-%d"):format(os.time() % 1000000, math.random(
 local srv = harness.start{ root = ROOT, template = ROOT .. "/bench/drivers/openresty/nginx.conf.in",
   ready_path = "/ready", workers = opt.workers,
   vars = { ZK_HOSTS = hosts, LOCK_BASE = base, BUILD = opt.build,
-          BUSY = opt.busy == "default" and "nil" or ("%.6f"):format(opt.busy) } }
+          BUSY = opt.busy == "default" and "nil" or ("%.6f"):format(opt.busy),
+          WAKEUP = opt.wakeup == "default" and "nil" or ("%q"):format(opt.wakeup) } }
 local ok, res = pcall(function()
   local out = {}
   for _, loc in ipairs(order) do
@@ -131,8 +138,8 @@ local ok, res = pcall(function()
   end
   local errors = select(2, srv:error_log():gsub("%[error%]", ""))
   if errors > 0 then error(("%d [error] lines in nginx's error log:\n%s"):format(errors, srv:log_tail(20)), 0) end
-  return ("RESULT workers=%d c=%d secs=%g busy=%s order=%s %s"):format(opt.workers, opt.c, opt.secs,
-    tostring(opt.busy), table.concat(order, ","), table.concat(out, " "))
+  return ("RESULT workers=%d c=%d secs=%g busy=%s wakeup=%s order=%s %s"):format(opt.workers, opt.c, opt.secs,
+    tostring(opt.busy), tostring(opt.wakeup), table.concat(order, ","), table.concat(out, " "))
 end)
 srv:stop()
 if not ok then

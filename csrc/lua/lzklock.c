@@ -189,6 +189,7 @@ int luaopen_zklock_core(lua_State *L) {
     luaL_setfuncs(L, funcs, 0);
     zkl_lua_client_register(L);
     zkl_lua_proc_register(L);
+    zkl_lua_waker_register(L);
 
     lua_newtable(L); /* errno: NAME -> code */
 #define XX(name, code, msg) SETINT(#name, code);

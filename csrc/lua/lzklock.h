@@ -31,4 +31,7 @@ void zkl_lua_client_register(lua_State *L);
 /* core.proc: process control for the zklock command (l_proc.c) */
 void zkl_lua_proc_register(lua_State *L);
 
+/* core.waker: an fd's readiness as a byte on a unix socket (l_waker.c) */
+void zkl_lua_waker_register(lua_State *L);
+
 #endif

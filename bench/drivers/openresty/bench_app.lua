@@ -13,8 +13,9 @@ function M.config(t)
 end
 
 function M.init_worker()
-  -- busy: the pump's period while operations are pending (nil: the adapter's default, 1 ms)
-  local c, err = zngx.start(cfg.hosts, { session_timeout = 10 }, { busy_interval = cfg.busy })
+  -- busy: the pump's period while operations are pending when it polls; wakeup: "fd" or "poll"
+  -- (nil: the adapter's defaults)
+  local c, err = zngx.start(cfg.hosts, { session_timeout = 10 }, { busy_interval = cfg.busy, wakeup = cfg.wakeup })
   if not c then ngx.log(ngx.ERR, "zklock: start failed: ", err) end
 end
 

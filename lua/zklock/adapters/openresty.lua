@@ -31,14 +31,36 @@
 --   zngx.client() -> this worker's client (from start), or nil
 --   zngx.stop()   close this worker's client now (its pump ends).
 --   pump_opts:
---     busy_interval (0.001 s)  pump period while client:pending() > 0 (nginx cannot watch the
---                              client's fd: the pump polls it)
---     idle_interval (0.1 s)    longest pump period when idle (capped by
---                              client:next_timeout_ms()); a new operation wakes the pump at once
+--     wakeup ("fd")            how the pump learns that replies came:
+--                              "fd": a thread of the worker (core.waker, one per client, asleep
+--                              in poll(2)) watches the client's fd and writes a byte to a unix
+--                              socket the pump reads with a cosocket, so nginx's event loop
+--                              wakes the pump when a reply arrives: an acquire+release answers
+--                              at round-trip speed. Its cost: the thread, a unix socket under
+--                              socket_dir (removed once connected) and per wait of the pump
+--                              about 4 system calls more (a write and a read each side), no
+--                              polls while replies are due: worker CPU per locked request
+--                              0.48-0.88x "poll"'s at 1 connection, 0.83-1.06x at 16
+--                              (bench/RESULTS.md, "OpenResty"). An operation a request starts
+--                              gets its listing sent by a 0 ms timer (one per event-loop turn).
+--                              If the waker cannot start, the pump logs a warning and polls.
+--                              "poll": no thread; while operations are pending the pump polls
+--                              the client every busy_interval, so each round trip waits for a
+--                              poll (about 1 ms + 3.3 x busy_interval per acquire+release)
+--     socket_dir ($TMPDIR or /tmp)  where "fd" makes its socket (a path of at most 107 bytes)
+--     busy_interval (0.001 s)  "poll": the pump period while client:pending() > 0. At least
+--                              0.001: nginx without OpenResty's patches runs a 0 ms timer again
+--                              in the same round of expired timers, so ngx.sleep(0) never lets
+--                              the event loop run (busy_interval = 0 used to starve the worker)
+--     idle_interval (0.1 s)    longest pump period when idle (and, with "fd", while waiting for
+--                              replies), capped by client:next_timeout_ms(); a new operation
+--                              with an earlier deadline wakes the pump at once
 --     exit_grace (10 s)        on worker exit (reload, quit) the pump keeps serving in-flight
 --                              requests until no operation is pending and no lock is held, at
 --                              most this long, then closes the session: the old worker's lock
 --                              nodes vanish at once instead of at session expiry
+--
+-- Bad pump_opts raise an error naming the option.
 --
 -- Waiting: requests (rewrite, access, content phases) and timers suspend on an ngx.semaphore;
 -- other phases (init_worker, set, header/body filter, log, balancer) cannot yield, so a zklock
@@ -110,23 +132,101 @@ local function log(level, ...)
   ngx.log(level, "zklock: ", ...)
 end
 
+local WAKEUPS = { fd = true, poll = true }
+local MIN_SLEEP = 0.001  -- s: nginx's timers count whole ms; a 0 ms ngx.sleep does not yield (below)
+local waker_seq = 0
+local WAKER_SLACK_MS = 5000 -- the waker's thread answers every wait; this long late, it is broken
+
+-- core.waker (csrc/lua/l_waker.c), or nil when the loaded core has none
+local function waker_ctor()
+  local ok, core = pcall(require, "zklock.core")
+  return ok and type(core) == "table" and core.waker or nil
+end
+
+-- pump_opts -> pump_opts (a table); raises naming the bad option (fname: the public function,
+-- narg: its pump_opts argument)
+local function check_pump_opts(opts, fname, narg)
+  local where = "zklock.adapters.openresty." .. fname .. ": "
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("%sbad argument #%d (expected a table of pump options, got %s)"):format(where, narg, type(opts)), 3)
+  end
+  opts = opts or {}
+  for _, k in ipairs({ "busy_interval", "idle_interval", "exit_grace" }) do
+    local v = opts[k]
+    if v ~= nil and (type(v) ~= "number" or v ~= v or v < 0) then
+      error(("%sbad pump option %s (expected a number of seconds >= 0, got %s)"):format(where, k, tostring(v)), 3)
+    end
+  end
+  if opts.wakeup ~= nil and not WAKEUPS[opts.wakeup] then
+    error(("%sbad pump option wakeup (expected \"fd\" or \"poll\", got %s)"):format(where, tostring(opts.wakeup)), 3)
+  end
+  if opts.socket_dir ~= nil and (type(opts.socket_dir) ~= "string" or opts.socket_dir == "") then
+    error(("%sbad pump option socket_dir (expected a directory path, got %s)"):format(where,
+      tostring(opts.socket_dir)), 3)
+  end
+  return opts
+end
+
 function M.attach(client, opts)
   if type(client) ~= "table" or type(client.use) ~= "function" then
     error("zklock.adapters.openresty.attach: bad argument #1 (expected a zklock client)", 2)
   end
-  opts = opts or {}
-  local busy_interval = opts.busy_interval or 0.001
-  local idle_interval = opts.idle_interval or 0.1
+  opts = check_pump_opts(opts, "attach", 2)
+  local busy_interval = math.max(opts.busy_interval or 0.001, MIN_SLEEP)
+  local idle_interval = math.max(opts.idle_interval or 0.1, MIN_SLEEP)
   local exit_grace = opts.exit_grace or 10
+  local wakeup = opts.wakeup or "fd"
 
   local st = {
     kick = assert(semaphore.new(0)), -- posted when an operation starts: wakes an idle pump
     woken = {},                      -- { w, sema, at }: grants posted, not yet picked up
     pump_co = nil,
     stopped = false,
+    waker = nil,                     -- core.waker while the pump waits on its socket
+    wake_at = nil,                   -- when the pump's wait on the waker's socket ends
+    flushing = false,                -- a flush round (a 0 ms timer) is due
   }
 
+  -- wakeup = "fd": what an operation started outside the pump (in a request) still needs done
+  -- by a process() round: a listing waits for the next flush (it is shared by the listings asked
+  -- for until then). One 0 ms timer per event-loop turn runs that round for every request resumed
+  -- in the turn, cheaper than waking the pump through the waker's thread.
+  local function flush_round(premature)
+    st.flushing = false
+    if premature or st.stopped or client.state == "CLOSED" or not st.wake_at then return end
+    local ok, err = pcall(client.process, client)
+    if not ok then log(ngx.ERR, "process failed: ", tostring(err)) end
+    -- the pump sleeps until a reply comes or its own deadline: wake it if one came earlier
+    local ms, at, waker = client:next_timeout_ms(), st.wake_at, st.waker
+    if waker and at and ms >= 0 and ngx.now() + ms / 1000 < at - MIN_SLEEP then
+      st.wake_at = nil
+      waker:kick()
+    end
+  end
+
   local function kick()
+    local waker = st.waker
+    if waker then
+      local at = st.wake_at
+      if not at then return end -- the pump is awake: its next wait counts this operation in
+      local ms = client:next_timeout_ms()
+      if ms == 0 then
+        if not st.flushing then
+          st.flushing = true
+          local ok = ngx.timer.at(0, flush_round)
+          if not ok then
+            st.flushing = false
+            st.wake_at = nil
+            waker:kick()
+          end
+        end
+      elseif ms > 0 and ngx.now() + ms / 1000 < at - MIN_SLEEP then
+        -- an earlier deadline than the pump's wait: wake it
+        st.wake_at = nil
+        waker:kick()
+      end
+      return
+    end
     -- at most one pending post: a burst of operations wakes the pump once
     if st.kick:count() < 1 then st.kick:post(1) end
   end
@@ -200,9 +300,45 @@ function M.attach(client, opts)
     end
   end
 
+  -- wakeup = "fd": a core.waker thread watches the client's fd and writes a byte to a unix
+  -- socket the pump reads with a cosocket, so nginx's event loop wakes the pump when a reply
+  -- arrives. -> sock | nil, why
+  local function open_waker()
+    local new = waker_ctor()
+    if not new then return nil, "the loaded zklock.core has no waker" end
+    local dir = opts.socket_dir or os.getenv("TMPDIR") or "/tmp"
+    waker_seq = waker_seq + 1
+    local path = ("%s/zklock-pump-%d-%d-%d.sock"):format(dir, ngx.worker.pid(), waker_seq, math.random(1, 1e9))
+    local w, err = new(client:fd(), path)
+    if not w then return nil, err end
+    local sock = ngx.socket.tcp()
+    local ok, cerr = sock:connect("unix:" .. path)
+    if not ok then
+      w:close()
+      return nil, "cannot connect to " .. path .. ": " .. tostring(cerr)
+    end
+    st.waker = w
+    return sock
+  end
+
+  local function close_waker(sock)
+    local w = st.waker
+    st.waker, st.wake_at = nil, nil
+    if sock then sock:close() end -- the thread reads EOF and ends
+    if w then w:close() end       -- joins it
+  end
+
   local function pump(premature)
     st.pump_co = running()
     local exit_deadline
+    local sock
+    if wakeup == "fd" then
+      local why
+      sock, why = open_waker()
+      if not sock then
+        log(ngx.WARN, "pump falls back to polling every ", busy_interval, " s: ", tostring(why))
+      end
+    end
     while not st.stopped and client.state ~= "CLOSED" do
       local ok, err = pcall(client.process, client)
       if not ok then log(ngx.ERR, "process failed: ", tostring(err)) end
@@ -224,7 +360,7 @@ function M.attach(client, opts)
         end
       end
       local d
-      if busy then
+      if busy and not sock then
         d = busy_interval
       else
         d = idle_interval
@@ -232,14 +368,31 @@ function M.attach(client, opts)
         if ms >= 0 and ms / 1000 < d then d = ms / 1000 end
         if exit_deadline and d > 0.01 then d = 0.01 end
       end
-      if d <= 0 then
-        ngx.sleep(0)
-      elseif busy then
-        ngx.sleep(d)
+      if d < 0 then d = 0 end
+      if sock then
+        -- the waker's thread ends the wait: a reply (the fd is readable), d passed, or a kick
+        local ms = math.ceil(d * 1000)
+        local data, werr = sock:send(ms .. "\n")
+        if data then
+          st.wake_at = t + d
+          sock:settimeout(ms + WAKER_SLACK_MS)
+          data, werr = sock:receive(1)
+          st.wake_at = nil
+        end
+        if not data then
+          log(ngx.WARN, "pump's waker failed (", tostring(werr), "); polling every ", busy_interval, " s")
+          close_waker(sock)
+          sock = nil
+        end
       else
-        st.kick:wait(d)
+        -- never below 1 ms: nginx (without OpenResty's patches) runs a 0 ms timer again in the
+        -- same round of expired timers, so ngx.sleep(0) in a loop never lets the event loop (or
+        -- the requests this pump wakes) run
+        if d < MIN_SLEEP then d = MIN_SLEEP end
+        if busy then ngx.sleep(d) else st.kick:wait(d) end
       end
     end
+    if sock then close_waker(sock) end
     st.pump_co = nil
   end
 
@@ -249,13 +402,14 @@ function M.attach(client, opts)
   end
   st.stop = function()
     st.stopped = true
-    kick()
+    if st.waker then st.waker:kick() else kick() end
   end
   states[client] = st
   return client
 end
 
 function M.start(hosts, connect_opts, pump_opts)
+  check_pump_opts(pump_opts, "start", 3) -- before connecting: nothing to undo
   if worker_client and worker_client.state ~= "CLOSED" then
     return E.fail("EEXIST", "zklock.adapters.openresty.start: this worker already has a client")
   end

@@ -13,7 +13,7 @@ local zngx = {}
 ---for the session) and start its pump. Call it in `init_worker_by_lua*`.
 ---
 ---Errors: `nil, "EEXIST: ...", "EEXIST"` if this worker already has a client; `nil, msg, code`
----from `zklock.connect`.
+---from `zklock.connect`; raises, before connecting, if a pump option is bad (naming it).
 ---@param hosts string As for `zklock.connect`.
 ---@param connect_opts? zklock.ConnectOptions `wait` is always false here; never set `keepalive`.
 ---@param pump_opts? zklock.adapters.openresty.PumpOptions
@@ -24,7 +24,8 @@ function zngx.start(hosts, connect_opts, pump_opts) end
 
 ---Install the adapter and start the pump for a client you made yourself.
 ---
----Errors: raises if `client` is not a zklock client or the pump timer cannot start.
+---Errors: raises if `client` is not a zklock client, a pump option is bad (the error names it)
+---or the pump timer cannot start.
 ---@param client zklock.Client
 ---@param pump_opts? zklock.adapters.openresty.PumpOptions
 ---@return zklock.Client client
@@ -32,8 +33,10 @@ function zngx.attach(client, pump_opts) end
 
 ---Options of the pump (`start`, `attach`).
 ---@class zklock.adapters.openresty.PumpOptions
----@field busy_interval? number Seconds between pumps while `client:pending() > 0` (default 0.001; nginx cannot watch the fd).
----@field idle_interval? number Longest pump period when idle, capped by `next_timeout_ms()` (default 0.1); a new operation wakes the pump at once.
+---@field wakeup? "fd"|"poll" How the pump learns that replies came (default "fd"): "fd", a thread per client watches the client's fd and wakes the pump through a unix socket it reads with a cosocket (an acquire+release at round-trip speed); "poll", no thread, the pump polls every `busy_interval` while operations are pending. "fd" falls back to "poll" (with a warning) if its thread or socket cannot start.
+---@field socket_dir? string Where `wakeup = "fd"` makes its unix socket, removed once connected (default `$TMPDIR` or `/tmp`).
+---@field busy_interval? number With `wakeup = "poll"`, seconds between pumps while `client:pending() > 0` (default 0.001, at least 0.001: a 0 ms sleep does not yield to nginx's event loop).
+---@field idle_interval? number Longest pump period when idle (with `wakeup = "fd"` also while waiting for replies), capped by `next_timeout_ms()` (default 0.1); a new operation with an earlier deadline wakes the pump at once.
 ---@field exit_grace? number On worker exit, seconds to keep serving in-flight requests before closing the session (default 10).
 
 ---This worker's client (from `start`), or nil.
