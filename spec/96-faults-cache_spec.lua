@@ -8,11 +8,11 @@
 -- is logged as a snapshot, and at the end testing.check.cache judges the history: never back in
 -- time, initialized after every new session, converged at every snapshot, every change visible
 -- for longer than the window reported. The delayed round fails on a cache that does not list a
--- root made again between its two reads (the bug fixed on 2026-11-27: 4 of 4 runs failed at its
--- snapshot with the fix reverted). The same scenario with three planted bugs (a copy of
--- zklock/cache.lua with one line changed: version compared instead of czxid, no resync after a
--- new session, duplicates not dropped) must fail the checker. 2 s sessions; every loop is
--- bounded; every server and proxy is stopped.
+-- root made again between its two reads (the bug fixed on 2026-11-27: with the fix reverted, 4
+-- runs of 4 failed, 3 at that round's snapshot and one earlier, at a random reap under a cut).
+-- The same scenario with three planted bugs (a copy of zklock/cache.lua with one line changed:
+-- version compared instead of czxid, no resync after a new session, duplicates not dropped) must
+-- fail the checker. 2 s sessions; every loop is bounded; every server and proxy is stopped.
 --   busted --lua=lua5.4 spec/96-faults-cache_spec.lua
 local testing = require("zklock.testing")
 local check = require("zklock.testing.check")
