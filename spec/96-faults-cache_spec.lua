@@ -1,13 +1,18 @@
 -- Caches under the kit's fault catalogue: a writer changes a tree (sets, deletes and re-creates,
--- new and deleted children) while a cache behind a fault proxy follows it; each fault is one
--- round (proxy cut, blackhole, drop_replies, a session expired at the server, a blackhole longer
--- than the session, a server restart; in a three-node ensemble, the leader killed). After each
--- round the writer stops, the server's tree is logged as a snapshot, and at the end
--- testing.check.cache judges the history: never back in time, initialized after every new
--- session, converged at every snapshot, every change visible for longer than the window reported.
+-- new and deleted children, a directory deleted children first and made again with new ones;
+-- the root, a container, emptied so the server reaps it and made again by a create with parents)
+-- while a cache behind a fault proxy follows it; each fault is one round (proxy cut, blackhole,
+-- drop_replies, every byte delayed while the root is reaped between the cache's listing and its
+-- get, a session expired at the server, a blackhole longer than the session, a server restart; in
+-- a three-node ensemble, the leader killed). After each round the writer stops, the server's tree
+-- is logged as a snapshot, and at the end testing.check.cache judges the history: never back in
+-- time, initialized after every new session, converged at every snapshot, every change visible
+-- for longer than the window reported. The delayed round fails on a cache that does not list a
+-- root made again between its two reads (the bug fixed on 2026-11-27: with the fix reverted, 4
+-- runs of 4 failed, 3 at that round's snapshot and one earlier, at a random reap under a cut).
 -- The same scenario with three planted bugs (a copy of zklock/cache.lua with one line changed:
--- version compared instead of czxid, no resync after a new session, duplicates not dropped)
--- must fail the checker. 2 s sessions; every loop is bounded; every server and proxy is stopped.
+-- version compared instead of czxid, no resync after a new session, duplicates not dropped) must
+-- fail the checker. 2 s sessions; every loop is bounded; every server and proxy is stopped.
 --   busted --lua=lua5.4 spec/96-faults-cache_spec.lua
 local testing = require("zklock.testing")
 local check = require("zklock.testing.check")
@@ -18,6 +23,9 @@ local fixture = require("support.fixture")
 local SESSION = 2
 local WINDOW = 1500 -- ms: a change visible this long must be reported (a round trip, with room)
 local SETTLE = 6000 -- ms after a heal during which misses are excused (reconnect, expiry, resync)
+local REAP_MS = 400 -- the server's container check interval (the root is a container)
+local DELAY = 300 -- ms each way in the round that reaps the root between the cache's two reads
+local MARGIN = 60 -- ms: the root is made again this long after that listing reached the server
 
 -- zklock/cache.lua with `from` replaced by `to` (exactly once): a module with a planted bug
 local function planted(from, to)
@@ -52,7 +60,8 @@ end
 
 -- The scenario's state: clients, recorders, the writer.
 local function scenario(hosts_direct, hosts_cache, mod, seed)
-  local sc = { rounds = 0, writes = 0, unknown = 0, events = 0 }
+  local sc = { rounds = 0, writes = 0, unknown = 0, events = 0, rebuilds = 0, reaps = 0, reaped = {},
+               remake_after = 0 }
   scenarios = scenarios + 1
   ROOT = "/fc" .. scenarios
   PARENTS = { ROOT .. "/a", ROOT .. "/b", ROOT .. "/c" }
@@ -66,7 +75,7 @@ local function scenario(hosts_direct, hosts_cache, mod, seed)
   end)
   if sc.a.state == "CONNECTED" then sc.rc:log("session", "-", { sid = (sc.a:session()) }) end
   local b = sc.b
-  assert(b:create(ROOT, "root", { parents = true }))
+  assert(b:create(ROOT, "root", { container = true }))
   for _, p in ipairs(PARENTS) do
     assert(b:create(p, "p0"))
     for k = 1, 3 do assert(b:create(p .. "/k" .. k, "0")) end
@@ -77,13 +86,13 @@ local function scenario(hosts_direct, hosts_cache, mod, seed)
   sc.clients = { sc.a, sc.b }
   local rnd = lcg(seed or 7)
   local seq = 0
-  local function write(op, path)
+  local function write(op, path, opts)
     seq = seq + 1
     local value = "v" .. seq
     local sent = core.now()
     local ok, _, code
     if op == "set" then ok, _, code = b:set(path, value)
-    elseif op == "create" then ok, _, code = b:create(path, value)
+    elseif op == "create" then ok, _, code = b:create(path, value, opts)
     else ok, _, code = b:delete(path) end
     if ok then
       sc.writes = sc.writes + 1
@@ -95,13 +104,71 @@ local function scenario(hosts_direct, hosts_cache, mod, seed)
     return ok
   end
   sc.write = write
-  -- one step of the writer: set a node, delete and re-create a leaf, or a child made or deleted
+  -- delete dir's children, then dir (when it is below the root) or leave the root to the server
+  local function empty(dir)
+    for _, k in ipairs(b:children(dir) or {}) do write("delete", dir .. "/" .. k) end
+  end
+  -- a directory with children deleted (children first) and made again with new children: its
+  -- leaves again and a name it never had
+  local function rebuild(p)
+    sc.rebuilds = sc.rebuilds + 1
+    empty(p)
+    write("delete", p)
+    write("create", p)
+    for k = 1, 3 do write("create", p .. "/k" .. k) end
+    write("create", p .. "/n" .. seq)
+  end
+  sc.rebuild = rebuild
+  -- the root, a container, emptied (its directories' children first, then its directories, one
+  -- after another): the server reaps it (every REAP_MS); made again by a create with parents (the
+  -- root a container again) no sooner than sc.remake_after ms after its first directory went, then
+  -- filled. The reap is logged as the root's delete; sc.reaped: ms from that first delete.
+  local function reap_root()
+    sc.reaps = sc.reaps + 1
+    local dirs = b:children(ROOT) or {}
+    for _, p in ipairs(dirs) do empty(ROOT .. "/" .. p) end
+    local t0
+    for _, p in ipairs(dirs) do
+      write("delete", ROOT .. "/" .. p)
+      t0 = t0 or core.now()
+    end
+    t0 = t0 or core.now()
+    local gone
+    for _ = 1, 300 do -- 20 ms apart: 6 s at most
+      if not gone then
+        local st, _, code = b:exists(ROOT)
+        if st == false and not code then
+          gone = core.now()
+          sc.rw:log("write", ROOT, { op = "delete", sent = t0, reaped = 1 })
+          sc.reaped[#sc.reaped + 1] = gone - t0
+        end
+      end
+      if gone and core.now() >= t0 + sc.remake_after then break end
+      b:sleep(0.02)
+    end
+    write("create", PARENTS[1], { parents = true })
+    for _, p in ipairs(PARENTS) do
+      if p ~= PARENTS[1] then write("create", p) end
+      for k = 1, 3 do write("create", p .. "/k" .. k) end
+    end
+  end
+  sc.reap_root = reap_root
+  -- one step of the writer (steps queued in sc.queue first): set a node, delete and re-create a
+  -- leaf, a child made or deleted, a directory rebuilt (3 %), the root emptied, reaped and made
+  -- again (2 %)
+  sc.queue = {}
   function sc.step()
+    local queued = table.remove(sc.queue, 1)
+    if queued then return queued() end
     local p = PARENTS[rnd(#PARENTS)]
-    local r = rnd(10)
-    if r <= 4 then
+    local r = rnd(100)
+    if r <= 2 and not sc.no_reap then
+      reap_root()
+    elseif r <= 5 then
+      rebuild(p)
+    elseif r <= 40 then
       write("set", rnd(2) == 1 and p or p .. "/k" .. rnd(3))
-    elseif r <= 7 then
+    elseif r <= 70 then
       local leaf = p .. "/k" .. rnd(3)
       if write("delete", leaf) then write("create", leaf) else write("create", leaf) end
     else
@@ -113,11 +180,20 @@ local function scenario(hosts_direct, hosts_cache, mod, seed)
   b:spawn(function()
     for _ = 1, 100000 do
       if sc.stop then return end
-      if sc.writing then sc.step() end
+      if (sc.writing and not sc.hold) or #sc.queue > 0 then
+        sc.busy = true
+        sc.step()
+        sc.busy = false
+      end
       b:sleep(0.02)
     end
   end)
   function sc.drive(s) util.drive(sc.clients, s) end
+  -- until the writer's current step (and every queued one) is done (bounded)
+  function sc.idle(s)
+    assert(util.drive_until(sc.clients, function() return not sc.busy and #sc.queue == 0 end, s or 15, nil, 0.02),
+      "the writer did not finish its step")
+  end
   return sc
 end
 
@@ -158,6 +234,8 @@ local function round(sc, name, fault_fn, wait)
   sc.rt:log("heal", "-", { name = name })
   sc.drive(1.5)
   sc.writing = false
+  sc.idle()
+  sc.no_reap = nil
   sc.drive(0.1)
   local t0 = core.now()
   local ok = util.drive_until(sc.clients, function() return converged(sc) end, wait or 25, nil, 0.05)
@@ -180,7 +258,8 @@ end
 
 describe("faults: a cache under the fault catalogue #faults #slow", function()
   local zk
-  fixture.server({ tick_ms = 500, min_session_ms = 1000 }, { own = "restarts the server" }, function(s) zk = s end)
+  fixture.server({ tick_ms = 500, min_session_ms = 1000, container_check_ms = REAP_MS },
+    { own = "restarts the server; reaps containers every REAP_MS" }, function(s) zk = s end)
   local net
 
   before_each(function() net = testing.proxy(zk.hosts) end)
@@ -197,13 +276,42 @@ describe("faults: a cache under the fault catalogue #faults #slow", function()
   -- version of the new one (0) is not below the cached one, so the bug misses it every time
   local function recreate_unheard(s)
     local fresh = PARENTS[1] .. "/fresh" .. s.rounds
+    s.hold = true -- the writer's own steps could delete the leaf's directory meanwhile
+    s.idle()
     assert(s.write("create", fresh))
     s.drive(0.5)
     net:cut(5)
     s.drive(0.2)
     assert(s.write("delete", fresh))
     assert(s.write("create", fresh))
+    s.hold = nil
     s.drive(0.5)
+    return function() net:heal() end
+  end
+  -- the root reaped between the cache's listing and its get: every byte is delayed DELAY ms each
+  -- way, so the listing the cache sends when the root's first directory goes reaches the server
+  -- after the reap (a reap within 2 * DELAY of that delete), and the root is made again MARGIN ms
+  -- after that: before the get that the reap's notification starts, when the reap came more than
+  -- MARGIN ms after that delete. Tried until a reap fell there (6 tries at most); no other
+  -- reap until the snapshot (it would read the root again and hide a root left unlisted).
+  local function reap_between_reads(s)
+    s.no_reap = true
+    s.idle() -- a reap of the writer's own is not under way
+    net:delay(DELAY)
+    s.remake_after = 2 * DELAY + MARGIN
+    for try = 1, 6 do
+      local before = #s.reaped
+      s.queue[#s.queue + 1] = s.reap_root
+      s.idle()
+      local r = #s.reaped > before and s.reaped[#s.reaped]
+      -- r is when the writer saw the root gone: the reap came at most one poll (20 ms) before
+      if r and r >= MARGIN + 25 and r <= 2 * DELAY - 100 then
+        s.between = ("reaped %.0f ms after the first directory went, try %d"):format(r, try)
+        break
+      end
+      s.drive(4 * DELAY / 1000) -- the cache catches up before the next try
+    end
+    s.remake_after = 0
     return function() net:heal() end
   end
   it("follows a changing tree through cut (and a re-create unheard), blackhole, drop_replies, expiry, a long"
@@ -219,6 +327,7 @@ describe("faults: a cache under the fault catalogue #faults #slow", function()
     r("cut, a leaf re-created unheard", recreate_unheard)
     r("blackhole", function(s) net:blackhole(5); s.drive(1.0); return function() net:heal() end end)
     r("drop_replies", function(s) net:drop_replies(5); s.drive(1.0); return function() net:heal() end end)
+    r("delay, the root reaped between two reads", reap_between_reads)
     r("expire", function(s)
       assert(testing.expire(s.a, zk.hosts))
       s.drive(0.5)
@@ -231,9 +340,13 @@ describe("faults: a cache under the fault catalogue #faults #slow", function()
     end)
     local ok, msg = finish(sc)
     local st = sc.cache:stats()
-    print(("\n  [cache faults] %d rounds, %d writes (%d unknown), %d cache events, %d resyncs, %d reads; %s")
-      :format(sc.rounds, sc.writes, sc.unknown, sc.events, st.resyncs, st.reads, table.concat(report, "; ")))
+    print(("\n  [cache faults] %d rounds, %d writes (%d unknown), %d cache events, %d resyncs, %d reads, %d"
+      .. " directories rebuilt, %d root reaps (%s); %s"):format(sc.rounds, sc.writes, sc.unknown, sc.events, st.resyncs,
+      st.reads, sc.rebuilds, sc.reaps, sc.between or "no reap between the two reads", table.concat(report, "; ")))
     assert(ok, msg)
+    assert.is_true(sc.rebuilds >= 3, "directories rebuilt: " .. sc.rebuilds)
+    assert.is_true(#sc.reaped >= 3, "root reaps seen: " .. #sc.reaped)
+    assert.truthy(sc.between, "no reap fell between the cache's listing and its get in 6 tries")
     assert.is_true(sc.writes > 100)
     assert.is_true(st.resyncs >= 3) -- at least the expiry, the long silence and the restart
     local inits = 0

@@ -1,6 +1,8 @@
 -- bench/tools/cache_cost.lua - what a cache of a tree costs: zklock's client:cache against
--- Curator 5.4's CuratorCache (bench/drivers/CacheCurator.java), on one local ZooKeeper server,
--- for trees of 100, 1,000 and 10,000 nodes (a root, parents of up to 100 leaves each):
+-- Curator 5.4's CuratorCache and TreeCache (bench/drivers/CacheCurator.java), on one local
+-- ZooKeeper server, for trees of 100, 1,000 and 10,000 nodes (a root, parents of up to 100 leaves
+-- each), ROUNDS rounds (the contenders' order rotates every round; a fresh tree for each run,
+-- deleted after it), each cell the median of the rounds with (min-max):
 --   * watches held at the server once loaded (mntr zk_watch_count delta);
 --   * the first load: ms to the initialized event, requests (mntr zk_packets_received delta: the
 --     connection's setup and pings included) and bytes both ways (the kit's fault proxy between
@@ -12,7 +14,7 @@
 --     to the cache showing a value written then, and for zklock also to its `initialized` (the
 --     resync of every node).
 --
---   lua5.4 bench/tools/cache_cost.lua [SIZES=100,1000,10000] [K=100]   (from the repository root)
+--   lua5.4 bench/tools/cache_cost.lua [SIZES=100,1000,10000] [K=100] [ROUNDS=3]   (from the repository root)
 --   ZKL_BUILD=build lua5.4 bench/tools/cache_cost.lua
 -- Needs javac/java and Debian's libcurator-recipes-java; compiles the driver into a temp dir.
 package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
@@ -25,6 +27,7 @@ local util = require("support.util")
 local SIZES = {}
 for n in (arg[1] or "100,1000,10000"):gmatch("%d+") do SIZES[#SIZES + 1] = tonumber(n) end
 local K = tonumber(arg[2] or 100)
+local ROUNDS = tonumber(arg[3] or 3)
 
 local shq, sh = testing.shq, testing.sh
 local J = "/usr/share/java"
@@ -84,6 +87,25 @@ local function median(list)
   return list[math.ceil(#list / 2)] or 0
 end
 
+-- delete root's tree (a root, parents, leaves), leaves first, 500 deletes a transaction
+local function destroy(root)
+  local t, queued = w:transaction(), 0
+  local function del(path)
+    t:delete(path)
+    queued = queued + 1
+    if queued == 500 then assert(t:commit()); t = w:transaction(); queued = 0 end
+  end
+  local parents = assert(w:children(root))
+  table.sort(parents)
+  for _, p in ipairs(parents) do
+    local path = root .. "/" .. p
+    for _, l in ipairs(assert(w:children(path))) do del(path .. "/" .. l) end
+    del(path)
+  end
+  if queued > 0 then assert(t:commit()) end
+  assert(w:delete(root))
+end
+
 -- The contenders: start(net, root) -> handle with :seen(path, value) -> bool, :initialized_count(),
 -- :init_ms(), :close(); `drive(s)` pumps what needs pumping.
 local contenders = {}
@@ -106,11 +128,11 @@ contenders.zklock = function(net, root)
   return h
 end
 
-contenders.curator = function(net, root)
-  local log = TMP .. "/curator-" .. root:gsub("/", "_") .. ".log"
+local function curator(kind, net, root)
+  local log = TMP .. "/" .. kind .. "-" .. root:gsub("/", "_") .. ".log"
   local h = { seen_at = {} }
-  sh(("env -u LD_PRELOAD java -Xmx512m -XX:+UseSerialGC -cp %s CacheCurator %s %s %s 600 >%s 2>&1 &"):format(
-    shq(TMP .. ":" .. CP), shq(net.hosts), shq(root), shq(log), shq(log .. ".out")))
+  sh(("env -u LD_PRELOAD java -Xmx512m -XX:+UseSerialGC -cp %s CacheCurator %s %s %s 600 %s >%s 2>&1 &"):format(
+    shq(TMP .. ":" .. CP), shq(net.hosts), shq(root), shq(log), kind, shq(log .. ".out")))
   local pos = 1
   local function poll()
     local f = io.open(log)
@@ -144,6 +166,9 @@ contenders.curator = function(net, root)
   end
   return h
 end
+contenders.curator = function(net, root) return curator("curator", net, root) end
+contenders.treecache = function(net, root) return curator("treecache", net, root) end
+local NAMES = { "zklock", "curator", "treecache" }
 
 local rows = {}
 local function row(...)
@@ -154,61 +179,91 @@ row("nodes", "contender", "watches held", "load ms", "load requests", "load KiB"
   "bytes/change", "change ms (median)", "restart: value seen ms", "restart: initialized ms")
 rows[#rows + 1] = "|---|---|---|---|---|---|---|---|---|---|---|"
 
+-- one run: a fresh tree of n nodes followed by contender `name` -> its measures
 local n_tree = 0
+local function run(n, name)
+  n_tree = n_tree + 1
+  local root = ("/bench/t%d"):format(n_tree)
+  local leaves = build(root, n)
+  local net = testing.proxy(zk.hosts)
+  local w0, p0, b0 = watches(), packets(), bytes(net)
+  local h = contenders[name](net, root)
+  assert(util.drive_until({}, function() h.drive(0.02); return h.ready() end, 300), name .. ": no initialized")
+  h.drive(0.3)
+  local m = { held = watches() - w0, load_ms = h.init, load_p = packets() - p0, load_kib = (bytes(net) - b0) / 1024 }
+  -- changes
+  local ops0, p1, b1 = w:stats().ops, packets(), bytes(net)
+  local lat = {}
+  for k = 1, K do
+    local leaf = leaves[rnd(#leaves)]
+    local value = ("c%d-%d"):format(n_tree, k)
+    assert(w:set(leaf, value))
+    local t = now()
+    assert(util.drive_until({}, function() h.drive(0.001); return h.seen(leaf, value) end, 30),
+      name .. ": change not seen")
+    lat[#lat + 1] = now() - t
+  end
+  h.drive(0.3)
+  local writer = w:stats().ops - ops0
+  m.per_p = (packets() - p1 - writer) / K
+  m.per_b = (bytes(net) - b1) / K
+  m.change_ms = median(lat)
+  -- restart
+  local inits0 = h.inits
+  zk:kill()
+  h.drive(0.3)
+  zk:restart()
+  local t_up = now()
+  local marker = ("m%d"):format(n_tree)
+  assert(util.drive_until({}, function() h.drive(0.01); return w.state == "CONNECTED" end, 60))
+  assert(w:set(leaves[1], marker))
+  local t_seen, t_init
+  assert(util.drive_until({}, function()
+    h.drive(0.005)
+    if not t_seen and h.seen(leaves[1], marker) then t_seen = now() - t_up end
+    if inits0 and not t_init and h.inits > inits0 then t_init = now() - t_up end
+    return t_seen and (not inits0 or t_init)
+  end, 120), name .. ": not consistent after the restart")
+  m.seen_ms, m.init_ms = t_seen, t_init
+  h.close()
+  net:stop()
+  destroy(root)
+  return m
+end
+
+-- median (min-max) of field f over the rounds, with fmt; "-" when no round has it
+local function cell(list, f, fmt)
+  local v = {}
+  for _, m in ipairs(list) do if m[f] then v[#v + 1] = m[f] end end
+  if #v == 0 then return "-" end
+  local med = median(v) -- sorts v
+  local a, b, c = fmt:format(med), fmt:format(v[1]), fmt:format(v[#v])
+  if #v == 1 or b == c then return a end
+  return ("%s (%s-%s)"):format(a, b, c)
+end
+
 for _, n in ipairs(SIZES) do
-  for _, name in ipairs({ "zklock", "curator" }) do
-    n_tree = n_tree + 1
-    local root = ("/bench/t%d"):format(n_tree)
-    local leaves = build(root, n)
-    local net = testing.proxy(zk.hosts)
-    local w0, p0, b0 = watches(), packets(), bytes(net)
-    local h = contenders[name](net, root)
-    assert(util.drive_until({}, function() h.drive(0.02); return h.ready() end, 300), name .. ": no initialized")
-    h.drive(0.3)
-    local held = watches() - w0
-    local load_p, load_b = packets() - p0, bytes(net) - b0
-    -- changes
-    local ops0, p1, b1 = w:stats().ops, packets(), bytes(net)
-    local lat = {}
-    for k = 1, K do
-      local leaf = leaves[rnd(#leaves)]
-      local value = ("c%d-%d"):format(n_tree, k)
-      assert(w:set(leaf, value))
-      local t = now()
-      assert(util.drive_until({}, function() h.drive(0.001); return h.seen(leaf, value) end, 30),
-        name .. ": change not seen")
-      lat[#lat + 1] = now() - t
+  local got = {}
+  for r = 1, ROUNDS do
+    for i = 1, #NAMES do
+      local name = NAMES[(i + r - 2) % #NAMES + 1] -- the order rotates every round
+      got[name] = got[name] or {}
+      local m = run(n, name)
+      got[name][#got[name] + 1] = m
+      io.stderr:write(("round %d, %d nodes, %s: load %.0f ms, %.2f requests/change, restart seen %.0f ms\n")
+        :format(r, n, name, m.load_ms, m.per_p, m.seen_ms))
     end
-    h.drive(0.3)
-    local writer = w:stats().ops - ops0
-    local per_p = (packets() - p1 - writer) / K
-    local per_b = (bytes(net) - b1) / K
-    -- restart
-    local inits0 = h.inits
-    zk:kill()
-    h.drive(0.3)
-    zk:restart()
-    local t_up = now()
-    local marker = ("m%d"):format(n_tree)
-    assert(util.drive_until({}, function() h.drive(0.01); return w.state == "CONNECTED" end, 60))
-    assert(w:set(leaves[1], marker))
-    local t_seen, t_init
-    assert(util.drive_until({}, function()
-      h.drive(0.005)
-      if not t_seen and h.seen(leaves[1], marker) then t_seen = now() - t_up end
-      if inits0 and not t_init and h.inits > inits0 then t_init = now() - t_up end
-      return t_seen and (not inits0 or t_init)
-    end, 120), name .. ": not consistent after the restart")
-    row(n, name, held, ("%.0f"):format(h.init), load_p, ("%.1f"):format(load_b / 1024), ("%.2f"):format(per_p),
-      ("%.0f"):format(per_b),
-      ("%.1f"):format(median(lat)), ("%.0f"):format(t_seen), t_init and ("%.0f"):format(t_init) or "-")
-    h.close()
-    net:stop()
+  end
+  for _, name in ipairs(NAMES) do
+    local l = got[name]
+    row(n, name, cell(l, "held", "%.0f"), cell(l, "load_ms", "%.0f"), cell(l, "load_p", "%.0f"),
+      cell(l, "load_kib", "%.1f"), cell(l, "per_p", "%.2f"), cell(l, "per_b", "%.0f"), cell(l, "change_ms", "%.1f"),
+      cell(l, "seen_ms", "%.0f"), cell(l, "init_ms", "%.0f"))
   end
 end
 w:close()
 zk:stop()
 sh("rm -rf " .. shq(TMP))
-print(("\ncache cost, %s, K = %d changes per row (%s)\n"):format(os.date("!%Y-%m-%d %H:%M UTC"), K,
-  "bench/tools/cache_cost.lua"))
+print(("\ncache cost, %s, K = %d changes per run, %d rounds: median (min-max) (%s)\n"):format(
+  os.date("!%Y-%m-%d %H:%M UTC"), K, ROUNDS, "bench/tools/cache_cost.lua"))
 for _, r in ipairs(rows) do print(r) end
