@@ -89,13 +89,16 @@ end
 
 local function ns_in(path) return tonumber((read_file(path) or ""):match("^(%d+)")) end
 
--- every process holding `path` open (the FIFO) -> list of pids
+-- every process holding `path` open (the FIFO) -> list of pids. One find(1) over /proc/*/fd (a
+-- readlink per descriptor from a shell loop took seconds on a busy machine, several times a round);
+-- -lname takes a glob, so glob characters in the path are escaped to match it exactly.
 local function holders_of(path)
-  local out = sh(("for p in /proc/[0-9]*; do for f in $p/fd/*; do "
-    .. "[ \"$(readlink $f 2>/dev/null)\" = %s ] && echo ${p#/proc/} && break; done; done 2>/dev/null")
-    :format(shq(path)))
-  local list = {}
-  for pid in out:gmatch("%d+") do list[#list + 1] = tonumber(pid) end
+  local out = sh(("find /proc/[0-9]*/fd -maxdepth 1 -lname %s 2>/dev/null")
+    :format(shq((path:gsub("[%[%]%*%?\\]", "\\%0")))))
+  local list, seen = {}, {}
+  for pid in out:gmatch("/proc/(%d+)/fd/") do
+    if not seen[pid] then seen[pid] = true; list[#list + 1] = tonumber(pid) end
+  end
   return list
 end
 
