@@ -135,6 +135,7 @@ local function new(hosts, opts)
     _nparked = 0,                       -- waits parked in the core (at least the ready ones)
     _holds = setmetatable({}, { __mode = "v" }), -- op id -> hold record (weak: a dropped lock can be collected)
     _giveups = {},                      -- give-up record -> true: a recipe on plain calls waits (recipe.waiting)
+    _made = {},                         -- token -> path: a container a call in progress made (recipe.made)
     _slots = {},                        -- key -> a recipe module's per-client table (recipe.slot)
     _orphans = {},                      -- op id -> fn(status, result): an op nobody waits for any more
     _norphans = 0,                      -- entries of _orphans
@@ -1017,6 +1018,12 @@ end
 function Client:close()
   check.client(self, "close")
   if self.state == "CLOSED" then return end
+  -- containers that calls in progress made for their own waits: the server never reaps one that
+  -- had no child. The deletes go out ahead of the session's close (a non-empty one is refused).
+  for tok, path in pairs(self._made) do
+    self._made[tok] = nil
+    self:_background(core.OP_DELETE, path, nil, 0, -1, function() end)
+  end
   self._c:close()
   self:_dispatch()
   if self._metrics then metrics.requests(self._metrics, self._c:stats()) end
