@@ -170,6 +170,10 @@ local function new(hosts, opts)
   return self
 end
 
+-- Below this many ms, a session or connect timeout that ran out is named as the likely cause of
+-- a failed connect (a server's minimum session timeout is 2 ticks; 1 s with tickTime 500 ms).
+local SHORT_MS = 1000
+
 -- Wait up to ms (-1: forever) for the first session.
 function Client:_wait_connected(ms)
   local deadline = ms >= 0 and now() + ms or math.huge
@@ -183,6 +187,14 @@ function Client:_wait_connected(ms)
       local hint = "server down, wrong port or firewall?"
       if why:find("refused", 1, true) then
         hint = "connection refused: is a server listening there?"
+      elseif self._session_ms < SHORT_MS then
+        -- the ZooKeeper client gives each connection attempt a share of the session timeout
+        hint = ("session_timeout %g s is too short: a connection attempt gets a share of it, less than a"
+          .. " round trip to the server and its reply take; the server raises any session timeout to at"
+          .. " least 2 of its ticks anyway (tickTime, 2 s by default: 4 s)"):format(self._session_ms / 1000)
+      elseif ms < SHORT_MS then
+        hint = ("connect_timeout %g s is shorter than a round trip to the server and the session's set-up"
+          .. " may take"):format(ms / 1000)
       elseif why:find("timed out", 1, true) or why:find("timeout", 1, true) then
         hint = "connection attempts timed out: host unreachable or firewalled?"
       end
