@@ -265,6 +265,7 @@ describe("the zklock command", function()
         { "", "command" },
         { "reap /x --yes --dry-run", "contradict" },
         { "reap /x --session zz", "%-%-session" },
+        { "elect --id '' /x -- true", "%-%-id: expected a non%-empty participant id" },
         -- the common options are also taken before the command, and judged the same way there
         { "--hosts bogus ls /x", '^zklock: %-%-hosts: expected "host:port' },
         { "--session-timeout 0 -v ls /x", "%-%-session%-timeout" },

@@ -204,6 +204,10 @@ writes (fencing) for those.]])
   el:argument("cmd", "command and arguments (after --)"):args("*")
   el:option("-c --command", "run this shell command with /bin/sh -c instead of CMD"):argname("<cmd>")
   el:option("--id", "participant id, the node data Curator's LeaderSelector shows (default HOST:PID)")
+    :convert(function(v)
+      if v == "" then return nil, "--id: expected a non-empty participant id (default HOST:PID), got ''" end
+      return v
+    end)
   el:option("-w --timeout", "give up when not elected within this many seconds (default and inf: wait forever)")
     :argname("<s>")
     :convert(seconds_or_forever("--timeout"))
