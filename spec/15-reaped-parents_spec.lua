@@ -59,4 +59,59 @@ describe("container parents reaped under churn", function()
     assert.is_nil(created)
     assert.are.equal("ZNONODE", code, m)
   end)
+
+  it("concurrent first acquires on a new path share one batch of parents, also under reaping", function()
+    local a, r = fx.connect("share-a"), fx.connect("share-reaper")
+    -- quiet: N waiters on a new path (3 parents and the lock dir) make N node creates that meet
+    -- ZNONODE, one batch of 4 parents, N creates again (each its own batch: N * 6 creates)
+    local N, failures, done = 200, {}, 0
+    local before = a:stats().creates
+    for _ = 1, N do
+      a:spawn(function()
+        local m = a:mutex("/share/p/q/lock")
+        local ok, msg, code = m:acquire(30)
+        if ok then assert(m:release()) else failures[#failures + 1] = tostring(msg) .. " " .. tostring(code) end
+        done = done + 1
+      end)
+    end
+    assert.is_true(util.drive_until({ a }, function() return done == N end, 60))
+    assert.are.same({}, failures)
+    local creates = a:stats().creates - before
+    assert.is_true(creates <= 2 * N + 2 * 4, ("%d creates for %d first acquires"):format(creates, N))
+    -- waves of waiters on parents the reaper deletes whenever they are empty
+    local WAVES, W, stop, reaped = 30, 20, false, 0
+    done = 0
+    a:spawn(function()
+      for wave = 1, WAVES do
+        local left = W
+        for _ = 1, W do
+          a:spawn(function()
+            local m = a:mutex(("/share/w%d/x/lock"):format(wave % 3))
+            local ok, msg, code = m:acquire(10)
+            if ok then assert(m:release()) else failures[#failures + 1] = tostring(msg) .. " " .. tostring(code) end
+            left = left - 1
+          end)
+        end
+        for _ = 1, 2000 do
+          if left == 0 then break end
+          a:sleep(0.005)
+        end
+        a:sleep(0.01)
+      end
+      stop = true
+    end)
+    r:spawn(function()
+      while not stop do
+        for w = 0, 2 do
+          if r:delete(("/share/w%d/x/lock"):format(w)) then reaped = reaped + 1 end
+          if r:delete(("/share/w%d/x"):format(w)) then reaped = reaped + 1 end
+          if r:delete(("/share/w%d"):format(w)) then reaped = reaped + 1 end
+        end
+        r:sleep(0.002)
+      end
+    end)
+    assert.is_true(util.drive_until({ a, r }, function() return stop end, 120))
+    assert.are.same({}, failures)
+    assert.is_true(reaped > WAVES, "the reaper deleted only " .. reaped .. " parents: the test did not test")
+  end)
 end)

@@ -45,6 +45,20 @@ describe("errors that help", function()
     assert.is_true(took >= 0.95 and took < 5, "took " .. took)
   end)
 
+  it("a session timeout too short to connect with is named as the cause, not the network", function()
+    local res = util.pack(zklock.connect(zk.hosts, { session_timeout = 0.001 }))
+    util.assert_code("ETIMEDOUT", res)
+    util.assert_words(res[2], { "within 0.001 s", "session_timeout 0.001 s is too short", "round trip",
+                                "2 of its ticks" })
+    assert.is_nil(res[2]:find("firewall", 1, true), res[2])
+    res = util.pack(zklock.connect(zk.hosts, { session_timeout = 5, connect_timeout = 0.001 }))
+    if res[1] then
+      res[1]:close() -- connected within 1 ms after all: nothing to explain
+    else
+      util.assert_words(res[2], { "connect_timeout 0.001 s is shorter than a round trip" })
+    end
+  end)
+
   it("bad versions, client.method(...) with a dot, long values cut", function()
     local c = connect()
     raises({ "bad argument #3 to 'set'", "version: expected an integer", '"abc"' }, c.set, c, "/x", "d", "abc")

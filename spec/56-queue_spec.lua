@@ -139,6 +139,25 @@ describe("queue", function()
     assert.are.equal("late", res[1])
   end)
 
+  it("a take on a missing queue leaves no node when its client closes or its coroutine is closed #lua54", function()
+    -- the server never reaps a container that had no child: the take's own must go with it
+    local a, b = connect("lk-a"), connect("lk-b")
+    local res
+    a:spawn(function() res = pack(a:queue("/lk/q"):take(20)) end)
+    assert.is_truthy(util.wait_until(function() return b:exists("/lk/q") end, 10, { a }))
+    util.drive({ a }, 0.3)
+    a:close()
+    assert_code("ECLOSED", res)
+    assert.is_truthy(util.wait_until(function() return not b:exists("/lk/q") end, 10, { b }),
+      "the take's container outlived the closed client")
+    local c = connect("lk-c")
+    local co = c:spawn(function() c:queue("/lk/q2"):take(20) end)
+    assert.is_truthy(util.wait_until(function() return b:exists("/lk/q2") end, 10, { c }))
+    assert(coroutine.close(co))
+    assert.is_truthy(util.wait_until(function() return not b:exists("/lk/q2") end, 10, { b, c }),
+      "the take's container outlived its closed coroutine")
+  end)
+
   it("a waiting take ends with ESESSION when the session expires and ECLOSED when the client closes", function()
     local a = connect("e-a")
     local q = a:queue("/q/expire")

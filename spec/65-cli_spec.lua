@@ -265,6 +265,12 @@ describe("the zklock command", function()
         { "", "command" },
         { "reap /x --yes --dry-run", "contradict" },
         { "reap /x --session zz", "%-%-session" },
+        { "elect --id '' /x -- true", "%-%-id: expected a non%-empty participant id" },
+        -- the common options are also taken before the command, and judged the same way there
+        { "--hosts bogus ls /x", '^zklock: %-%-hosts: expected "host:port' },
+        { "--session-timeout 0 -v ls /x", "%-%-session%-timeout" },
+        { "-v --session-timeout -1 ls /x", "%-%-session%-timeout: .*%-1" },
+        { "--hosts 127.0.0.1:1 --bogus ls /x", "%-%-bogus" },
       }
       for _, case in ipairs(cases) do
         local rc, out = run(case[1])
@@ -278,6 +284,14 @@ describe("the zklock command", function()
         assert.equal(0, rc, w .. ": " .. out)
         assert.truthy(out:match("RAN"), w .. ": " .. out)
       end
+      -- common options before the command: the same run as with them after it
+      assert(c:create("/cli/before", "", { parents = true }))
+      local rc1, out1 = run("ls /cli/before --hosts " .. shq(zk.hosts) .. " --session-timeout 5")
+      local rc2, out2 = run("--hosts " .. shq(zk.hosts) .. " --session-timeout=5 ls /cli/before")
+      assert.equal(0, rc1, out1)
+      assert.equal(0, rc2, out2)
+      assert.equal(out1, out2)
+      assert(c:delete("/cli/before"))
       -- the credentials never on the command line: only from a file or the environment
       local rc, out = run("run /x --auth-env NO_SUCH_VAR -- true")
       assert.equal(64, rc, out)

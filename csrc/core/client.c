@@ -679,6 +679,7 @@ void zkl__client_destroy(zkl_client *c) {
     zkl__rd_free(c);
     zkl__inflight_free(c);
     zkl__strfree(c, c->hosts);
+    zkl__strfree(c, c->parents_dir);
     zkl__free(c, c->identity, c->identity_len + 1);
     zkl_allocator a = c->alloc;
     a.realloc(a.ud, c, sizeof *c, 0);

@@ -44,6 +44,8 @@ struct zkl_op {
     int multi_index;
     int parent_rc; /* why a container parent could not be made (node.c), if so: the first refusal */
     int parked;    /* its next ACQUIRED / FAILED / RELEASED / OP_DONE goes to the ready list */
+    /* the client's batch of parents (queue.c) its last parent creates belong to; 0: none */
+    uint32_t parents_batch;
 };
 
 /* What an op kind does when the session layer calls it. NULL entries are not called. */
@@ -146,6 +148,13 @@ struct zkl_client {
     uint64_t next_id;
     zkl_op *ops;           /* list of live ops */
     int64_t next_deadline; /* earliest acquire deadline, 0 none */
+    /* The last batch of container parents a lock op sent (queue.c): its lock dir, its number and
+     * how many of its creates are unanswered. A lock op of this client meeting ZNONODE on that dir
+     * meanwhile sends only its node's create: on the same session, it reaches the server after
+     * them (ZNONODE again only if the server reaped them in between: a round of its own then). */
+    char *parents_dir;
+    uint32_t parents_batch;
+    int parents_pending;
 
     zkl_event *ev;
     size_t ev_cap, ev_head, ev_len;

@@ -95,6 +95,8 @@ void zkl__parents_reply(int rc, const char *name, const struct Stat *st, const v
     (void)name, (void)st;
     zkl_op *op = zkl__reply_op(token, &c);
     if (!op) return;
+    if (op->parents_batch && op->parents_batch == c->parents_batch && c->parents_pending > 0)
+        c->parents_pending--;
     if (rc != ZOK && rc != ZNODEEXISTS && rc != ZNONODE && !zkl__conn_lost(rc) &&
         !zkl__handle_gone(rc) && !op->parent_rc)
         op->parent_rc = rc;

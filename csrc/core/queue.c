@@ -270,8 +270,21 @@ static void issue_create_and_list(zkl_client *c, zkl_op *op) {
 
 /* Every ancestor and the lock dir itself as containers, as Curator does (node.c) */
 static void issue_parents(zkl_client *c, zkl_op *op) {
+    /* another op of this client has them in flight: they go ahead of our create (internal.h) */
+    if (c->parents_pending > 0 && c->parents_dir && strcmp(c->parents_dir, QOP(op)->dir) == 0)
+        return;
+    char *dir = zkl__strdup(c, QOP(op)->dir);
+    op->parents_batch = 0;
+    if (dir) { /* out of memory: this batch is not shared */
+        zkl__set_str(c, &c->parents_dir, dir);
+        c->parents_pending = 0;
+        if (++c->parents_batch == 0) c->parents_batch = 1; /* 0: no batch */
+        op->parents_batch = c->parents_batch;
+    }
+    int refs = op->refs;
     int rc = zkl__make_parents(c, op, QOP(op)->dir, ZKL_PARENTS_ANCESTORS | ZKL_PARENTS_SELF,
                                QOP(op)->acl);
+    if (op->parents_batch) c->parents_pending = op->refs - refs;
     if (rc != ZOK) zkl__queue_issue_failed(c, op, rc);
 }
 

@@ -97,6 +97,43 @@ local function join_negative_values(args)
 end
 M.join_negative_values = join_negative_values
 
+-- The options every subcommand takes (see common below): accepted before the subcommand too
+-- ("zklock --hosts H ls /x"), by moving them after it before parsing. true: takes a value.
+local COMMON_OPTS = {
+  ["--hosts"] = true, ["--session-timeout"] = true, ["--connect-timeout"] = true, ["--auth-file"] = true,
+  ["--auth-env"] = true, ["-v"] = false, ["--verbose"] = false,
+}
+local function hoist_common(args)
+  local lead, i = {}, 1
+  while i <= #args do
+    local a = args[i]
+    local name = a:match("^(%-%-[%w-]+)=") or a
+    local takes = COMMON_OPTS[name]
+    -- stop at the subcommand, or at what the parser is to judge (an option missing its value)
+    if takes == nil or (takes and name == a and args[i + 1] == nil) then break end
+    lead[#lead + 1] = a
+    if takes and name == a then
+      lead[#lead + 1] = args[i + 1]
+      i = i + 1
+    end
+    i = i + 1
+  end
+  if #lead == 0 then return args end
+  if args[i] == nil then return {} end -- no command: the parser says so
+  local out = {}
+  if args[i]:sub(1, 1) == "-" then
+    -- another option before the command (--help, a typo): the parser judges it, without the
+    -- common options ahead of it (they would be reported as unknown first)
+    for j = i, #args do out[#out + 1] = args[j] end
+    return out
+  end
+  out[1] = args[i]
+  for _, v in ipairs(lead) do out[#out + 1] = v end
+  for j = i + 1, #args do out[#out + 1] = args[j] end
+  return out
+end
+M.hoist_common = hoist_common
+
 local function common(cmd)
   cmd:option("--hosts", "ZooKeeper hosts, host:port[,host:port...][/chroot] (default $ZKLOCK_HOSTS, "
     .. "else 127.0.0.1:2181)")
@@ -116,7 +153,8 @@ local function build_parser()
     .. "and inspect or repair lock state.")
   p:command_target("subcommand")
   p:help_max_width(100)
-  p:epilog("Exit status: see `zklock run --help`. Docs: docs/cli.md.")
+  p:epilog("The common options (--hosts, --session-timeout, --connect-timeout, --auth-file, --auth-env, -v) "
+    .. "go before or after the command. Exit status: see `zklock run --help`. Docs: docs/cli.md.")
 
   local run = p:command("run", "Run a command while holding a lock (mutex, read lock or semaphore lease).")
   run:argument("path", "lock path, e.g. /locks/nightly-backup")
@@ -166,6 +204,10 @@ writes (fencing) for those.]])
   el:argument("cmd", "command and arguments (after --)"):args("*")
   el:option("-c --command", "run this shell command with /bin/sh -c instead of CMD"):argname("<cmd>")
   el:option("--id", "participant id, the node data Curator's LeaderSelector shows (default HOST:PID)")
+    :convert(function(v)
+      if v == "" then return nil, "--id: expected a non-empty participant id (default HOST:PID), got ''" end
+      return v
+    end)
   el:option("-w --timeout", "give up when not elected within this many seconds (default and inf: wait forever)")
     :argname("<s>")
     :convert(seconds_or_forever("--timeout"))
@@ -980,7 +1022,7 @@ function M.main(args, env, out)
   env = env or os.getenv
   out = out or io.stdout
   local parser = build_parser()
-  args = join_negative_values(args)
+  args = hoist_common(join_negative_values(args))
   local ok, o = parser:pparse(args)
   if not ok then
     local sub = COMMANDS[parser] and COMMANDS[parser][args[1]]

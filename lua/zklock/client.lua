@@ -136,6 +136,7 @@ local function new(hosts, opts)
     _ready_at = nil, _ready_end = nil,  -- a taken batch not yet dispatched to its end (a wake raised)
     _holds = setmetatable({}, { __mode = "v" }), -- op id -> hold record (weak: a dropped lock can be collected)
     _giveups = {},                      -- give-up record -> true: a recipe on plain calls waits (recipe.waiting)
+    _made = {},                         -- token -> path: a container a call in progress made (recipe.made)
     _slots = {},                        -- key -> a recipe module's per-client table (recipe.slot)
     _orphans = {},                      -- op id -> fn(status, result): an op nobody waits for any more
     _norphans = 0,                      -- entries of _orphans
@@ -170,6 +171,10 @@ local function new(hosts, opts)
   return self
 end
 
+-- Below this many ms, a session or connect timeout that ran out is named as the likely cause of
+-- a failed connect (a server's minimum session timeout is 2 ticks; 1 s with tickTime 500 ms).
+local SHORT_MS = 1000
+
 -- Wait up to ms (-1: forever) for the first session.
 function Client:_wait_connected(ms)
   local deadline = ms >= 0 and now() + ms or math.huge
@@ -183,6 +188,14 @@ function Client:_wait_connected(ms)
       local hint = "server down, wrong port or firewall?"
       if why:find("refused", 1, true) then
         hint = "connection refused: is a server listening there?"
+      elseif self._session_ms < SHORT_MS then
+        -- the ZooKeeper client gives each connection attempt a share of the session timeout
+        hint = ("session_timeout %g s is too short: a connection attempt gets a share of it, less than a"
+          .. " round trip to the server and its reply take; the server raises any session timeout to at"
+          .. " least 2 of its ticks anyway (tickTime, 2 s by default: 4 s)"):format(self._session_ms / 1000)
+      elseif ms < SHORT_MS then
+        hint = ("connect_timeout %g s is shorter than a round trip to the server and the session's set-up"
+          .. " may take"):format(ms / 1000)
       elseif why:find("timed out", 1, true) or why:find("timeout", 1, true) then
         hint = "connection attempts timed out: host unreachable or firewalled?"
       end
@@ -1030,6 +1043,12 @@ end
 function Client:close()
   check.client(self, "close")
   if self.state == "CLOSED" then return end
+  -- containers that calls in progress made for their own waits: the server never reaps one that
+  -- had no child. The deletes go out ahead of the session's close (a non-empty one is refused).
+  for tok, path in pairs(self._made) do
+    self._made[tok] = nil
+    self:_background(core.OP_DELETE, path, nil, 0, -1, function() end)
+  end
   self._c:close()
   self:_dispatch()
   if self._metrics then metrics.requests(self._metrics, self._c:stats()) end

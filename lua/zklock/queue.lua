@@ -578,9 +578,13 @@ function Queue:take(timeout, fn)
   check_fn(self, "take", 2, fn)
   local made = {}
   local a, b, c, d = self:_take(ms, fn, made)
-  if a == nil and made.container and self.client.state ~= "CLOSED" then
+  R.unmade(self.client, made.token)
+  R.done_waiting(self.client, made.rec)
+  if a == nil and made.token and self.client.state ~= "CLOSED" then
     -- the server reaps a container only once it had a child: one made for this take that got
     -- nothing would stay forever. Delete it (in the background; refused if an item came in).
+    -- client:close deletes it while the take waits (recipe.made), the reaper of dead owners when
+    -- the take's coroutine dies (recipe.waiting).
     R.background(self.client, core.OP_DELETE, self.path, nil, 0, -1, function() end)
   end
   return a, b, c, d
@@ -656,9 +660,25 @@ function Queue:_take(ms, fn, made)
         -- no queue node to watch yet: make it (a container, as Curator does) and list again
         -- (Curator's format: persistent, as Curator's consumers keep a watch on it). A container
         -- this take made is deleted again if the take ends without an item (see Queue:take).
-        local p, cmsg, ccode = client:create(self.path, nil, { container = not self.curator, parents = true })
+        -- Registered before the create is sent: a close or a dying coroutine while it is in flight
+        -- still deletes it (the delete goes out after the create on the same session).
+        local path, tok, rec = self.path, nil, nil
+        if not self.curator and not made.token then
+          local function discard() R.background(client, core.OP_DELETE, path, nil, 0, -1, function() end) end
+          tok = R.made(client, path)
+          rec = R.waiting(client, "queue take", path, function()
+            R.unmade(client, tok)
+            discard()
+          end, function(st) if st == 0 then discard() end end)
+        end
+        local p, cmsg, ccode = R.create(client, path, nil, { container = not self.curator, parents = true }, rec)
+        if p and tok then
+          made.token, made.rec = tok, rec
+        elseif tok then
+          R.unmade(client, tok)
+          R.done_waiting(client, rec)
+        end
         if ccode and ccode ~= "ZNODEEXISTS" then return nil, cmsg, ccode end
-        if p and not self.curator then made.container = true end
       elseif wobj then
         local what, wmsg, wcode = wobj:wait(left == math.huge and nil or left / 1000)
         if not what and wcode ~= "ETIMEDOUT" then return nil, wmsg, wcode end

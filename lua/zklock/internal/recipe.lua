@@ -99,6 +99,18 @@ end
 function recipe.done_waiting(self, rec)
   if rec then self._giveups[rec] = nil end
 end
+-- A container a call made for its own wait (a queue's node made by a take on a missing queue) is
+-- reaped by the server only once it had a child: the call deletes it when it ends without one,
+-- and registers it meanwhile, so that client:close deletes it before the session ends.
+--   recipe.made(client, path) -> token; recipe.unmade(client, token): the call ended.
+function recipe.made(self, path)
+  local tok = { path }
+  self._made[tok] = path
+  return tok
+end
+function recipe.unmade(self, tok)
+  if tok then self._made[tok] = nil end
+end
 function recipe.create(self, path, data, opts, rec) return self:_create(path, data, opts, rec) end
 function recipe.discard(self, path) return self:_discard(path) end
 --   recipe.orphan(client, id, fn): fn(status, result) when core op id is done (nobody waits for it).
