@@ -253,8 +253,8 @@ for _, n in ipairs(SIZES) do
       got[name] = got[name] or {}
       local m = run(n, name)
       got[name][#got[name] + 1] = m
-      io.stderr:write(("round %d, %d nodes, %s: load %.0f ms, %.2f requests/change, restart seen %.0f ms\n")
-        :format(r, n, name, m.load_ms, m.per_p, m.seen_ms))
+      io.stderr:write(("round %d, %d nodes, %s: load %.0f ms, %.2f requests/change, restart: writer back %.0f ms,"
+        .. " seen %.0f ms\n"):format(r, n, name, m.load_ms, m.per_p, m.writer_ms, m.seen_ms))
     end
   end
   for _, name in ipairs(NAMES) do
