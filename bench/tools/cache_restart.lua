@@ -8,7 +8,11 @@
 -- cache's client sends on the reconnection: 28 bytes and 4 + #path per watch, two per node (a
 -- server refuses a message longer than its jute.maxbuffer).
 --
+-- FRESH=1: a new proxy, client and cache for every round, loaded and shown 20 writes before the
+-- kill (as cache_cost.lua does per run); DIRECT=1: the cache's client without the proxy.
+--
 --   lua5.4 bench/tools/cache_restart.lua [N=10000] [ROUNDS=5]   (from the repository root)
+--   FRESH=1 DIRECT=1 lua5.4 bench/tools/cache_restart.lua 10000 4
 package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path
 package.cpath = (os.getenv("ZKL_BUILD") or "build") .. "/?.so;" .. package.cpath
 local testing = require("zklock.testing")
@@ -17,6 +21,7 @@ local core = require("zklock.core")
 local util = require("support.util")
 
 local N, ROUNDS = tonumber(arg[1] or 10000), tonumber(arg[2] or 5)
+local FRESH, DIRECT = os.getenv("FRESH") == "1", os.getenv("DIRECT") == "1"
 local zk = testing.server{ jvm_opts = { "-Xmx1024m" } }
 local net
 local ok, err = pcall(function()
@@ -40,13 +45,30 @@ local ok, err = pcall(function()
     assert(t:commit())
   end
   print(("%d nodes, %d watches, SetWatches message %d bytes"):format(N, 2 * N, bytes + 28))
-  net = testing.proxy(zk.hosts)
-  local c = assert(zklock.connect(net.hosts, { session_timeout = 30 }))
-  local cache = c:cache(root, { max_nodes = N })
-  local inits = 0
-  cache:on_change(function(event) if event == "initialized" then inits = inits + 1 end end)
-  assert(util.drive_until({ c, w }, function() return inits >= 1 end, 120), "no initialized")
+  local c, cache, inits
+  local function open()
+    if net then net:stop() end
+    net = testing.proxy(zk.hosts)
+    c = assert(zklock.connect(DIRECT and zk.hosts or net.hosts, { session_timeout = 30 }))
+    cache = c:cache(root, { max_nodes = N })
+    inits = 0
+    cache:on_change(function(event) if event == "initialized" then inits = inits + 1 end end)
+    assert(util.drive_until({ c, w }, function() return inits >= 1 end, 120), "no initialized")
+  end
+  open()
   for r = 1, ROUNDS do
+    if FRESH and r > 1 then
+      cache:close()
+      c:close()
+      open()
+      for k = 1, 20 do
+        local leaf, v = leaves[k * 7], ("k%d-%d"):format(r, k)
+        assert(w:set(leaf, v))
+        local function seen() return cache:get(leaf) == v end
+        assert(util.drive_until({ c, w }, seen, 30, nil, 0.001), "change not seen")
+      end
+      util.drive({ c, w }, 0.3)
+    end
     local i0 = inits
     zk:kill()
     util.drive({ c, w }, 0.3)
