@@ -1,8 +1,10 @@
 -- Caches kept current by watches (client:cache) against a real ZooKeeper server: the first sync
 -- and its events, updates, deletes, a delete and re-create seen as removed+added (czxid, not
 -- version), depth limits, a missing root, a reconnection on the same session (one barrier
--- read), max_nodes, handler replacement, close (no watch, no event, no memory left), the
--- watches held at the server, requests per change, bad input.
+-- read), max_nodes, max_watch_bytes (on a server with a small jute.maxbuffer: the reconnection
+-- that never ends past it, the cache that stops before it, a tree just under it that resyncs),
+-- handler replacement, close (no watch, no event, no memory left), the watches held at the
+-- server, requests per change, bad input.
 --   busted --lua=lua5.4 spec/48-cache_spec.lua
 local zklock = require("zklock")
 local testing = require("zklock.testing")
@@ -259,7 +261,7 @@ describe("client:cache", function()
     assert.has_error(function() a:cache("/p", { max_nodes = 0 }) end,
       "bad argument #2 to 'cache' (option 'max_nodes': expected an integer >= 1, got 0 (number))")
     assert.has_error(function() a:cache("/p", { dept = 1 }) end,
-      "bad argument #2 to 'cache' (unknown option 'dept' (known: data, depth, max_nodes))")
+      "bad argument #2 to 'cache' (unknown option 'dept' (known: data, depth, max_nodes, max_watch_bytes))")
     local cache = a:cache("/p")
     assert.has_error(function() cache:on_change(42) end,
       "bad argument #1 to 'on_change' (expected a function(event, cache, path, stat, data) or nil, got 42 (number))")
@@ -312,6 +314,82 @@ describe("client:cache of a container root the server reaps", function()
     assert(util.wait_until(function() return cache:get("/rc/k5") end, 10, { a, b }),
       "the cache missed the last re-made root's child: " .. table.concat(names(evs), ", "))
     assert.are.same({ "k5" }, cache:children("/rc"))
+    cache:close()
+  end)
+end)
+
+-- The 3.8 C client sends every watch again in one SetWatches message on a reconnection; a server
+-- closes a connection whose message passes its jute.maxbuffer, and the client retries the same
+-- message for ever. A server with a 64 KiB jute.maxbuffer makes that reachable with a small tree.
+describe("client:cache max_watch_bytes", function()
+  local LIMIT = 65536
+  local fx = fixture.server({ jvm_opts = { "-Djute.maxbuffer=" .. LIMIT } }, { own = "a small jute.maxbuffer" })
+  local connect = fx.connect
+
+  -- root and parents of 100 leaves, n nodes in all; returns the bytes of their watch paths (2 x (4 + #path))
+  local function tree(c, root, n)
+    assert(c:create(root, ""))
+    local made, bytes, p = 1, 2 * (4 + #root), 0
+    while made < n do
+      p = p + 1
+      local t = c:transaction()
+      local parent = ("%s/p%03d"):format(root, p)
+      t:create(parent, "")
+      made, bytes = made + 1, bytes + 2 * (4 + #parent)
+      for i = 1, 100 do
+        if made >= n then break end
+        local leaf = ("%s/l%03d"):format(parent, i)
+        t:create(leaf, "")
+        made, bytes = made + 1, bytes + 2 * (4 + #leaf)
+      end
+      assert(t:commit())
+    end
+    return bytes
+  end
+
+  local function restart_and_resync(a, b, cache, timeout)
+    local inits = 0
+    cache:on_change(function(event) if event == "initialized" then inits = inits + 1 end end)
+    fx.zk:kill()
+    util.drive({ a, b }, 0.3)
+    fx.zk:restart()
+    return util.drive_until({ a, b }, function() return inits >= 1 end, timeout)
+  end
+
+  it("a tree whose watches pass it stops with ERANGE naming the option", function()
+    local a, b = connect("w-a", { session_timeout = 30 }), connect("w-b", { session_timeout = 30 })
+    local bytes = tree(b, "/w1", 2500) -- about 80 KB of watches: a reconnection would never finish
+    assert.is_true(bytes > LIMIT)
+    local cache = a:cache("/w1", { max_watch_bytes = LIMIT - 28 })
+    local ok, msg, code = cache:await(30)
+    assert.is_nil(ok)
+    assert.are.equal("ERANGE", code)
+    assert.matches("max_watch_bytes = 65508", msg, 1, true)
+    assert.are.equal(0, cache:stats().watches)
+  end)
+
+  it("the premise: past the server's limit the reconnection fails over and over", function()
+    local a, b = connect("w-a", { session_timeout = 30 }), connect("w-b", { session_timeout = 30 })
+    local bytes = tree(b, "/w3", 2200) -- about 75 KB of watches
+    assert.is_true(bytes + 28 > LIMIT)
+    local cache = a:cache("/w3", { max_watch_bytes = 10 * LIMIT })
+    assert.is_true(cache:await(30))
+    assert.is_false(restart_and_resync(a, b, cache, 8), "resynced: does the C client split SetWatches now?")
+    local refused = 0
+    for _ in fx.zk:log_tail(2000):gmatch("Len error") do refused = refused + 1 end
+    assert.is_true(refused >= 2, "the server refused the message " .. refused .. " times")
+    assert.are.equal("SUSPENDED", a.state)
+    cache:close()
+  end)
+
+  it("a tree just under it reconnects and resyncs after a server restart", function()
+    local a, b = connect("w-a", { session_timeout = 30 }), connect("w-b", { session_timeout = 30 })
+    local bytes = tree(b, "/w2", 1900) -- about 64 KB: the whole SetWatches message just fits
+    assert.is_true(bytes <= LIMIT - 28 and bytes > LIMIT - 4096, "tree of " .. bytes .. " bytes")
+    local cache = a:cache("/w2", { max_watch_bytes = LIMIT - 28, max_nodes = 1900 })
+    assert.is_true(cache:await(30))
+    assert.is_true(restart_and_resync(a, b, cache, 60), "no resync within 60 s")
+    assert.are.equal(1900, cache:size())
     cache:close()
   end)
 end)

@@ -33,6 +33,14 @@ local M = {}
 
 local ZNONODE = core.errno.ZNONODE
 local DEFAULT_MAX_NODES = 100000
+-- The C client (3.8) sends every watch it holds again in ONE SetWatches message when it reconnects
+-- on the same session, and a server drops a message longer than its jute.maxbuffer (1 MiB by
+-- default): the connection closes, the client retries with the same message, for ever. A node
+-- costs at most two watches (data, children), each 4 + #path bytes in that message; the cache
+-- stops before its own share passes this bound (the rest of 1 MiB is left for the message's
+-- 28 bytes of header and the client's other watches).
+local DEFAULT_MAX_WATCH_BYTES = 900000
+local function watch_bytes(path) return 2 * (4 + #path) end
 
 local Cache = {}
 Cache.__index = Cache
@@ -116,6 +124,7 @@ local function remove(self, path)
   for i = #names, 1, -1 do remove(self, join(path, names[i])) end
   self._nodes[path] = nil
   self._count = self._count - 1
+  self._wbytes = self._wbytes - watch_bytes(path)
   local p = self._nodes[parent_of(path)]
   if p and path ~= self.path then p.children[path:match("([^/]*)$")] = nil end
   emit(self, "removed", path, n.stat, n.data)
@@ -149,9 +158,16 @@ local function on_get(self, path, st, res)
         return fail(self, ("ERANGE: cache %s: more than max_nodes = %d nodes (at %s); the cache stopped"
           .. " following the tree"):format(check.short(self.path), self._max_nodes, check.short(path)))
       end
+      if self._wbytes + watch_bytes(path) > self._max_watch_bytes then
+        return fail(self, ("ERANGE: cache %s: its watches would pass max_watch_bytes = %d bytes (at %s, %d"
+          .. " nodes): the client sends them all in one message when it reconnects, which a server"
+          .. " drops past its jute.maxbuffer; the cache stopped following the tree")
+          :format(check.short(self.path), self._max_watch_bytes, check.short(path), self._count))
+      end
       n = { stat = stat_of(res), data = data, children = {} }
       self._nodes[path] = n
       self._count = self._count + 1
+      self._wbytes = self._wbytes + watch_bytes(path)
       if parent then parent.children[name] = true end
       emit(self, "added", path, n.stat, n.data)
     elseif res.mzxid > n.stat.mzxid then
@@ -490,7 +506,7 @@ function Cache:close()
   drop_watches(self)
   local set = by_client[self.client]
   if set then set[self] = nil end
-  self._nodes, self._track, self._count, self._fn = {}, {}, 0, nil
+  self._nodes, self._track, self._count, self._wbytes, self._fn = {}, {}, 0, 0, nil
   watch.notify(self._changed)
   return true
 end
@@ -506,9 +522,10 @@ end
 local function max_nodes_option(v)
   return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge, "an integer >= 1"
 end
-local OPTIONS = { depth = depth_option, max_nodes = max_nodes_option, data = check.is.boolean }
+local OPTIONS = { depth = depth_option, max_nodes = max_nodes_option, max_watch_bytes = max_nodes_option,
+  data = check.is.boolean }
 
--- client:cache(path, { depth =, max_nodes =, data = }) -> cache (see docs/api.md)
+-- client:cache(path, { depth =, max_nodes =, max_watch_bytes =, data = }) -> cache (see docs/api.md)
 function M.new(client, path, opts)
   check.open(client, "cache")
   check.znode_path("cache", 1, path)
@@ -517,8 +534,9 @@ function M.new(client, path, opts)
     client = client, path = path,
     _depth = opts.depth == nil and math.huge or opts.depth,
     _max_nodes = opts.max_nodes or DEFAULT_MAX_NODES,
+    _max_watch_bytes = opts.max_watch_bytes or DEFAULT_MAX_WATCH_BYTES,
     _keep_data = opts.data ~= false,
-    _nodes = {}, _track = {}, _count = 0,
+    _nodes = {}, _track = {}, _count = 0, _wbytes = 0,
     _gen = 0, _inflight = 0, _syncing = true, _initialized = false,
     _reads = 0, _events = 0, _resyncs = 0,
     _changed = watch.signal(client),

@@ -4,6 +4,7 @@
 ---@class zklock.CacheOptions
 ---@field depth? integer How far below the path to follow: `0` the node alone, `1` the node and its children, `math.huge` (default) the whole tree.
 ---@field max_nodes? integer At most this many nodes (default 100000). One more makes the cache stop: it forgets its watches, reports `"failed"` once, and its reads return `nil, msg, "ERANGE"`; make a new cache with a larger bound (or a smaller depth).
+---@field max_watch_bytes? integer At most this many bytes of watch paths (default 900000; each node counts 2 x (4 + its path's length), its data and child watch). The 3.8 C client sends every watch again in one SetWatches message when it reconnects, and a server drops a message longer than its `jute.maxbuffer` (1 MiB by default), so the client would reconnect for ever. Past it the cache stops as past `max_nodes` (`ERANGE`). Lower it when the server's `jute.maxbuffer` is smaller or the client holds many other watches; raise it only with a larger `jute.maxbuffer` on every server.
 ---@field data? boolean Keep each node's data (default `true`); `false` keeps stats only (`get` returns `false` as the data). The reads still carry the data: an `exists` watch on a deleted child would stay at the server.
 
 ---What a cache costs (`cache:stats()`).
