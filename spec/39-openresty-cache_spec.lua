@@ -330,7 +330,9 @@ describe("openresty shared cache #openresty #lua54 #nosan", function()
         "bad argument #3 to 'shared_cache' (option 'max_nodes': expected an integer >= 1, got 0" },
       { function() zngx.shared_cache("svc", "/s", { hosts = "h:1", dept = 1 }) end,
         "bad argument #3 to 'shared_cache' (unknown option 'dept' (known: acl, data, depth, election, hosts, id,"
-        .. " max_nodes, session_timeout))" },
+        .. " max_nodes, max_watch_bytes, session_timeout))" },
+      { function() zngx.shared_cache("svc", "/s", { hosts = "h:1", max_watch_bytes = 0.5 }) end,
+        "bad argument #3 to 'shared_cache' (option 'max_watch_bytes': expected an integer >= 1, got 0.5" },
       { function() zngx.shared_cache("svc", "/s", { hosts = "h:1", election = "x" }) end,
         "bad argument #3 to 'shared_cache' (lock path" },
       { function() zngx.shared_cache(stub_dict, "/s", { hosts = "h:1" }) end,

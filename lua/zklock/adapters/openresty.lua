@@ -99,7 +99,7 @@
 --       <opts.election>/<instance id>) follows `path` with client:cache and publishes it into
 --       lua_shared_dict `dict`; every worker reads it: reader:get(path), :children(path),
 --       :version(), :info(), :keeping(), :close(). opts: hosts (required), depth, max_nodes,
---       data (as client:cache), election, id, session_timeout, acl.
+--       max_watch_bytes, data (as client:cache), election, id, session_timeout, acl.
 --   zngx.cache_reader(dict) -> reader (reads only, any phase)
 if type(ngx) ~= "table" or not ngx.timer then
   error("zklock.adapters.openresty needs lua-nginx-module (OpenResty): no ngx here", 2)
@@ -793,6 +793,8 @@ local SHARED_OPTS = {
   end,
   max_nodes = function(v) return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge,
     "an integer >= 1" end,
+  max_watch_bytes = function(v) return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge,
+    "an integer >= 1" end,
   data = check.is.boolean,
 }
 
@@ -815,7 +817,8 @@ function M.shared_cache(dict, path, opts)
   d:safe_add("instance", mine) -- safe_*: never evict another key (a snapshot, or this one)
   local instance = d:get("instance") or mine
   local election = (opts.election or "/zklock/openresty-keepers") .. "/" .. instance
-  local cache_opts = { depth = opts.depth, max_nodes = opts.max_nodes, data = opts.data }
+  local cache_opts = { depth = opts.depth, max_nodes = opts.max_nodes, max_watch_bytes = opts.max_watch_bytes,
+                       data = opts.data }
   local current -- the cache of this worker's term (closed at the next term if the job was killed)
   local handle, msg, code = M.one_worker(election, function(job)
     if current then current:close() end

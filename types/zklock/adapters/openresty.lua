@@ -150,6 +150,7 @@ function zngx.shared_cache(dict, path, opts) end
 ---@field hosts string Required: as for `zklock.connect`.
 ---@field depth? integer As for `client:cache` (default: the whole tree below `path`).
 ---@field max_nodes? integer As for `client:cache` (default 100,000); past it, reads return `ERANGE`.
+---@field max_watch_bytes? integer As for `client:cache` (default 900,000: the watches' SetWatches must stay under the server's `jute.maxbuffer`); past it, reads return `ERANGE`.
 ---@field data? boolean As for `client:cache`: `false` keeps no data (reads give `false`).
 ---@field election? string Where the workers of an instance elect their keeper: `<election>/<instance id>` (default `"/zklock/openresty-keepers"`); the instance id (`"<host>-<pid of its first worker>"`) is kept in the dict, which a reload keeps.
 ---@field id? string The keeper election's participant id (default `"<host name>/<worker pid>"`).
