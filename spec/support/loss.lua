@@ -691,6 +691,8 @@ function M.describe_families(names, seed_base)
             return nil, c, "ZCONNECTIONLOSS"
           end, 3)
         end
+        -- the proxies first: starting them takes a while, and the setter's client is not driven then
+        for k = #nets + 1, M.PAIRS do nets[k] = testing.proxy(zk.hosts) end
         ctx.obs = ctx.connect_obs()
         local ok, res = pcall(M.run, ctx)
         pcall(ctx.obs.close, ctx.obs)
