@@ -288,10 +288,12 @@ local function pump(r)
   local due = false
   if r.sid and not r.learned_at and hc:session() == r.sid then
     local d = hc:loss_deadline()
-    if d then
+    if d and d > 0 then
       local dl = t0 + d * 1000 -- t0 is read first: never later than the client's own deadline
       if not r.deadline or dl > r.deadline then r.deadline = dl end
-      due = d <= 0
+    elseif d then
+      due = true -- (0: passed, by how much is not said; the last positive read stands)
+      r.deadline = r.deadline or t0
     end
   end
   hc:process()
