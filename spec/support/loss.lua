@@ -237,11 +237,17 @@ M.median = median
 -- (a poll that should not block, say) does not count: that is the library's doing, not the
 -- machine's.
 function M.run_delay_ms()
+  local _, rq = M.sched_ms()
+  return rq
+end
+
+-- (on-CPU ms, run-queue ms) of this thread so far: schedstat's first two fields.
+function M.sched_ms()
   local fh = io.open("/proc/thread-self/schedstat") or io.open("/proc/self/schedstat")
-  if not fh then return 0 end
-  local _, rq = fh:read("*n", "*n")
+  if not fh then return 0, 0 end
+  local cpu, rq = fh:read("*n", "*n")
   fh:close()
-  return (rq or 0) / 1e6
+  return (cpu or 0) / 1e6, (rq or 0) / 1e6
 end
 
 local function read_lines(path)
@@ -284,7 +290,8 @@ end
 local function pump(r)
   local hc = r.hc
   if not hc or hc.state == "CLOSED" then return end
-  local t0, rq0 = now(), M.run_delay_ms()
+  local cpu0, rq0 = M.sched_ms()
+  local t0 = now()
   local due = false
   if r.sid and not r.learned_at and hc:session() == r.sid then
     local d = hc:loss_deadline()
@@ -299,9 +306,11 @@ local function pump(r)
   hc:process()
   -- (is_leader() and is_held() drive the client too)
   if r.h and not r.learned_at and not r.h.held() then r.ev_h.learned("is_held() false") end
-  local t1, rq1 = now(), M.run_delay_ms()
+  local t1 = now()
+  local cpu1, rq1 = M.sched_ms()
   if r.h and not r.decided then
-    r.stall = math.max(r.stall, (t1 - t0) - (rq1 - rq0))
+    local stall = (t1 - t0) - (rq1 - rq0)
+    if stall > r.stall then r.stall, r.stall_cpu = stall, cpu1 - cpu0 end
     if r.last_pump then r.gap = math.max(r.gap, t0 - r.last_pump) end
     if due and not r.due_pump then
       r.due_pump = { t0 = t0, t1 = t1, rq = rq1 - rq0 }
@@ -559,7 +568,8 @@ function M.judge(r)
   elseif r.stall > M.BLOCK_MS then
     -- process() must never block (docs/design.md, decision 3): while it does, the holder
     -- cannot be told, and a waiter in another process can be granted meanwhile
-    return "failed", ("BLOCKED: a holder's process() call blocked %.0f ms"):format(r.stall)
+    return "failed", ("BLOCKED: a holder's process() call blocked %.0f ms (%.0f ms of it on a CPU)")
+      :format(r.stall, r.stall_cpu or 0)
   elseif r.margin and r.margin >= 0 then
     if early then kind, why = "void", "the holder's session ended before the fault was armed (told first)"
     elseif (r.grant_rq or 0) >= r.margin then
