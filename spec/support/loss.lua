@@ -20,14 +20,19 @@
 -- CLOCK_MONOTONIC (zklock.core.now()).
 --
 -- A paused process is not covered by the guarantee (LOST is reported on time only if process()
--- runs). On a busy machine either process may wait for a CPU; each measures that wait (the
--- kernel's run-queue delay, M.run_delay_ms) and a round is set aside as "paused", neither pass nor
--- failure, only when such a wait can explain its outcome (see M.run). Blocking inside a call is
--- not a pause (the process was not waiting for a CPU): it counts as is, and a holder's process()
--- call blocked longer than BLOCK_MS fails its round (process() must never block: meanwhile the
--- holder cannot be told, and the waiter may be granted). Another
--- round runs in place of a paused one (at most ROUNDS more in all; fewer judged rounds than
--- ROUNDS fail the spec as "machine too busy", visibly, never as a pass).
+-- runs). So every pump of a holder's client records the holder's own loss deadline
+-- (client:loss_deadline(): the server cannot expire the session earlier) and whether the first
+-- pump past it reported LOST; a round the holder was not told of by the grant is an overlap
+-- when the grant came before that deadline or a pump past it did not report, and is set aside
+-- as "paused", neither pass nor failure, only when no pump of that client ran between the
+-- deadline and the grant (measured, see M.judge). Setup keeps every holder pumped between its
+-- own steps (the harness's requests run in coroutines on the setter's client, retried, bounded,
+-- on a timeout or a lost session); a round whose holder lost its session before its fault was
+-- armed is "void". Blocking inside a call is not a pause: a holder's process() call blocked
+-- (not waiting for a CPU) longer than BLOCK_MS fails its round (process() must never block:
+-- meanwhile the holder cannot be told, and the waiter may be granted). Another round runs in
+-- place of a paused or void one (at most ROUNDS more in all; fewer judged rounds than ROUNDS
+-- fail the spec as "machine too busy", visibly, never as a pass).
 --
 -- Environment: ZKLOCK_LOSS_ROUNDS (default 20), ZKLOCK_LOSS_SESSION (seconds, default 2),
 -- ZKLOCK_LOSS_PAIRS (rounds at once, default 7).
