@@ -287,8 +287,8 @@ function M.retry(what, fn, tries, on_retry)
 end
 
 -- Pump one holder's client (one process() call), recording what the judge reads (M.run): the
--- holder's own loss deadline, read before the call (client:loss_deadline(), while the session
--- that took the hold is the client's: the server cannot expire it earlier); the first pump that
+-- holder's own loss deadline, read before and after the call (client:loss_deadline(), while the
+-- session that took the hold is the client's: the server cannot expire it earlier); the first pump that
 -- started at or past that deadline (it must report LOST: a "due" pump) and whether it did; the
 -- time spent blocked in the call (its wall time less its wait for a CPU); the longest gap
 -- between two pumps.
@@ -311,6 +311,12 @@ local function pump(r)
   hc:process()
   -- (is_leader() and is_held() drive the client too)
   if r.h and not r.learned_at and not r.h.held() then r.ev_h.learned("is_held() false") end
+  -- and after: an answer this call read moves the deadline on (the next pump may come late)
+  if r.sid and not r.learned_at and hc.state ~= "CLOSED" and hc:session() == r.sid then
+    local ta = now()
+    local d = hc:loss_deadline()
+    if d and d > 0 and (not r.deadline or ta + d * 1000 > r.deadline) then r.deadline = ta + d * 1000 end
+  end
   local t1 = now()
   local cpu1, rq1 = M.sched_ms()
   if r.h and not r.decided then
