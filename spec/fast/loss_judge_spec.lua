@@ -55,6 +55,9 @@ describe("loss rounds: the judge #fast", function()
   it("a session lost before the fault was armed: void, unless it is an overlap", function()
     assert.equal("void", (loss.judge(round{ armed_at = false, early = true, learned_at = 500, granted_at = 700 })))
     assert.equal("overlap", (loss.judge(round{ armed_at = false, early = true, deadline = 900, granted_at = 700 })))
+    -- armed, but told (at its deadline) before any push went through
+    assert.equal("void", (loss.judge(round{ pushed = false, push_ms = nil, learned_at = 1800, granted_at = 2050 })))
+    assert.equal("failed", (loss.judge(round{ pushed = false, push_ms = nil })))
   end)
 end)
 

@@ -565,12 +565,15 @@ end
 --     the CPU wait.
 --   BLOCKED (a failure) when a holder's process() call blocked longer than BLOCK_MS (not waiting
 --     for a CPU): process() must never block. A holder blocked in its own call is no excuse.
---   void when the holder's session ended before the fault was armed (the waiter granted then, or
---     the holder told then) and the round is not an overlap: the push path was not exercised.
+--   void when the holder's session ended before the fault was armed or fired (the waiter granted
+--     then, or the holder told then, or no push) and the round is not an overlap: the push path
+--     was not exercised.
 --   A paused or void round is neither a pass nor a failure; another round runs in its place.
 function M.judge(r)
   r.margin = r.granted_at and r.learned_at and (r.granted_at - r.learned_at) or nil
-  local early = r.early or (r.learned_at and not r.armed_at)
+  -- (told before its fault was armed, or before the push went through: the push path was not
+  -- what ended the hold)
+  local early = r.early or (r.learned_at and (not r.armed_at or not r.pushed))
   local why, kind
   if not r.granted_at then
     if early then return "void", "the holder's session ended before the fault was armed; no grant" end
@@ -582,7 +585,8 @@ function M.judge(r)
     return "failed", ("BLOCKED: a holder's process() call blocked %.0f ms (%.0f ms of it on a CPU)")
       :format(r.stall, r.stall_cpu or 0)
   elseif r.margin and r.margin >= 0 then
-    if early then kind, why = "void", "the holder's session ended before the fault was armed (told first)"
+    if early then kind, why = "void", ("the holder's session ended before %s (told first)")
+      :format(r.armed_at and "the push" or "the fault was armed")
     elseif (r.grant_rq or 0) >= r.margin then
       kind, why = "paused", ("the waiters' process waited %.0f ms for a CPU around the grant; not judged")
         :format(r.grant_rq)
