@@ -329,6 +329,8 @@ local function pump(r)
     end
   end
   r.last_pump = t0
+  r.pumps, r.npumps = r.pumps or {}, (r.npumps or 0) + 1
+  r.pumps[(r.npumps - 1) % 32 + 1] = t0 -- the last 32 pump starts (scan looks up the one before the grant)
 end
 
 -- One batch of n rounds at once. ctx = { zk, obs, nets, fam, tag, seq (round counter), rng, dir }.
@@ -347,7 +349,9 @@ local function batch(ctx, n)
       if tag == "G" and r and not r.granted_at then
         r.granted_at, r.grant_rq = tonumber(a), tonumber(b)
         r.early = not r.armed_at -- granted before its fault was armed
-        r.last_before_grant = r.last_pump
+        for _, t in ipairs(r.pumps or {}) do
+          if t <= r.granted_at and t > (r.last_before_grant or -math.huge) then r.last_before_grant = t end
+        end
         r.wrec:log(hold_ev, r.path, fam.wait_fields, r.granted_at)
         r.wrec:log(rel_ev, r.path, nil, r.granted_at + 1)
       elseif tag == "E" and r then
@@ -603,8 +607,9 @@ function M.judge(r)
     local dp = r.due_pump
     if not dp or dp.t0 > r.granted_at then
       kind, why = "paused", ("paused: the holder's client was not pumped from its loss deadline to the grant "
-        .. "(%.0f ms; the last pump before the grant was read, %.0f ms before the deadline); not judged")
-        :format(r.granted_at - r.deadline, r.deadline - (r.last_before_grant or r.deadline))
+        .. "(%.0f ms; the last pump before the grant %s); not judged")
+        :format(r.granted_at - r.deadline, r.last_before_grant
+          and ("%.0f ms before the deadline"):format(r.deadline - r.last_before_grant) or "not among the last 32")
     elseif dp.rq >= dp.t1 - r.granted_at then
       kind, why = "paused", ("paused: the pump past the deadline ran %.0f ms across the grant, %.0f ms of it "
         .. "waiting for a CPU; not judged"):format(dp.t1 - dp.t0, dp.rq)
