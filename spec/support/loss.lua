@@ -416,22 +416,36 @@ local function batch(ctx, n)
         if not cok and code == "ZNODEEXISTS" and tries > 1 then return true end -- an earlier try's
         return cok, cmsg, code
       end)
-      -- the holder: its connect and its hold block (the others wait meanwhile; the judge sees
-      -- that gap); both retried, bounded
+      -- the holder: its connect blocks (the others wait meanwhile; the judge sees that gap);
+      -- both retried, bounded
       rounds[i], by_k[tostring(k)] = r, r
       M.retry(("round %d: the holder's %s"):format(k, fam.name), function()
         local cok, hc = pcall(util.connect, r.net.hosts, { session_timeout = S, identity = "holder-" .. k,
                                                           log_level = "none" })
         if not cok then return nil, hc, "ZCONNECTIONLOSS" end
         r.hc = hc
-        -- (blocking: a hold belongs to the coroutine that took it, and is_held() asks for the
-        -- caller's, so it is taken here; the other holders wait meanwhile, the judge sees that gap)
-        local h, herr = fam.hold(hc, r.path, r.ev_h)
+        -- the hold is taken in a coroutine while all is driven; a hold belongs to the coroutine
+        -- that took it (is_held() asks for the caller's), so that coroutine keeps it and reads it
+        -- (every 2 ms, at the pumps) until the round lets go
+        local res
+        hc:spawn(function()
+          local h, herr = fam.hold(hc, r.path, r.ev_h)
+          res = { h, herr }
+          if not h then return end
+          while not r.let_go do
+            r.held_now = h.held()
+            hc:sleep(0.002)
+          end
+          h.close()
+        end)
+        drive_until(function() return res ~= nil end, 30, ("round %d: the holder's %s"):format(k, fam.name))
+        local h, herr = res[1], res[2]
         if h then
           r.sid = hc:session()
-          r.h = h
+          r.held_now = true
+          r.h = { fields = h.fields, held = function() return r.held_now end,
+                  close = function() r.let_go = true end }
           r.hrec:log(hold_ev, r.path, r.h.fields, now())
-          step()
           return true
         end
         pcall(hc.close, hc)
