@@ -611,7 +611,7 @@ function M.judge(r)
     else kind, why = "ok", "ok" end
   elseif r.missed then
     kind, why = "overlap", ("OVERLAP: a pump %.0f ms past the holder's loss deadline did not report LOST")
-      :format(r.missed - r.deadline)
+      :format(math.max(0, r.missed - r.deadline))
   elseif not r.deadline then
     kind, why = "overlap", "OVERLAP: granted, and the holder's loss deadline was never read"
   elseif r.granted_at < r.deadline then
