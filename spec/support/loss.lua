@@ -466,12 +466,13 @@ local function batch(ctx, n)
       for _, r in ipairs(rounds) do
         if not queued[r] and not r.granted_at then
           all = false
-          if not listing then
-            listing = true
-            ctx.obs:spawn(function()
-              local names = ctx.obs:children(fam.queue(r.path), { timeout = 5 })
+          if listing ~= ctx.obs then -- (one listing at a time, on the current setter's client)
+            local obs = ctx.obs
+            listing = obs
+            obs:spawn(function()
+              local names = obs:children(fam.queue(r.path), { timeout = 5 })
               if names and #names >= 2 then queued[r] = true end
-              listing = false
+              if listing == obs then listing = false end
             end)
           end
         end
