@@ -20,14 +20,19 @@
 -- CLOCK_MONOTONIC (zklock.core.now()).
 --
 -- A paused process is not covered by the guarantee (LOST is reported on time only if process()
--- runs). On a busy machine either process may wait for a CPU; each measures that wait (the
--- kernel's run-queue delay, M.run_delay_ms) and a round is set aside as "paused", neither pass nor
--- failure, only when such a wait can explain its outcome (see M.run). Blocking inside a call is
--- not a pause (the process was not waiting for a CPU): it counts as is, and a holder's process()
--- call blocked longer than BLOCK_MS fails its round (process() must never block: meanwhile the
--- holder cannot be told, and the waiter may be granted). Another
--- round runs in place of a paused one (at most ROUNDS more in all; fewer judged rounds than
--- ROUNDS fail the spec as "machine too busy", visibly, never as a pass).
+-- runs). So every pump of a holder's client records the holder's own loss deadline
+-- (client:loss_deadline(): the server cannot expire the session earlier) and whether the first
+-- pump past it reported LOST; a round the holder was not told of by the grant is an overlap
+-- when the grant came before that deadline or a pump past it did not report, and is set aside
+-- as "paused", neither pass nor failure, only when no pump of that client ran between the
+-- deadline and the grant (measured, see M.judge). Setup keeps every holder pumped between its
+-- own steps (the harness's requests run in coroutines on the setter's client, retried, bounded,
+-- on a timeout or a lost session); a round whose holder lost its session before its fault was
+-- armed is "void". Blocking inside a call is not a pause: a holder's process() call blocked
+-- (not waiting for a CPU) longer than BLOCK_MS fails its round (process() must never block:
+-- meanwhile the holder cannot be told, and the waiter may be granted). Another round runs in
+-- place of a paused or void one (at most ROUNDS more in all; fewer judged rounds than ROUNDS
+-- fail the spec as "machine too busy", visibly, never as a pass).
 --
 -- Environment: ZKLOCK_LOSS_ROUNDS (default 20), ZKLOCK_LOSS_SESSION (seconds, default 2),
 -- ZKLOCK_LOSS_PAIRS (rounds at once, default 7).
@@ -59,6 +64,8 @@ M.BLOCK_MS = 100
 M.SERVER = { tick_ms = 200, min_session_ms = 1000, max_session_ms = 60000 }
 
 local function now() return core.now() end
+local function pack(...) return { n = select("#", ...), ... } end
+local unpack = table.unpack or unpack -- luacheck: ignore 143
 
 ---------------------------------------------------------------- recipe families
 -- fam.hold(hc, path, ev) -> h: take the recipe on the holder client (blocking, bounded); h.held()
@@ -230,21 +237,22 @@ local function median(xs)
 end
 M.median = median
 
-local function children_count(c, path)
-  local names = c:children(path, { timeout = 5 })
-  return names and #names or 0
-end
-
 -- How long this process has waited for a CPU so far, in ms (the kernel's run-queue delay of
 -- this thread: /proc/thread-self/schedstat's second field, in ns). Time spent blocked in a call
 -- (a poll that should not block, say) does not count: that is the library's doing, not the
 -- machine's.
 function M.run_delay_ms()
+  local _, rq = M.sched_ms()
+  return rq
+end
+
+-- (on-CPU ms, run-queue ms) of this thread so far: schedstat's first two fields.
+function M.sched_ms()
   local fh = io.open("/proc/thread-self/schedstat") or io.open("/proc/self/schedstat")
-  if not fh then return 0 end
-  local _, rq = fh:read("*n", "*n")
+  if not fh then return 0, 0 end
+  local cpu, rq = fh:read("*n", "*n")
   fh:close()
-  return (rq or 0) / 1e6
+  return (cpu or 0) / 1e6, (rq or 0) / 1e6
 end
 
 local function read_lines(path)
@@ -256,44 +264,94 @@ local function read_lines(path)
   return t
 end
 
+-- Setup calls the harness makes (creates, sets, connects, the watch it arms) fail on a busy
+-- machine with a timeout or a lost session that says nothing about the loss rule. M.retry runs
+-- fn() (-> ok, msg, code) up to `tries` times while it fails with one of these codes, calling
+-- on_retry(code) in between (to reconnect a client whose session ended); any other failure, or
+-- the last one, raises naming `what`.
+M.TRANSIENT = { ZOPERATIONTIMEOUT = true, ZCONNECTIONLOSS = true, ETIMEDOUT = true, ESESSION = true,
+                ZSESSIONEXPIRED = true, ECLOSED = true }
+function M.retry(what, fn, tries, on_retry)
+  if type(what) ~= "string" then error("retry: argument 1 (what) must be a string", 2) end
+  if type(fn) ~= "function" then error("retry: argument 2 (fn) must be a function", 2) end
+  if type(tries) ~= "number" or tries < 1 then error("retry: argument 3 (tries) must be a number >= 1", 2) end
+  local msg, code
+  for i = 1, tries do
+    local res = pack(fn())
+    if res[1] then return unpack(res, 1, res.n) end
+    msg, code = res[2], res[3]
+    if not M.TRANSIENT[code] then break end
+    if i < tries and on_retry then on_retry(code) end
+  end
+  error(("%s failed: %s"):format(what, tostring(msg)), 0)
+end
+
+-- Pump one holder's client (one process() call), recording what the judge reads (M.run): the
+-- holder's own loss deadline, read before and after the call (client:loss_deadline(), while the
+-- session that took the hold is the client's: the server cannot expire it earlier); the first pump that
+-- started at or past that deadline (it must report LOST: a "due" pump) and whether it did; the
+-- time spent blocked in the call (its wall time less its wait for a CPU); the longest gap
+-- between two pumps.
+local function pump(r)
+  local hc = r.hc
+  if not hc or hc.state == "CLOSED" then return end
+  local cpu0, rq0 = M.sched_ms()
+  local t0 = now()
+  local due = false
+  if r.sid and not r.learned_at and hc:session() == r.sid then
+    local d = hc:loss_deadline()
+    if d and d > 0 then
+      local dl = t0 + d * 1000 -- t0 is read first: never later than the client's own deadline
+      if not r.deadline or dl > r.deadline then r.deadline = dl end
+    elseif d then
+      due = true -- (0: passed, by how much is not said; the last positive read stands)
+      r.deadline = r.deadline or t0
+    end
+  end
+  hc:process()
+  -- (is_leader() and is_held() drive the client too)
+  if r.h and not r.learned_at and not r.h.held() then r.ev_h.learned("is_held() false") end
+  -- and after: an answer this call read moves the deadline on (the next pump may come late)
+  if r.sid and not r.learned_at and hc.state ~= "CLOSED" and hc:session() == r.sid then
+    local ta = now()
+    local d = hc:loss_deadline()
+    if d and d > 0 and (not r.deadline or ta + d * 1000 > r.deadline) then r.deadline = ta + d * 1000 end
+  end
+  local t1 = now()
+  local cpu1, rq1 = M.sched_ms()
+  if r.h and not r.decided then
+    local stall = (t1 - t0) - (rq1 - rq0)
+    if stall > r.stall then r.stall, r.stall_cpu = stall, cpu1 - cpu0 end
+    if r.last_pump then r.gap = math.max(r.gap, t0 - r.last_pump) end
+    if due and not r.due_pump then
+      r.due_pump = { t0 = t0, t1 = t1, rq = rq1 - rq0 }
+      if not r.learned_at then r.missed = t0 end -- past its deadline, and still held: a bug
+    end
+  end
+  r.last_pump = t0
+  r.pumps, r.npumps = r.pumps or {}, (r.npumps or 0) + 1
+  r.pumps[(r.npumps - 1) % 32 + 1] = t0 -- the last 32 pump starts (scan looks up the one before the grant)
+end
+
 -- One batch of n rounds at once. ctx = { zk, obs, nets, fam, tag, seq (round counter), rng, dir }.
+-- Every phase keeps every holder pumped (pump above) between its own steps; the harness's own
+-- requests run in coroutines on the setter's client (ctx.obs) so that none blocks the holders.
 local function batch(ctx, n)
   local fam, S = ctx.fam, M.SESSION
   local rounds, by_k = {}, {}
   local hold_ev, rel_ev = fam.lead and "lead" or "acquire", fam.lead and "unlead" or "release"
-  for i = 1, n do
-    ctx.seq = ctx.seq + 1
-    local k = ctx.seq
-    local r = { k = k, net = ctx.nets[i], path = ("/loss/%s/%d/r%d"):format(ctx.tag, testing.pid, k),
-                wpath = ("/loss-w/%s-%d-r%d"):format(ctx.tag, testing.pid, k), gap = 0, rq = 0, stall = 0 }
-    r.hrec = check.recorder(nil, "holder-" .. k)
-    r.wrec = check.recorder(nil, "waiter-" .. k)
-    r.ev_h = {
-      learned = function(how)
-        if r.learned_at then return end
-        r.learned_at, r.learned_how = now(), how
-        r.hrec:log(rel_ev, r.path, nil, r.learned_at)
-      end,
-    }
-    assert(ctx.obs:create(r.wpath, "0", { parents = true }))
-    r.hc = util.connect(r.net.hosts, { session_timeout = S, identity = "holder-" .. k, log_level = "none" })
-    local h, err = fam.hold(r.hc, r.path, r.ev_h)
-    assert(h, ("round %d: the holder could not take the %s: %s"):format(k, fam.name, tostring(err)))
-    r.h = h
-    r.hrec:log(hold_ev, r.path, h.fields, now())
-    rounds[i], by_k[tostring(k)] = r, r
-  end
-  -- the waiters: one process for the batch
-  local out = ("%s/waiters-%d.out"):format(ctx.dir, rounds[1].k)
-  local args = { ctx.fam_key, ctx.zk.hosts, out, tostring(3 * S + 20) }
-  for _, r in ipairs(rounds) do args[#args + 1] = r.k .. "=" .. r.path end
-  local worker = testing.worker{ script = "spec/support/loss_waiters.lua", args = args }
+  local worker, out
   local function scan()
+    if not out then return end
     for _, l in ipairs(read_lines(out)) do
       local tag, k, a, b = l:match("^(%u+) ?(%d*) ?(%S*) ?(%S*)")
       local r = by_k[k]
       if tag == "G" and r and not r.granted_at then
         r.granted_at, r.grant_rq = tonumber(a), tonumber(b)
+        r.early = not r.armed_at -- granted before its fault was armed
+        for _, t in ipairs(r.pumps or {}) do
+          if t <= r.granted_at and t > (r.last_before_grant or -math.huge) then r.last_before_grant = t end
+        end
         r.wrec:log(hold_ev, r.path, fam.wait_fields, r.granted_at)
         r.wrec:log(rel_ev, r.path, nil, r.granted_at + 1)
       elseif tag == "E" and r then
@@ -301,67 +359,184 @@ local function batch(ctx, n)
       end
     end
   end
-  local ok, err = pcall(function()
-    -- every waiter queued behind its holder
-    local qok = util.drive_until(ctx.clients_of(rounds), function()
-      scan()
-      if not worker:alive() then error("the waiters' process ended early:\n" .. worker:output()) end
-      for _, r in ipairs(rounds) do
-        if children_count(ctx.obs, fam.queue(r.path)) < 2 then return false end
-      end
-      return true
-    end, 20)
-    assert(qok, "the waiters did not queue within 20 s:\n" .. worker:output())
+  -- drive everything once: the setter, every holder, the waiters' grants
+  local function step()
+    if ctx.obs.state ~= "CLOSED" then ctx.obs:process() end
+    for _, r in ipairs(rounds) do pump(r) end
     scan()
-    for _, r in ipairs(rounds) do
-      assert(not r.granted_at, ("round %d: the waiter was granted while the holder held"):format(r.k))
+  end
+  local function drive_until(pred, seconds, what)
+    local deadline = now() + seconds * 1000
+    for _ = 1, 1000000 do
+      step()
+      if pred() then return end
+      if now() >= deadline then error(("%s: not within %g s"):format(what, seconds), 0) end
+      if worker and not worker:alive() then error("the waiters' process ended early:\n" .. worker:output(), 0) end
+      ctx.obs:sleep(0.005)
     end
-    -- arm the watches and the proxies; the set follows after a drawn delay
+    error(what .. ": the drive loop ran out", 0)
+  end
+  -- a request of the harness's own, on the setter's client, in a coroutine while all is driven;
+  -- retried (bounded) on a timeout or a lost session (a new setter's client then)
+  local function on_obs(what, fn)
+    return M.retry(what, function()
+      local res
+      local obs = ctx.obs
+      obs:spawn(function() res = pack(pcall(fn, obs)) end)
+      drive_until(function() return res ~= nil end, 30, what)
+      if not res[1] then error(res[2], 0) end
+      return unpack(res, 2, res.n)
+    end, 4, function(code)
+      if code == "ESESSION" or code == "ZSESSIONEXPIRED" or code == "ECLOSED" or ctx.obs.state == "CLOSED" then
+        pcall(ctx.obs.close, ctx.obs)
+        ctx.obs = ctx.connect_obs()
+      end
+    end)
+  end
+
+  local ok, err = pcall(function()
+    for i = 1, n do
+      ctx.seq = ctx.seq + 1
+      local k = ctx.seq
+      local r = { k = k, net = ctx.nets[i], path = ("/loss/%s/%d/r%d"):format(ctx.tag, testing.pid, k),
+                  wpath = ("/loss-w/%s-%d-r%d"):format(ctx.tag, testing.pid, k), gap = 0, stall = 0, rq = 0 }
+      r.hrec = check.recorder(nil, "holder-" .. k)
+      r.wrec = check.recorder(nil, "waiter-" .. k)
+      r.ev_h = {
+        learned = function(how)
+          if r.learned_at or not r.h then return end -- (a hold lost while taken fails its acquire)
+          r.learned_at, r.learned_how = now(), how
+          r.hrec:log(rel_ev, r.path, nil, r.learned_at)
+        end,
+      }
+      local tries = 0
+      on_obs(("round %d: create %s"):format(k, r.wpath), function(obs)
+        tries = tries + 1
+        local cok, cmsg, code = obs:create(r.wpath, "0", { parents = true, timeout = 5 })
+        if not cok and code == "ZNODEEXISTS" and tries > 1 then return true end -- an earlier try's
+        return cok, cmsg, code
+      end)
+      -- the holder: its connect blocks (the others wait meanwhile; the judge sees that gap);
+      -- both retried, bounded
+      rounds[i], by_k[tostring(k)] = r, r
+      M.retry(("round %d: the holder's %s"):format(k, fam.name), function()
+        local cok, hc = pcall(util.connect, r.net.hosts, { session_timeout = S, identity = "holder-" .. k,
+                                                          log_level = "none" })
+        if not cok then return nil, hc, "ZCONNECTIONLOSS" end
+        r.hc = hc
+        -- the hold is taken in a coroutine while all is driven; a hold belongs to the coroutine
+        -- that took it (is_held() asks for the caller's), so that coroutine keeps it and reads it
+        -- (every 2 ms, at the pumps) until the round lets go
+        local res
+        hc:spawn(function()
+          local h, herr = fam.hold(hc, r.path, r.ev_h)
+          res = { h, herr }
+          if not h then return end
+          while not r.let_go do
+            r.held_now = h.held()
+            hc:sleep(0.002)
+          end
+          h.close()
+        end)
+        drive_until(function() return res ~= nil end, 30, ("round %d: the holder's %s"):format(k, fam.name))
+        local h, herr = res[1], res[2]
+        if h then
+          r.sid = hc:session()
+          r.held_now = true
+          r.h = { fields = h.fields, held = function() return r.held_now end,
+                  close = function() r.let_go = true end }
+          r.hrec:log(hold_ev, r.path, r.h.fields, now())
+          return true
+        end
+        pcall(hc.close, hc)
+        local code = tostring(herr):match("^(%u[%u_]+):") or "ZOPERATIONTIMEOUT"
+        return nil, herr, code
+      end, 3)
+    end
+    -- the waiters: one process for the batch
+    out = ("%s/waiters-%d.out"):format(ctx.dir, rounds[1].k)
+    local args = { ctx.fam_key, ctx.zk.hosts, out, tostring(3 * S + 20) }
+    for _, r in ipairs(rounds) do args[#args + 1] = r.k .. "=" .. r.path end
+    worker = testing.worker{ script = "spec/support/loss_waiters.lua", args = args }
+    -- every waiter queued behind its holder (or granted already: judged below)
+    local queued = {}
+    local listing = false
+    drive_until(function()
+      local all = true
+      for _, r in ipairs(rounds) do
+        if not queued[r] and not r.granted_at then
+          all = false
+          if listing ~= ctx.obs then -- (one listing at a time, on the current setter's client)
+            local obs = ctx.obs
+            listing = obs
+            obs:spawn(function()
+              local names = obs:children(fam.queue(r.path), { timeout = 5 })
+              if names and #names >= 2 then queued[r] = true end
+              if listing == obs then listing = false end
+            end)
+          end
+        end
+      end
+      return all
+    end, 30, "the waiters queueing")
+    -- arm the watches and the proxies (not for a round already granted or lost); the set follows
+    -- after a drawn delay
     for _, r in ipairs(rounds) do
-      local _, _, w = r.hc:get(r.wpath, { watch = true, timeout = 5 })
-      assert(type(w) == "table" or type(w) == "userdata", ("round %d: no watch armed"):format(r.k))
-      r.watch = w
-      r.set_at = now() + ctx.rng() * S * 1000 / 3
-      r.pushes_before = r.net:status().push_silenced or 0
-      r.net:blackhole_after_push(3 * S + 5, 30)
+      if not r.granted_at and not r.learned_at then
+        local res
+        local function arm()
+          res = nil
+          r.hc:spawn(function() res = pack(r.hc:get(r.wpath, { watch = true, timeout = 5 })) end)
+          drive_until(function() return res ~= nil or r.learned_at ~= nil end, 30, ("round %d: the watch"):format(r.k))
+          if r.learned_at then return true end -- lost before the fault: void (see M.run)
+          local w = res[3]
+          if res[1] ~= nil and (type(w) == "table" or type(w) == "userdata") then r.watch = w return true end
+          return nil, ("round %d: no watch armed: %s"):format(r.k, tostring(res[2])),
+            res[1] == nil and res[3] or "ZOPERATIONTIMEOUT"
+        end
+        M.retry(("round %d: arming the watch"):format(r.k), arm, 3)
+        if not r.learned_at and not r.granted_at then
+          r.set_at = now() + ctx.rng() * S * 1000 / 3
+          r.pushes_before = r.net:status().push_silenced or 0
+          r.net:blackhole_after_push(3 * S + 5, 30)
+          r.armed_at = now()
+        end
+      end
     end
     -- the holders' loop: a set when due, the holders pumped, the waiters' grants read
     local deadline = now() + (3 * S + 10) * 1000
-    local last, last_rq = now(), M.run_delay_ms()
+    local last_rq = M.run_delay_ms()
     for _ = 1, 1000000 do
       local t = now()
       for _, r in ipairs(rounds) do
-        if not r.set_sent and t >= r.set_at then
+        if r.armed_at and not r.set_sent and t >= r.set_at then
           r.set_sent = true
           r.set_t = now()
-          assert(ctx.obs:set(r.wpath, "1", nil, { timeout = 5 }))
+          ctx.obs:spawn(function()
+            for _ = 1, 3 do -- bounded: a set that times out under load is sent again
+              local sok, smsg, code = ctx.obs:set(r.wpath, "1", nil, { timeout = 5 })
+              if sok then r.set_err = nil return end
+              r.set_err = smsg
+              if not M.TRANSIENT[code] or ctx.obs.state == "CLOSED" then return end
+            end
+          end)
         end
       end
-      for _, r in ipairs(rounds) do
-        local t1, rq1 = now(), M.run_delay_ms()
-        if r.hc.state ~= "CLOSED" then r.hc:process() end
-        -- (is_leader() and is_held() drive the client too)
-        if not r.learned_at and r.set_sent and not r.h.held() then r.ev_h.learned("is_held() false") end
-        if r.set_sent and not r.decided then
-          -- wall time of the calls less their wait for a CPU: time spent blocked inside them
-          r.stall = math.max(r.stall, (now() - t1) - (M.run_delay_ms() - rq1))
-        end
-      end
-      scan()
+      step()
       t = now()
       local rq = M.run_delay_ms()
-      local gap, rq_gap = t - last, rq - last_rq
-      last, last_rq = t, rq
+      local rq_gap = rq - last_rq
+      last_rq = rq
       local pending = 0
       for _, r in ipairs(rounds) do
-        if r.set_sent and not r.decided then
-          r.gap, r.rq = math.max(r.gap, gap), math.max(r.rq, rq_gap)
-          if r.granted_at and r.learned_at then r.decided = t end
+        if not r.decided then
+          r.rq = math.max(r.rq, rq_gap)
+          if r.granted_at and (r.learned_at or not r.armed_at) then r.decided = t end
         end
         if not r.decided then pending = pending + 1 end
       end
       if pending == 0 or t >= deadline then break end
-      rounds[1].hc:sleep(0.005)
+      ctx.obs:sleep(0.005)
     end
   end)
   -- the proxies: when did the push go through
@@ -371,13 +546,15 @@ local function batch(ctx, n)
     r.pushed = r.push_ms ~= nil
   end
   -- clean up: stop the waiters, heal, stop every holder, close the clients
-  local stop = io.open(out .. ".stop", "w")
-  if stop then stop:close() end
-  if not worker:wait(20) then worker:stop() end
+  if out then
+    local stop = io.open(out .. ".stop", "w")
+    if stop then stop:close() end
+  end
+  if worker and not worker:wait(20) then worker:stop() end
   for _, r in ipairs(rounds) do pcall(r.net.heal, r.net) end
   for _, r in ipairs(rounds) do
-    pcall(r.h.close)
-    pcall(r.hc.close, r.hc)
+    if r.h then pcall(r.h.close) end
+    if r.hc then pcall(r.hc.close, r.hc) end
     pcall(ctx.obs.delete, ctx.obs, r.wpath)
   end
   if not ok then error(err, 0) end
@@ -385,81 +562,117 @@ local function batch(ctx, n)
 end
 
 -- M.run(ctx) -> result: runs batches until M.ROUNDS rounds are judged; returns
--- { judged = {rounds}, paused = {rounds}, overlaps = {rounds}, failed = {rounds}, lines = {text},
--- history, margins, summary }. ctx: zk, obs (a direct client for sets and listings), fam_key (a
--- key of M.families), tag, seed, nets (proxies to reuse; more are made as needed).
+-- { judged = {rounds}, paused = {rounds}, void = {rounds}, overlaps = {rounds}, failed = {rounds},
+-- lines = {text}, history, margins, summary }. ctx: zk, obs (a direct client for sets and
+-- listings), connect_obs (makes a new one when its session ended), fam_key (a key of
+-- M.families), tag, seed, nets (proxies to reuse; more are made as needed).
 --
--- Judging a round (times from CLOCK_MONOTONIC, shared by both processes):
---   learned: when the holder was told; granted: when the waiters' process saw the grant.
---   OVERLAP when granted < learned (or the holder never learned), unless the holders' process
---     waited for a CPU at least as long as the overlap meanwhile (rq: it was not scheduled, so
---     it could not be told; a paused process is outside the guarantee): then "paused".
+-- Judging a round (times from CLOCK_MONOTONIC, shared by both processes). learned: when the
+-- holder was told; granted: when the waiters' process saw the grant; deadline: the holder's own
+-- loss deadline (client:loss_deadline(), the latest read while its hold's session was current:
+-- the server cannot expire the session before it); a due pump: the first process() call on the
+-- holder's client that started at or past that deadline (it must report LOST).
 --   ok when learned <= granted, unless the waiters' process waited for a CPU longer than the
---     margin around the grant (the grant may have come that much earlier, before learned): then
---     "paused". A holder blocked in one of its own calls is no excuse: it counts as is.
---   A paused round is neither a pass nor a failure; another round runs in its place.
+--     margin around the grant (the grant may have come that much earlier): then "paused".
+--   OVERLAP when the holder was not told by the grant and either a due pump ended with the hold
+--     still held (process() ran past the deadline and did not report), or the grant came before
+--     the deadline (the deadline the client keeps is wrong), or no deadline was ever read.
+--   paused when granted after the deadline, not told, and no pump ran between the deadline and
+--     the grant (the process was not running, or was busy elsewhere: outside the guarantee), or
+--     the due pump started before the grant and ended after it having waited for a CPU at least
+--     that long. Measured, never assumed: the line shows the deadline, the pumps around it and
+--     the CPU wait.
+--   BLOCKED (a failure) when a holder's process() call blocked longer than BLOCK_MS (not waiting
+--     for a CPU): process() must never block. A holder blocked in its own call is no excuse.
+--   void when the holder's session ended before the fault was armed or fired (the waiter granted
+--     then, or the holder told then, or no push) and the round is not an overlap: the push path
+--     was not exercised.
+--   A paused or void round is neither a pass nor a failure; another round runs in its place.
+function M.judge(r)
+  r.margin = r.granted_at and r.learned_at and (r.granted_at - r.learned_at) or nil
+  -- (told before its fault was armed, or before the push went through: the push path was not
+  -- what ended the hold)
+  local early = r.early or (r.learned_at and (not r.armed_at or not r.pushed))
+  local why, kind
+  if not r.granted_at then
+    if early then return "void", "the holder's session ended before the fault was armed; no grant" end
+    if not r.pushed then return "failed", "NO PUSH (the fault never fired)" end
+    return "failed", r.learned_at and "NO GRANT within the round" or "neither learned nor granted"
+  elseif r.stall > M.BLOCK_MS then
+    -- process() must never block (docs/design.md, decision 3): while it does, the holder
+    -- cannot be told, and a waiter in another process can be granted meanwhile
+    return "failed", ("BLOCKED: a holder's process() call blocked %.0f ms (%.0f ms of it on a CPU)")
+      :format(r.stall, r.stall_cpu or 0)
+  elseif r.margin and r.margin >= 0 then
+    if early then kind, why = "void", ("the holder's session ended before %s (told first)")
+      :format(r.armed_at and "the push" or "the fault was armed")
+    elseif (r.grant_rq or 0) >= r.margin then
+      kind, why = "paused", ("the waiters' process waited %.0f ms for a CPU around the grant; not judged")
+        :format(r.grant_rq)
+    else kind, why = "ok", "ok" end
+  elseif r.missed then
+    kind, why = "overlap", ("OVERLAP: a pump %.0f ms past the holder's loss deadline did not report LOST")
+      :format(math.max(0, r.missed - r.deadline))
+  elseif not r.deadline then
+    kind, why = "overlap", "OVERLAP: granted, and the holder's loss deadline was never read"
+  elseif r.granted_at < r.deadline then
+    kind, why = "overlap", ("OVERLAP: granted %.0f ms before the holder's own loss deadline")
+      :format(r.deadline - r.granted_at)
+  else
+    local dp = r.due_pump
+    if not dp or dp.t0 > r.granted_at then
+      kind, why = "paused", ("paused: the holder's client was not pumped from its loss deadline to the grant "
+        .. "(%.0f ms; the last pump before the grant %s); not judged")
+        :format(r.granted_at - r.deadline, r.last_before_grant
+          and ("%.0f ms before the deadline"):format(r.deadline - r.last_before_grant) or "not among the last 32")
+    elseif dp.rq >= dp.t1 - r.granted_at then
+      kind, why = "paused", ("paused: the pump past the deadline ran %.0f ms across the grant, %.0f ms of it "
+        .. "waiting for a CPU; not judged"):format(dp.t1 - dp.t0, dp.rq)
+    else
+      kind, why = "overlap", ("OVERLAP: the pump past the deadline started before the grant and reported "
+        .. "%.0f ms after it"):format(dp.t1 - r.granted_at)
+    end
+  end
+  if kind == "overlap" and r.learned_at then why = why .. (" (told %.0f ms after the grant)"):format(-r.margin) end
+  if kind == "overlap" and early then why = why .. " (before the fault was armed)" end
+  return kind, why
+end
+
 function M.run(ctx)
   ctx.seq = 0
   ctx.fam = M.families[ctx.fam_key]
   ctx.rng = testing.rng(ctx.seed or 1)
   ctx.nets = ctx.nets or {}
   ctx.dir = shell.mktemp("zklock-loss")
-  for i = #ctx.nets + 1, M.PAIRS do ctx.nets[i] = testing.proxy(ctx.zk.hosts) end
-  ctx.clients_of = function(rounds)
-    local cs = { ctx.obs }
-    for _, r in ipairs(rounds) do cs[#cs + 1] = r.hc end
-    return cs
+  ctx.connect_obs = ctx.connect_obs or function()
+    return util.connect(ctx.zk.hosts, { session_timeout = 10, identity = "setter" })
   end
-  local res = { judged = {}, paused = {}, overlaps = {}, failed = {}, lines = {}, recs = {} }
+  for i = #ctx.nets + 1, M.PAIRS do ctx.nets[i] = testing.proxy(ctx.zk.hosts) end
+  local res = { judged = {}, paused = {}, void = {}, overlaps = {}, failed = {}, lines = {}, recs = {} }
   local limit = 2 * M.ROUNDS
   local tried = 0
   while #res.judged < M.ROUNDS and tried < limit do
     local n = math.min(M.PAIRS, M.ROUNDS - #res.judged, limit - tried)
     tried = tried + n
     for _, r in ipairs(batch(ctx, n)) do
-      local base = r.push_ms or r.set_t or 0
+      local base = r.push_ms or r.set_t or r.deadline or 0
       local function rel(t) return t and ("%+.0f"):format(t - base) or "never" end
-      r.margin = r.granted_at and r.learned_at and (r.granted_at - r.learned_at) or nil
-      local why
-      if not r.pushed then
-        why = "NO PUSH (the fault never fired)"
-        res.failed[#res.failed + 1] = r
-      elseif not r.granted_at then
-        why = r.learned_at and "NO GRANT within the round" or "neither learned nor granted"
-        res.failed[#res.failed + 1] = r
-      elseif r.stall > M.BLOCK_MS then
-        -- process() must never block (docs/design.md, decision 3): while it does, the holder
-        -- cannot be told, and a waiter in another process can be granted meanwhile
-        why = ("BLOCKED: a holder's process() call blocked %.0f ms"):format(r.stall)
-        res.failed[#res.failed + 1] = r
-      elseif not r.learned_at then
-        why = "OVERLAP: granted, the holder never learned"
-        res.overlaps[#res.overlaps + 1] = r
-      elseif r.margin < 0 and -r.margin <= r.rq then
-        why = ("paused: overlap %.0f ms while the holders' process waited %.0f ms for a CPU; not judged")
-          :format(-r.margin, r.rq)
-        res.paused[#res.paused + 1] = r
-      elseif r.margin < 0 then
-        why = ("OVERLAP by %.0f ms"):format(-r.margin)
-        res.overlaps[#res.overlaps + 1] = r
-      elseif (r.grant_rq or 0) >= r.margin then
-        why = ("paused: the waiters' process waited %.0f ms for a CPU around the grant; not judged")
-          :format(r.grant_rq)
-        res.paused[#res.paused + 1] = r
-      else
-        why = "ok"
-      end
-      if why == "ok" or why:match("^OVERLAP") then
+      local kind, why = M.judge(r)
+      if kind == "failed" then res.failed[#res.failed + 1] = r
+      elseif kind == "overlap" then res.overlaps[#res.overlaps + 1] = r
+      elseif kind == "paused" then res.paused[#res.paused + 1] = r
+      elseif kind == "void" then res.void[#res.void + 1] = r end
+      if kind == "ok" or kind == "overlap" then
         res.judged[#res.judged + 1] = r
         -- the checker reads the judged rounds (a paused round's late records are left out)
         res.recs[#res.recs + 1] = r.hrec
         res.recs[#res.recs + 1] = r.wrec
       end
       res.lines[#res.lines + 1] = ("    round %2d: push %s after the set; holder learned %s ms (%s), waiter granted "
-        .. "%s ms after the push; margin %s ms; holders' loop: longest gap %.0f ms, longest block in a pump "
-        .. "call %.0f ms, CPU wait %.0f ms; waiters' CPU wait %s ms: %s"):format(r.k,
+        .. "%s ms after the push; holder's loss deadline %s ms; margin %s ms; holders' loop: longest gap %.0f ms, "
+        .. "longest block in a pump call %.0f ms, CPU wait %.0f ms; waiters' CPU wait %s ms: %s"):format(r.k,
         r.push_ms and r.set_t and ("%.0f ms"):format(r.push_ms - r.set_t) or "(none)",
-        rel(r.learned_at), r.learned_how or "-", rel(r.granted_at),
+        rel(r.learned_at), r.learned_how or "-", rel(r.granted_at), rel(r.deadline),
         r.margin and ("%.0f"):format(r.margin) or "-", r.gap, r.stall, r.rq,
         r.grant_rq and ("%.0f"):format(r.grant_rq) or "-", why)
     end
@@ -473,9 +686,10 @@ function M.run(ctx)
   table.sort(margins)
   res.margins = margins
   local function ms(x) return x and ("%.0f"):format(x) or "-" end
-  res.summary = ("[loss %s] session %g s, %d rounds judged (%d run, %d paused), %d overlap(s), %d failed; "
+  res.summary = ("[loss %s] session %g s, %d rounds judged (%d run, %d paused, %d void), %d overlap(s), %d failed; "
     .. "margin holder-learned -> grant min/median/max %s/%s/%s ms"):format(ctx.fam.name, M.SESSION, #res.judged,
-    tried, #res.paused, #res.overlaps, #res.failed, ms(margins[1]), ms(median(margins)), ms(margins[#margins]))
+    tried, #res.paused, #res.void, #res.overlaps, #res.failed, ms(margins[1]), ms(median(margins)),
+    ms(margins[#margins]))
   return res
 end
 
@@ -496,7 +710,8 @@ function M.assert_safe(res, fam)
     .. "loss:\n  %s"):format(#res.overlaps, #res.judged, table.concat(overlaps, "\n  ")))
   assert.is_true(ok == true, "the checker disagrees with the explicit comparison: " .. tostring(msg))
   assert.is_true(#res.judged >= M.ROUNDS, ("only %d of %d rounds could be judged (%d paused: the machine was too busy "
-    .. "to pump the holders on time)"):format(#res.judged, M.ROUNDS, #res.paused))
+    .. "to pump the holders on time; %d void: a holder's session ended before its fault was armed)")
+    :format(#res.judged, M.ROUNDS, #res.paused, #res.void))
 end
 
 -- The whole describe of a family spec (35, 36, 37): a server of its own (a 200 ms tick), the
@@ -506,16 +721,29 @@ function M.describe_families(names, seed_base)
   local busted = require("busted") -- describe, it, setup, teardown (a spec file has them as globals)
   local fixture = require("support.fixture")
   busted.describe("loss after a server push #faults #slow", function()
-    local zk, obs, nets = nil, nil, {}
+    local zk, nets = nil, {}
     fixture.server(M.SERVER, { own = "a 200 ms tick: the server expires sessions within 200 ms of their "
       .. "deadline, so the rounds are strict" }, function(s) zk = s end)
-    busted.setup(function() obs = util.connect(zk.hosts, { session_timeout = 10, identity = "setter" }) end)
     busted.teardown(function() for _, n in ipairs(nets) do pcall(n.stop, n) end end)
 
     for i, name in ipairs(names) do
       local fam = M.families[name]
       busted.it(fam.name .. ": the holder learns of the loss before the waiter is granted", function()
-        local res = M.run{ zk = zk, obs = obs, fam_key = name, tag = name, seed = seed_base + i, nets = nets }
+        -- the setter's client: its own per test, replaced by M.run when its session ends
+        local ctx = { zk = zk, fam_key = name, tag = name, seed = seed_base + i, nets = nets }
+        ctx.connect_obs = function()
+          return M.retry("the setter's connect", function()
+            local ok, c = pcall(util.connect, zk.hosts, { session_timeout = 10, identity = "setter" })
+            if ok then return c end
+            return nil, c, "ZCONNECTIONLOSS"
+          end, 3)
+        end
+        -- the proxies first: starting them takes a while, and the setter's client is not driven then
+        for k = #nets + 1, M.PAIRS do nets[k] = testing.proxy(zk.hosts) end
+        ctx.obs = ctx.connect_obs()
+        local ok, res = pcall(M.run, ctx)
+        pcall(ctx.obs.close, ctx.obs)
+        if not ok then error(res, 0) end
         M.assert_safe(res, fam)
       end)
     end
