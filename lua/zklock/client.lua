@@ -650,14 +650,9 @@ function Client:run(timeout)
     if self.state == "CLOSED" then break end
     local left_tasks = S.count()
     if left_tasks == 0 then break end
-    wait = 1000
-    if deadline then
-      local left = deadline - now()
-      if left <= 0 then
-        return E.fail("ETIMEDOUT", ("%d coroutines still running after %g s"):format(left_tasks, timeout))
-      end
-      if left < wait then wait = left end
-    end
+    local msg, code
+    wait, msg, code = scheduler.next_wait(1000, deadline, left_tasks, timeout)
+    if not wait then return nil, msg, code end
   end
   return true
 end

@@ -263,6 +263,18 @@ function M.new()
   return S
 end
 
+-- The next wait of a run loop (client:run, zklock.run): wait (ms) capped by the deadline (ms on
+-- core.now's clock, or nil: none), or nil, "ETIMEDOUT: ..." once it passed with left_tasks
+-- coroutines unfinished after `timeout` seconds.
+function M.next_wait(wait, deadline, left_tasks, timeout)
+  if not deadline then return wait end
+  local left = deadline - now()
+  if left <= 0 then
+    return E.fail("ETIMEDOUT", ("%d coroutines still running after %g s"):format(left_tasks, timeout))
+  end
+  return left < wait and left or wait
+end
+
 -- Drive `clients` with the host API only (fd, next_timeout_ms, process, tasks) until none has an
 -- unfinished spawned coroutine, or `timeout` seconds pass (then nil, "ETIMEDOUT: ...").
 -- A closed client counts as finished.
@@ -281,13 +293,9 @@ function M.run(clients, timeout, fname, argn)
       end
     end
     if left_tasks == 0 then return true end
-    if deadline then
-      local left = deadline - now()
-      if left <= 0 then
-        return E.fail("ETIMEDOUT", ("%d coroutines still running after %g s"):format(left_tasks, timeout))
-      end
-      if left < wait then wait = left end
-    end
+    local msg, code
+    wait, msg, code = M.next_wait(wait, deadline, left_tasks, timeout)
+    if not wait then return nil, msg, code end
     if wait > 0 then core.poll(fds, math.ceil(wait)) end
   end
 end
