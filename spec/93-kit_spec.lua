@@ -305,7 +305,9 @@ describe("zklock.testing kit #faults", function()
     assert.are.same({ "accept", "accept", "accept", "reject" }, evs)
     assert.truthy(rec.events[1].f.zxid)
     assert(w:delete(path))
-    assert(w:delete(path:match("^(.*)/")))
+    -- its parent is a container: the server may have reaped it once it was empty
+    local ok, msg, code = w:delete(path:match("^(.*)/"))
+    assert(ok or code == "ZNONODE", msg)
   end)
 
   it("eventually: returns fn's values; raises with fn's last error at the timeout", function()
