@@ -37,14 +37,17 @@ end
 -- A lateness meter for a periodic timer: call arm() when the timer is (re)armed and fire(late)
 -- when it runs, `late` being its wall-clock lateness (s). own = late less the run delay this
 -- process accumulated meanwhile: the lateness the loop itself caused.
---   m.ticks, m.max_late (own, s), m.max_at (now_s() of that tick), m.max_wall (wall, s)
+--   m.ticks, m.max_late (own, s), m.max_at (now_s() of that tick), m.max_wall (wall, s),
+--   m.stolen (s): the run delay summed over the ticks' periods (each at most its period, TICK +
+--   late): wall-clock time the loop could not have spent on the timer or on anything else
 local function late_meter()
-  local m = { ticks = 0, max_late = 0, max_at = 0, max_wall = 0, sched = run_delay() ~= nil }
+  local m = { ticks = 0, max_late = 0, max_at = 0, max_wall = 0, stolen = 0, sched = run_delay() ~= nil }
   local rd0
   function m.arm() rd0 = run_delay() end
   function m.fire(late)
     local rd1 = run_delay()
     local stolen = (rd0 and rd1) and math.max(0, rd1 - rd0) or 0
+    m.stolen = m.stolen + math.min(stolen, TICK + math.max(0, late))
     local own = math.max(0, late - stolen)
     if own > m.max_late then m.max_late, m.max_at = own, now_s() end
     if late > m.max_wall then m.max_wall = late end
@@ -147,7 +150,15 @@ local function check_contention(label, t, tm, t0, elapsed, hosts, base)
       tm.sched and "" or " (no /proc/self/schedstat: all of it counted as the loop's)"))
   assert.is_true(tm.max_late < limit,
     ("timer %.3f s late (limit %.3f s for a %.2f s run)"):format(tm.max_late, limit, elapsed))
-  assert.is_true(tm.ticks >= math.floor(elapsed / TICK / 2), "the timer hardly ran: " .. tm.ticks .. " ticks")
+  -- at least half the ticks the run's own time allows: the wall-clock time less what the machine
+  -- took from the process (on busy cores a 20 ms timer cannot tick every 20 ms of wall-clock
+  -- time; a loop that computes or blocks past its timer is charged with all of that time)
+  local own = math.max(0, elapsed - tm.stolen)
+  local want = math.floor(own / TICK / 2)
+  print(("  [%s] timer ticks %d, at least %d wanted: %.2f s run, %.2f s of it taken by the machine")
+    :format(label, tm.ticks, want, elapsed, tm.stolen))
+  assert.is_true(tm.ticks >= want, ("the timer hardly ran: %d ticks, fewer than %d (half of a %.2f s run's own time"
+    .. " less %.2f s taken by the machine, in %g s ticks)"):format(tm.ticks, want, elapsed, tm.stolen, TICK))
   assert_no_nodes(hosts, base)
 end
 
