@@ -368,7 +368,14 @@ describe("faults: a cache under the fault catalogue #faults #slow", function()
   local function expire(s) assert(testing.expire(s.a, zk.hosts)); s.drive(0.5) end
 
   it("fails the checker with a planted bug: version compared instead of czxid", function()
-    local ok, msg = planted_run("version", { { "cut", recreate_unheard } })
+    -- the miss shows only where a node made again kept a version no lower than before; which
+    -- re-creation lands in a run (the planted leaf or the writer's own rebuilds) varies, so up to
+    -- 4 runs: the checker must fail one of them
+    local ok, msg
+    for _ = 1, 4 do
+      ok, msg = planted_run("version", { { "cut", recreate_unheard } })
+      if not ok then break end
+    end
     assert.is_nil(ok)
     print("\n  [planted: version] " .. msg:match("^[^\n]*"))
     assert.truthy(msg:find("cache monotonicity", 1, true) or msg:find("cache convergence", 1, true), msg)
