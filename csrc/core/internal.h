@@ -145,6 +145,10 @@ struct zkl_client {
 
     zkl_op **buckets;
     size_t nbuckets, nops;
+    /* plain reads whose watch is armed, by path (plain.c): every such watch is registered with
+     * the ZooKeeper client under one watcher and context, whatever the number of them */
+    zkl_op **wbuckets;
+    size_t nwbuckets, nwatched;
     uint64_t next_id;
     zkl_op *ops;           /* list of live ops */
     int64_t next_deadline; /* earliest acquire deadline, 0 none */
@@ -319,6 +323,7 @@ int zkl__multi_acquire(zkl_client *c, const zkl_multi_item *items, int n, int ti
                        uint64_t *id);
 int zkl__multi_result(zkl_client *c, uint64_t id, uint64_t *ids, int n, int *failed_index);
 int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id);
+void zkl__plain_watch_free(zkl_client *c); /* the index of armed plain watches, at free */
 int zkl__op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out);
 int zkl__txn_start(zkl_client *c, const zkl_txn_op *ops, int n, int timeout_ms, uint64_t *id);
 int zkl__txn_result_get(zkl_client *c, uint64_t id, zkl_txn_result *out, int n);

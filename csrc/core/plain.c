@@ -3,7 +3,15 @@
  * across a connection loss, an optional timeout, the result readable until its event is
  * consumed. A read may arm a one-shot watch (args.watch): the op then lives on in P_HELD after
  * its OP_DONE until the watch fires, the session ends or the client closes, and reports that
- * with one ZKL_EV_WATCH. */
+ * with one ZKL_EV_WATCH.
+ *
+ * Every such watch is registered with the ZooKeeper client under one watcher function and one
+ * context (the client), not one per op: on every session event (each connection loss and each
+ * reconnection) the 3.8 C client builds the list of its distinct (watcher, context) pairs with a
+ * linear search per pair (collectWatchers), quadratic in their number - 0.7 s for a cache's 20,000
+ * watches, the whole process stopped meanwhile. With one pair that list has one entry. The C
+ * client then calls the watcher once per event and path; the armed reads are found here, by
+ * path, in an index of their own (the server, too, keeps one watch per path and connection). */
 #include <string.h>
 
 #include "internal.h"
@@ -19,6 +27,10 @@ typedef struct zkl_pop {
     int res_nchildren;
     struct Stat res_stat;
     int parents_tried; /* ZKL_CREATE_PARENTS: rounds of making the ancestors */
+    /* while its watch is armed (P_HELD): in the client's index by path (c->wbuckets) */
+    struct zkl_pop *wnext, *wprev;
+    uint32_t whash;
+    int windexed;
 } zkl_pop;
 
 #define P(o) ((zkl_pop *)(o))
@@ -41,7 +53,89 @@ static const zkl_kind plain_kind = {
     .free_fields = plain_free_fields,
 };
 
+/* ---------------------------------------------------------------- armed watches by path */
+
+static uint32_t path_hash(const char *path) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h;
+}
+
+#define WBUCKET(c, h) ((zkl_pop **)(c)->wbuckets + ((h) & ((c)->nwbuckets - 1)))
+
+/* A table with room for one more (doubled when full: chains stay short); ZKL_ENOMEM only when
+ * there is no table at all. A table that cannot grow keeps working with longer chains. */
+static int windex_room(zkl_client *c) {
+    if (c->nwbuckets && c->nwatched < c->nwbuckets) return 0;
+    size_t nb = c->nwbuckets ? c->nwbuckets * 2 : 64;
+    zkl_op **b = zkl__alloc(c, nb * sizeof *b);
+    if (!b) return c->nwbuckets ? 0 : ZKL_ENOMEM;
+    memset(b, 0, nb * sizeof *b);
+    zkl_op **old = c->wbuckets;
+    size_t oldn = c->nwbuckets;
+    c->wbuckets = b;
+    c->nwbuckets = nb;
+    for (size_t i = 0; i < oldn; i++) {
+        zkl_pop *p = (zkl_pop *)old[i], *next;
+        for (; p; p = next) {
+            next = p->wnext;
+            zkl_pop **head = WBUCKET(c, p->whash);
+            p->wprev = NULL;
+            p->wnext = *head;
+            if (*head) (*head)->wprev = p;
+            *head = p;
+        }
+    }
+    zkl__free(c, old, oldn * sizeof *old);
+    return 0;
+}
+
+static void windex_add(zkl_client *c, zkl_op *op) {
+    zkl_pop *p = P(op);
+    if (p->windexed || windex_room(c) != 0) return; /* a table was made when the read started */
+    p->whash = path_hash(p->args.path);
+    zkl_pop **head = WBUCKET(c, p->whash);
+    p->wprev = NULL;
+    p->wnext = *head;
+    if (*head) (*head)->wprev = p;
+    *head = p;
+    p->windexed = 1;
+    c->nwatched++;
+}
+
+static void windex_remove(zkl_client *c, zkl_op *op) {
+    zkl_pop *p = P(op);
+    if (!p->windexed) return;
+    if (p->wprev)
+        p->wprev->wnext = p->wnext;
+    else
+        *WBUCKET(c, p->whash) = p->wnext;
+    if (p->wnext) p->wnext->wprev = p->wprev;
+    p->wnext = p->wprev = NULL;
+    p->windexed = 0;
+    c->nwatched--;
+}
+
+void zkl__plain_watch_free(zkl_client *c) {
+    zkl__free(c, c->wbuckets, c->nwbuckets * sizeof *c->wbuckets);
+    c->wbuckets = NULL;
+    c->nwbuckets = c->nwatched = 0;
+}
+
+/* Whether an event of this type ends the watch that a read of this type armed (the C client's
+ * tables: data for get and for exists of a node, creation for exists of a missing node,
+ * children for children). */
+static int ends_watch(int event, zkl_op_type type) {
+    if (event == ZOO_DELETED_EVENT) return 1;
+    if (event == ZOO_CHANGED_EVENT) return type == ZKL_OP_GET || type == ZKL_OP_EXISTS;
+    if (event == ZOO_CREATED_EVENT) return type == ZKL_OP_EXISTS;
+    if (event == ZOO_CHILD_EVENT) return type == ZKL_OP_CHILDREN;
+    return 0;
+}
+
 static void plain_free_fields(zkl_client *c, zkl_op *op) {
+    windex_remove(c, op);
     zkl__strfree(c, P(op)->args_path);
     zkl__free(c, P(op)->args_data, P(op)->args.len + 1);
     zkl__free(c, P(op)->res_data, P(op)->res_len + 1);
@@ -63,33 +157,43 @@ static void plain_done(zkl_client *c, zkl_op *op, int rc) {
         (rc == ZOK || (rc == ZNONODE && P(op)->args.type == ZKL_OP_EXISTS))) {
         op->phase = P_HELD;
         op->user_gone = 0;
+        windex_add(c, op);
     }
 }
 
 /* The watch's one event; the op is done then. */
 static void watch_done(zkl_client *c, zkl_op *op, int status) {
     if (op->phase != P_HELD) return;
+    windex_remove(c, op);
     op->phase = P_DONE;
     op->gen++; /* a later call of the watcher is stale */
     zkl__emit(c, op, ZKL_EV_WATCH, status);
     op->user_gone = 1;
 }
 
-static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *t) {
-    (void)state, (void)path;
+/* The one watcher of every plain watch: the event ends the watch of each armed read of that
+ * path whose kind it concerns (the C client calls it once per event, for all of them). */
+static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    (void)state;
     zkl_client *c = zkl__current(); /* watchers run inside the client's own process() */
-    if (type == ZOO_SESSION_EVENT || !c || zh != c->zh) return;
-    zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(t));
-    if (!op || op->kind != &plain_kind || op->gen != ZKL_TOKEN_GEN(t)) return;
-    if (op->phase != P_HELD) return;
-    c->stats.watch_events++;
-    watch_done(c, op, type);
-    zkl__op_maybe_free(c, op);
+    if (type == ZOO_SESSION_EVENT || !c || ctx != c || zh != c->zh || !path || !c->nwbuckets)
+        return;
+    uint32_t h = path_hash(path);
+    zkl_pop *p = *WBUCKET(c, h), *next;
+    for (; p; p = next) {
+        next = p->wnext; /* watch_done takes p out of the chain, and it may be freed */
+        if (p->whash != h || !ends_watch(type, p->args.type) || strcmp(p->args.path, path) != 0)
+            continue;
+        c->stats.watch_events++;
+        watch_done(c, &p->op, type);
+        zkl__op_maybe_free(c, &p->op);
+    }
 }
 
 static void plain_abandon(zkl_client *c, zkl_op *op) {
     op->user_gone = 1;
     if (op->phase == P_HELD) {
+        windex_remove(c, op);
         op->phase = P_DONE;
         op->gen++;
     } else if (op->phase == P_ACQUIRING) {
@@ -190,15 +294,15 @@ static void plain_kick(zkl_client *c, zkl_op *op) {
     watcher_fn w = a->watch ? plain_watch_fired : NULL;
     switch (a->type) {
     case ZKL_OP_GET:
-        rc = w ? zkl__awget(c, a->path, w, (void *)t, plain_data_reply, t)
+        rc = w ? zkl__awget(c, a->path, w, c, plain_data_reply, t)
                : zkl__aget(c, a->path, 0, plain_data_reply, t);
         break;
     case ZKL_OP_CHILDREN:
-        rc = w ? zkl__awget_children(c, a->path, w, (void *)t, plain_children_reply, t)
+        rc = w ? zkl__awget_children(c, a->path, w, c, plain_children_reply, t)
                : zkl__aget_children(c, a->path, 0, plain_children_reply, t);
         break;
     case ZKL_OP_EXISTS:
-        rc = w ? zkl__awexists(c, a->path, w, (void *)t, plain_stat_reply, t)
+        rc = w ? zkl__awexists(c, a->path, w, c, plain_stat_reply, t)
                : zkl__aexists(c, a->path, 0, plain_stat_reply, t);
         break;
     case ZKL_OP_SET:
@@ -256,6 +360,8 @@ int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
         (args->watch != 1 || (args->type != ZKL_OP_GET && args->type != ZKL_OP_CHILDREN &&
                               args->type != ZKL_OP_EXISTS)))
         return ZKL_EINVAL;
+    /* an armed watch must be found by path: the index exists before the read starts */
+    if (args->watch && windex_room(c) != 0) return ZKL_ENOMEM;
     zkl_op *op = zkl__op_new(c, &plain_kind);
     if (!op) return ZKL_ENOMEM;
     P(op)->args = *args;
