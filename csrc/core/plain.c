@@ -64,6 +64,18 @@ static uint32_t path_hash(const char *path) {
 
 #define WBUCKET(c, h) ((zkl_pop **)(c)->wbuckets + ((h) & ((c)->nwbuckets - 1)))
 
+/* At the end of its chain: an event reaches the reads of a path in the order they were armed. */
+static void wchain_append(zkl_client *c, zkl_pop *p) {
+    zkl_pop **at = WBUCKET(c, p->whash), *prev = NULL;
+    while (*at) {
+        prev = *at;
+        at = &prev->wnext;
+    }
+    p->wprev = prev;
+    p->wnext = NULL;
+    *at = p;
+}
+
 /* A table with room for one more (doubled when full: chains stay short); ZKL_ENOMEM only when
  * there is no table at all. A table that cannot grow keeps working with longer chains. */
 static int windex_room(zkl_client *c) {
@@ -80,11 +92,7 @@ static int windex_room(zkl_client *c) {
         zkl_pop *p = (zkl_pop *)old[i], *next;
         for (; p; p = next) {
             next = p->wnext;
-            zkl_pop **head = WBUCKET(c, p->whash);
-            p->wprev = NULL;
-            p->wnext = *head;
-            if (*head) (*head)->wprev = p;
-            *head = p;
+            wchain_append(c, p);
         }
     }
     zkl__free(c, old, oldn * sizeof *old);
@@ -95,11 +103,7 @@ static void windex_add(zkl_client *c, zkl_op *op) {
     zkl_pop *p = P(op);
     if (p->windexed || windex_room(c) != 0) return; /* a table was made when the read started */
     p->whash = path_hash(p->args.path);
-    zkl_pop **head = WBUCKET(c, p->whash);
-    p->wprev = NULL;
-    p->wnext = *head;
-    if (*head) (*head)->wprev = p;
-    *head = p;
+    wchain_append(c, p);
     p->windexed = 1;
     c->nwatched++;
 }
