@@ -4,7 +4,8 @@
 -- read), max_nodes, max_watch_bytes (on a server with a small jute.maxbuffer: the reconnection
 -- that never ends past it, the cache that stops before it, a tree just under it that resyncs),
 -- handler replacement, close (no watch, no event, no memory left), the watches held at the
--- server, requests per change, bad input.
+-- server, requests per change, bad input; the CPU a 10,000-node cache's reconnection costs its
+-- process (the C client's work per session event).
 --   busted --lua=lua5.4 spec/48-cache_spec.lua
 local zklock = require("zklock")
 local testing = require("zklock.testing")
@@ -390,6 +391,57 @@ describe("client:cache max_watch_bytes", function()
     assert.is_true(cache:await(30))
     assert.is_true(restart_and_resync(a, b, cache, 60), "no resync within 60 s")
     assert.are.equal(1900, cache:size())
+    cache:close()
+  end)
+end)
+
+-- The 3.8 C client, on every session event (a connection lost, a connection made again), builds
+-- the list of its distinct (watcher, context) pairs with a linear search per pair: with a context
+-- per watch, a cache of 10,000 nodes (20,000 watches) cost 0.7 s of CPU per event on a quiet
+-- machine, the whole process stopped (bench/CACHE-RESULTS.md). The core registers every plain
+-- watch under one pair; a reconnection's CPU is then mostly the SetWatches and the resync.
+describe("client:cache of 10,000 nodes across a connection reset", function()
+  local fx = fixture.server({ jvm_opts = { "-Xmx512m" } }, { own = "a tree of 10,000 nodes" })
+  -- CPU seconds for RESETS reconnections: a context per watch took 0.53 s for one (two events)
+  local N, RESETS, BOUND = 10000, 3, 0.6
+
+  it("costs its process a small share of a second of CPU", function()
+    local net = testing.proxy(fx.zk.hosts)
+    finally(function() util.close_all(); net:stop() end)
+    local a = util.connect(net.hosts, { session_timeout = 30, identity = "big-a" })
+    local b = fx.connect("big-b", { session_timeout = 30 })
+    net.pump = function(s) util.drive({ a, b }, s) end
+    assert(b:create("/big", ""))
+    local made, p = 1, 0
+    while made < N do
+      p = p + 1
+      local t = b:transaction()
+      t:create(("/big/p%03d"):format(p), "")
+      made = made + 1
+      for i = 1, 99 do
+        if made >= N then break end
+        t:create(("/big/p%03d/l%03d"):format(p, i), "")
+        made = made + 1
+      end
+      assert(t:commit())
+    end
+    local cache = a:cache("/big", { max_nodes = N })
+    local inits = 0
+    cache:on_change(function(event) if event == "initialized" then inits = inits + 1 end end)
+    assert.is_true(cache:await(60))
+    assert.are.equal(2 * N, cache:stats().watches)
+    local sid, cpu0 = a:session(), os.clock()
+    for r = 1, RESETS do
+      net:reset() -- the connection closed once: SUSPENDED, then the same session again
+      assert(util.wait_until(function() return a.state ~= "CONNECTED" end, 30, { a, b }))
+      assert(util.wait_until(function() return inits >= r + 1 end, 60, { a, b }), "no resync within 60 s")
+    end
+    local cpu = os.clock() - cpu0
+    assert.are.equal(sid, (a:session()))
+    assert.are.equal(N, cache:size())
+    print(("  [reset] a cache of %d nodes back and resynced %d times: %.3f s of CPU (bound %.1f s)")
+      :format(N, RESETS, cpu, BOUND))
+    assert.is_true(cpu < BOUND, ("%d reconnections took %.3f s of CPU"):format(RESETS, cpu))
     cache:close()
   end)
 end)
