@@ -14,8 +14,8 @@
 -- version compared instead of czxid, no resync after a new session, duplicates not dropped) must
 -- fail the checker, each in one run: the version bug at a leaf deleted and made again with the
 -- same version in a cut shorter than the session (reported as an update: the checker judges the
--- events, the state after is the same). 2 s sessions; every loop is bounded; every server and proxy
--- is stopped.
+-- events, the state after is the same). 2 s sessions; every loop is bounded by a count or a time;
+-- every server and proxy is stopped.
 --   busted --lua=lua5.4 spec/96-faults-cache_spec.lua
 local testing = require("zklock.testing")
 local check = require("zklock.testing.check")
@@ -29,6 +29,7 @@ local SETTLE = 6000 -- ms after a heal during which misses are excused (reconnec
 local REAP_MS = 400 -- the server's container check interval (the root is a container)
 local DELAY = 300 -- ms each way in the round that reaps the root between the cache's two reads
 local MARGIN = 60 -- ms: the root is made again this long after that listing reached the server
+local REAP_WAIT = 5000 -- ms the writer waits at most for a reap (one comes within ~REAP_MS of the last delete)
 
 -- zklock/cache.lua with `from` replaced by `to` (exactly once): a module with a planted bug
 local function planted(from, to)
@@ -137,7 +138,11 @@ local function scenario(hosts_direct, hosts_cache, mod, seed)
     end
     t0 = t0 or core.now()
     local gone
-    for _ = 1, 300 do -- 20 ms apart: 6 s at most
+    -- polled every 20 ms until the reap was seen and remake_after passed, for REAP_WAIT ms at most
+    -- (time, not a count of polls: under load, or while the server restarts, one poll can take
+    -- seconds, and the writer's step must end well inside sc.idle's bound)
+    local deadline = t0 + REAP_WAIT
+    while core.now() < deadline do
       if not gone then
         local st, _, code = b:exists(ROOT)
         if st == false and not code then
