@@ -65,7 +65,7 @@ end
 -- The scenario's state: clients, recorders, the writer.
 local function scenario(hosts_direct, hosts_cache, mod, seed)
   local sc = { rounds = 0, writes = 0, unknown = 0, events = 0, rebuilds = 0, reaps = 0, reaped = {},
-               remake_after = 0 }
+               remake_after = 0, longest = 0 }
   scenarios = scenarios + 1
   ROOT = "/fc" .. scenarios
   PARENTS = { ROOT .. "/a", ROOT .. "/b", ROOT .. "/c" }
@@ -190,7 +190,9 @@ local function scenario(hosts_direct, hosts_cache, mod, seed)
       if sc.stop then return end
       if (sc.writing and not sc.hold) or #sc.queue > 0 then
         sc.busy = true
+        local t0 = core.now()
         sc.step()
+        sc.longest = math.max(sc.longest, core.now() - t0)
         sc.busy = false
       end
       b:sleep(0.02)
@@ -374,8 +376,9 @@ describe("faults: a cache under the fault catalogue #faults #slow", function()
     print(("\n  [cache faults] %d rounds, %d writes (%d unknown), %d cache events, %d resyncs, %d reads, %d"
       .. " directories rebuilt, %d root reaps (%s); %s"):format(sc.rounds, sc.writes, sc.unknown, sc.events, st.resyncs,
       st.reads, sc.rebuilds, sc.reaps, sc.between or "no reap between the two reads", table.concat(report, "; ")))
-    print(("  [cache faults] the leaf made again in a cut: session %s, %s at the heal, read %.0f ms after it")
-      :format(sc.remade.kept and "kept" or "NEW", sc.remade.unheard and "unheard" or "HEARD", sc.remade.ms))
+    print(("  [cache faults] the leaf made again in a cut: session %s, %s at the heal, read %.0f ms after it;"
+      .. " the writer's longest step %.0f ms"):format(sc.remade.kept and "kept" or "NEW",
+      sc.remade.unheard and "unheard" or "HEARD", sc.remade.ms, sc.longest))
     assert(ok, msg)
     assert.is_true(sc.rebuilds >= 3, "directories rebuilt: " .. sc.rebuilds)
     assert.is_true(#sc.reaped >= 3, "root reaps seen: " .. #sc.reaped)
@@ -465,8 +468,8 @@ describe("faults: a cache across a leader kill in a three-node ensemble #faults 
     end
     local ok, msg = finish(sc)
     local st = sc.cache:stats()
-    print(("\n  [cache leader kill] %d writes (%d unknown), %d events, %d resyncs; %s"):format(sc.writes,
-      sc.unknown, sc.events, st.resyncs, table.concat(report, "; ")))
+    print(("\n  [cache leader kill] %d writes (%d unknown), %d events, %d resyncs; %s; the writer's longest step"
+      .. " %.0f ms"):format(sc.writes, sc.unknown, sc.events, st.resyncs, table.concat(report, "; "), sc.longest))
     assert(ok, msg)
     sc.cache:close()
   end)
