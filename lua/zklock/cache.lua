@@ -14,7 +14,9 @@
 -- (a container directory the server reaped and a create made again) can get a listing that found
 -- no node and a get that found the new one, or the reverse: a cached node whose listing did not
 -- arm a watch is listed again, and a listing answered while its node was not cached is dropped
--- with its watch (the node's next sync lists it again).
+-- with its watch (the node's next sync lists it again). A get that finds another incarnation than
+-- the cached one drops the watches of the listing answered before it and of the reads below it
+-- (they stand for what went with the old one): the new one is listed and read below again.
 -- One session's answers arrive in the order the server applied them, so the cache never goes
 -- back in time. After a connection loss on the same session the watches survive (the client
 -- registers them again and the server fires those whose nodes changed meanwhile): the cache
@@ -133,6 +135,29 @@ end
 
 local arm_root
 
+-- path is cached as another incarnation than the one its get just found: the listing of it that
+-- was answered (applied to the old one, or dropped) and the reads armed below it stand for what
+-- goes with the old one. Forget those watches, so that the new one's sync lists it and reads its
+-- children again (reads still on their way were sent after this get: they answer for the new one).
+local function forget_below(self, path)
+  local t = self._track[path]
+  if t and t.cw and t.cw.armed then
+    watch.forget(self.client, t.cw)
+    t.cw = nil
+  end
+  local n = self._nodes[path]
+  if not n then return end
+  for name in pairs(n.children) do
+    local child = join(path, name)
+    local ct = self._track[child]
+    if ct and ct.dw and ct.dw.armed then
+      watch.forget(self.client, ct.dw)
+      ct.dw = nil
+    end
+    forget_below(self, child)
+  end
+end
+
 -- a get of path answered (the read that arms its data watch)
 local function on_get(self, path, st, res)
   if self._closed or self._failed then return end
@@ -149,6 +174,7 @@ local function on_get(self, path, st, res)
     local n = self._nodes[path]
     if n and res.czxid ~= n.stat.czxid then
       if res.czxid < n.stat.czxid then return end -- an older incarnation: never go back
+      forget_below(self, path)
       remove(self, path) -- deleted and made again: removed, then added
       n = nil
     end

@@ -69,6 +69,30 @@ describe("scripted cache: a root deleted and made again between reads #fast", fu
     assert.are.same({ "added /r", "initialized /r", "removed /r", "added /r", "added /r/b" }, evs)
   end)
 
+  it("a listing and a child's get answered for the root made again, then the root's get: all read again", function()
+    -- spec/96 saw this on a real server: the root (a container) emptied, reaped and made again
+    -- with its child, all before the cache's reads reached the server
+    local cache, evs = loaded(s, { "a" })
+    s:fire("deleted", "/r/a")
+    s:fire("child", "/r")
+    local get_a = s:expect("get", "/r/a")
+    local list = s:expect("children", "/r")
+    assert.are.equal(1, s:fire("deleted", "/r")) -- the reap (the children watch is not armed)
+    local get_r = s:expect("get", "/r")
+    get_a:ok("x2", 30) -- the new a (under the new root), reported under the cached old one
+    list:ok({ "a" }) -- the new root's listing, applied to the old root: arms its children watch
+    get_r:ok("", 29) -- the new root: the old one goes with everything below it
+    -- the new root must be listed again and its child read again (their watches stand for what
+    -- went with the old root), or a is missing until it changes
+    s:expect("children", "/r"):ok({ "a" })
+    s:expect("get", "/r/a"):ok("x2", 30)
+    assert.are.equal("x2", (cache:get("/r/a")))
+    assert.are.same({ "a" }, cache:children("/r"))
+    assert.are.same({ "added /r", "added /r/a", "initialized /r", "removed /r/a", "added /r/a", "removed /r/a",
+                     "removed /r", "added /r", "added /r/a" }, evs)
+    s:expect_none()
+  end)
+
   it("a group whose container was reaped when its only member's session expired sees it join again", function()
     -- spec/49's case: the member's node goes with its session, the emptied group node is reaped,
     -- and the member's create with parents makes both again
