@@ -442,4 +442,35 @@ describe("client:cache max_watch_bytes", function()
     assert.are.equal(1900, cache:size())
     cache:close()
   end)
+
+  it("a cache the client's budget stopped, then closed, leaves nothing in the reconnection's message", function()
+    local a = connect("w-a", { session_timeout = 30, max_watch_bytes = LIMIT })
+    local b = connect("w-b", { session_timeout = 30 })
+    tree(b, "/w4", 2500) -- about 80 KB of watches
+    local stopped = a:cache("/w4")
+    local ok, msg, code = stopped:await(30)
+    assert.is_nil(ok)
+    assert.are.equal("ERANGE", code)
+    assert.matches("the client's watches would pass its max_watch_bytes = 65536 bytes", msg, 1, true)
+    stopped:close()
+    local kept = a:cache("/w5")
+    tree(b, "/w5", 1000) -- about 34 KB: fits with the header
+    assert(util.wait_until(function() return kept:size() == 1000 and kept:is_initialized() end, 30, { a, b }))
+    -- the server still holds what the stopped cache's reads armed (it hears of no removal): more
+    -- than one message can carry, had the client kept listing them. wchp lists a path once; with
+    -- no depth limit every watched path here has a data and a children watch
+    local held, npaths = 0, 0
+    for path, sessions in pairs(util.watches_by_path(fx.zk)) do
+      held, npaths = held + 2 * #sessions * (4 + #path), npaths + #sessions
+    end
+    assert.are.equal(2 * npaths, util.mntr(fx.zk, "zk_watch_count"))
+    assert.is_true(held > LIMIT, ("the server holds %d bytes of watches (%d paths)"):format(held, npaths))
+    local sid = a:session()
+    -- within half the session timeout: a session that expired meanwhile would resync too
+    assert.is_true(restart_and_resync(a, b, kept, 15), "no resync within 15 s: the stopped cache's watches were sent")
+    assert.are.equal(sid, a:session())
+    assert.are.equal(1000, kept:size())
+    assert.are.equal(2000, util.mntr(fx.zk, "zk_watch_count")) -- the kept cache's alone
+    kept:close()
+  end)
 end)

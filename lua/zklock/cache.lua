@@ -45,9 +45,9 @@ local DEFAULT_MAX_NODES = 100000
 -- other watches armed through zklock.internal.watch (get/exists/children with watch = true,
 -- elections, members, revocation, a missing root's exists watch) count while they are armed;
 -- the core's own (a lock waiter's watch on its predecessor, a semaphore's children watch) are
--- not counted: few and short. A cache's own max_watch_bytes caps its share alone. A closed
--- cache's unfired watches stay with the ZooKeeper client until they fire or the session ends
--- (the core only forgets them): its share goes back to the account at close all the same.
+-- not counted: few and short. A cache's own max_watch_bytes caps its share alone. A cache that
+-- stops or closes gives its share back: forgetting a watch (watch.forget) has the ZooKeeper
+-- client drop its watcher, so the next SetWatches leaves it out too.
 local SETWATCHES_HEADER = 28
 
 -- client -> { bytes = counted bytes of the caches' watches, refs = key -> caches holding it }

@@ -142,12 +142,16 @@ describe("scripted cache: the watch budget of a client #fast", function()
     assert.matches("the client's watches would pass its max_watch_bytes = 60 bytes (at /b/y, 1 nodes;"
       .. " this cache holds 12 bytes, the client's other caches 20, its other watches 0)", msg, 1, true)
     assert.are.equal(0, second:stats().watch_bytes) -- its share went back when it stopped
+    -- and the client forgot its watchers: a reconnection's SetWatches no longer lists them
+    assert.are.equal(0, s.fake.armed("/b") + s.fake.armed("/b/y"))
     second:close()
     -- a cache of the same tree as the first's shares its watches: they count once
     local twin = load("/a", { "x" })
     assert.is_true(twin:is_initialized())
     twin:close()
+    assert.are.equal(3, s.fake.armed()) -- the first cache's watchers are still there
     first:close()
+    assert.are.equal(0, s.fake.armed())
     local third = load("/b", { "y" })
     assert.is_true(third:is_initialized())
     assert.are.equal(20, third:stats().watch_bytes)
