@@ -18,7 +18,8 @@ typedef struct zkl_pop {
     char **res_children;
     int res_nchildren;
     struct Stat res_stat;
-    int parents_tried; /* ZKL_CREATE_PARENTS: rounds of making the ancestors */
+    int parents_tried;       /* ZKL_CREATE_PARENTS: rounds of making the ancestors */
+    const void *watch_token; /* the watcher context the last request went with (NULL: none) */
 } zkl_pop;
 
 #define P(o) ((zkl_pop *)(o))
@@ -50,6 +51,25 @@ static void plain_free_fields(zkl_client *c, zkl_op *op) {
     zkl__free(c, P(op)->res_children, (size_t)P(op)->res_nchildren * sizeof *P(op)->res_children);
 }
 
+/* Would answer rc of this read have armed its watch? */
+static int arms_watch(const zkl_op *op, int rc) {
+    const zkl_pop *p = (const zkl_pop *)op;
+    return rc == ZOK || (rc == ZNONODE && p->args.type == ZKL_OP_EXISTS);
+}
+
+static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *t);
+
+/* The ZooKeeper client forgets the watcher this op's last request registered: nobody waits for
+ * it any more, and the client would otherwise list it in the SetWatches of every reconnection
+ * until the node changed (a closed cache's thousands of watches, say). */
+static void forget_watcher(zkl_client *c, zkl_op *op) {
+    zkl_pop *p = P(op);
+    if (!p->watch_token) return;
+    ZooWatcherType type = p->args.type == ZKL_OP_CHILDREN ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
+    zkl__forget_watcher(c, p->args.path, type, plain_watch_fired, (void *)p->watch_token);
+    p->watch_token = NULL;
+}
+
 static void plain_done(zkl_client *c, zkl_op *op, int rc) {
     if (op->phase == P_DONE) return;
     if (rc == ZCLOSING || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE)
@@ -59,10 +79,11 @@ static void plain_done(zkl_client *c, zkl_op *op, int rc) {
     int was_gone = op->user_gone;
     zkl__emit(c, op, ZKL_EV_OP_DONE, rc);
     /* the server armed the watch with this answer: the op waits for it (P_HELD) */
-    if (P(op)->args.watch && !was_gone &&
-        (rc == ZOK || (rc == ZNONODE && P(op)->args.type == ZKL_OP_EXISTS))) {
+    if (P(op)->args.watch && !was_gone && arms_watch(op, rc)) {
         op->phase = P_HELD;
         op->user_gone = 0;
+    } else if (P(op)->watch_token && arms_watch(op, rc)) {
+        forget_watcher(c, op); /* abandoned while its read was on its way: armed for nobody */
     }
 }
 
@@ -90,6 +111,7 @@ static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *pa
 static void plain_abandon(zkl_client *c, zkl_op *op) {
     op->user_gone = 1;
     if (op->phase == P_HELD) {
+        forget_watcher(c, op);
         op->phase = P_DONE;
         op->gen++;
     } else if (op->phase == P_ACQUIRING) {
@@ -188,6 +210,7 @@ static void plain_kick(zkl_client *c, zkl_op *op) {
     int rc;
     const void *t = ZKL_TOKEN(op);
     watcher_fn w = a->watch ? plain_watch_fired : NULL;
+    P(op)->watch_token = w ? t : NULL;
     switch (a->type) {
     case ZKL_OP_GET:
         rc = w ? zkl__awget(c, a->path, w, (void *)t, plain_data_reply, t)
