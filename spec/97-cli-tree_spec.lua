@@ -288,8 +288,8 @@ describe("zklock run/elect: the command's tree is dead before the next holder's 
       assert(wait_for(function() return util.child_count(c, path) >= 2 end, 20, "B queued"), output(b))
       local keeper = tonumber(sh(("ps -o pid= --ppid %d"):format(a.pid)):match("%d+"))
       assert(keeper, "A's keeper not found")
-      local tracer = fw.spawn_bg(("strace -p %d -e trace=kill,pidfd_send_signal -e inject=kill,pidfd_send_signal:delay_enter=10s -o /dev/null")
-        :format(keeper), dir .. "/strace.out")
+      local tracer = fw.spawn_bg(("strace -p %d -e trace=kill,pidfd_send_signal "
+        .. "-e inject=kill,pidfd_send_signal:delay_enter=10s -o /dev/null"):format(keeper), dir .. "/strace.out")
       pids[#pids + 1] = tracer
       assert(wait_for(function()
         return ((read_file("/proc/" .. keeper .. "/status") or ""):match("TracerPid:%s*(%d+)") or "0") ~= "0"
