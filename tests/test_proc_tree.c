@@ -1,4 +1,4 @@
-/* test_proc_tree.c - zkl_kill_tree (csrc/lua/proc_tree.c) when a pid passes to another process
+/* test_proc_tree.c - zkl_lua_kill_tree (csrc/lua/proc_tree.c) when a pid passes to another process
  * during the walk.
  *
  * In a pid namespace of its own (with a user namespace when not root) the test is pid 1 and
@@ -93,7 +93,7 @@ static void swap_pid(void *ud) {
 /* -> 1 when B (A's pid, forked after the walk) was killed */
 static int reused_pid_killed(int *count) {
     struct swap s = {spawn_idle(), -1, 0};
-    *count = zkl_kill_tree_between(getpid(), 0, swap_pid, &s);
+    *count = zkl_lua_kill_tree_between(getpid(), 0, swap_pid, &s);
     CHECK(s.reused, "the next pid could not be set to %d (got %d)", (int)s.a, (int)s.b);
     int killed = s.b > 0 && ends_soon(s.b);
     if (s.b > 0) kill(s.b, SIGKILL);
@@ -123,13 +123,13 @@ static void test_tree(void) {
         usleep(10 * 1000);
     }
     CHECK(seen == 3, "three generations expected, %d found", seen);
-    int first = zkl_kill_tree(getpid(), 0);
+    int first = zkl_lua_kill_tree(getpid(), 0);
     CHECK(first == 3, "kill_tree signalled %d, 3 expected", first);
     int rounds = 0;
     for (; rounds < 500; rounds++) { /* as the keeper does: reap, call again until 0 */
         while (waitpid(-1, NULL, WNOHANG) > 0) {
         }
-        if (zkl_kill_tree(getpid(), 0) == 0) break;
+        if (zkl_lua_kill_tree(getpid(), 0) == 0) break;
         usleep(10 * 1000);
     }
     CHECK(rounds < 500, "the tree was not gone after 500 rounds");
@@ -152,7 +152,7 @@ static int in_namespace(void) {
     if (pidfds)
         close((int)fd);
     else
-        zkl_proc_tree_pidfd = 0;
+        zkl_lua_tree_pidfd = 0;
 
     test_tree();
 
@@ -161,13 +161,13 @@ static int in_namespace(void) {
         killed = reused_pid_killed(&count);
         CHECK(!killed, "pidfds: the process that took a remembered pid was killed");
         CHECK(count == 0, "pidfds: %d signalled, 0 expected (the remembered one had ended)", count);
-        CHECK(zkl_proc_tree_pidfd == 1, "pidfds were given up");
+        CHECK(zkl_lua_tree_pidfd == 1, "pidfds were given up");
     }
-    zkl_proc_tree_pidfd = 0; /* the fallback, by pid: the same case kills the wrong process */
+    zkl_lua_tree_pidfd = 0; /* the fallback, by pid: the same case kills the wrong process */
     killed = reused_pid_killed(&count);
     CHECK(killed, "by pid: the process that took the pid survived; the case was not made");
     CHECK(count == 1, "by pid: %d signalled, 1 expected", count);
-    zkl_proc_tree_pidfd = 1;
+    zkl_lua_tree_pidfd = 1;
 
     if (!pidfds && !failures) {
         printf("no pidfd_open here (%s): the fallback by pid checked\n", strerror(why));

@@ -405,9 +405,9 @@ static void keeper_close_fds(int k1, int k2, int k3) {
         long r = syscall(SYS_getdents64, dfd, buf, sizeof buf);
         if (r <= 0) break;
         for (long off = 0; off < r;) {
-            struct zkl_dirent64 *d = (struct zkl_dirent64 *)(buf + off);
+            struct zkl_lua_dirent64 *d = (struct zkl_lua_dirent64 *)(buf + off);
             off += d->d_reclen;
-            long fd = zkl_digits_of(d->d_name, NULL);
+            long fd = zkl_lua_digits_of(d->d_name, NULL);
             if (fd > 2 && fd != dfd && fd != k1 && fd != k2 && fd != k3 && n < 1024)
                 fds[n++] = (int)fd;
         }
@@ -505,7 +505,7 @@ static void keeper_main(int ctl, int st, int errw, const char **argv, const char
         }
         /* the group only while the command is unreaped: once it is, its pid (and group id) may
          * be reused, and every member left of its group is a descendant, found by the walk */
-        if (dying) zkl_kill_tree(getpid(), child_done ? 0 : c);
+        if (dying) zkl_lua_kill_tree(getpid(), child_done ? 0 : c);
         struct pollfd p[2] = {{ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
         /* while killing: look again soon (a process forked just before the kill is
          * re-parented here once its parent is gone) */
@@ -543,7 +543,7 @@ static int kill_orphans(void) {
             errno = 0;
             w = waitpid(-1, &st, WNOHANG);
         } while (w > 0 || (w < 0 && errno == EINTR));
-        if (zkl_kill_tree(getpid(), 0) == 0) return 0;
+        if (zkl_lua_kill_tree(getpid(), 0) == 0) return 0;
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -701,7 +701,7 @@ static int l_kill_tree(lua_State *L) {
     pid_t pgid = (pid_t)luaL_optinteger(L, 1, 0);
     luaL_argcheck(L, pgid == 0 || pgid > 1, 1,
                   "expected a process group id > 1, or 0/nil for none");
-    lua_pushinteger(L, zkl_kill_tree(getpid(), pgid));
+    lua_pushinteger(L, zkl_lua_kill_tree(getpid(), pgid));
     return 1;
 }
 

@@ -30,14 +30,14 @@
 #define SYS_pidfd_send_signal 424
 #endif
 
-int zkl_proc_tree_pidfd = 1;
+int zkl_lua_tree_pidfd = 1;
 
-/* descendants one call remembers (not a bound on the host's processes: see zkl_kill_tree) */
+/* descendants one call remembers (not a bound on the host's processes: see zkl_lua_kill_tree) */
 #define TREE_MAX 32768
 static pid_t tree_pid[TREE_MAX];
 static int tree_fd[TREE_MAX]; /* its pidfd, or -1: signalled by pid */
 
-long zkl_digits_of(const char *p, const char **end) {
+long zkl_lua_digits_of(const char *p, const char **end) {
     long v = 0;
     const char *q = p;
     while (*q >= '0' && *q <= '9')
@@ -67,7 +67,7 @@ static pid_t stat_ppid(const char *name) {
     p += 3; /* ") S " */
     while (*p == ' ')
         p++;
-    return (pid_t)zkl_digits_of(p, NULL);
+    return (pid_t)zkl_lua_digits_of(p, NULL);
 }
 
 static int in_tree(pid_t p, int n) {
@@ -90,11 +90,11 @@ static int send_sig(int fd, pid_t pid, int sig) {
  * fd >= 0; -1: signal it by pid (no pidfds, no fd left); -2: skip it (gone, or its pid has
  * passed to a process that is no descendant) */
 static int pidfd_for(pid_t pid, const char *name, pid_t self, int n) {
-    if (!zkl_proc_tree_pidfd) return -1;
+    if (!zkl_lua_tree_pidfd) return -1;
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (fd < 0) {
         if (errno == ESRCH) return -2;
-        if (errno == ENOSYS || errno == EPERM) zkl_proc_tree_pidfd = 0;
+        if (errno == ENOSYS || errno == EPERM) zkl_lua_tree_pidfd = 0;
         return -1;
     }
     /* the process may have ended between the read of its stat and the open, and its pid passed
@@ -116,7 +116,7 @@ static int pidfd_for(pid_t pid, const char *name, pid_t self, int n) {
  * host can hide one. Should more than TREE_MAX descendants be found, those beyond are killed at
  * once without being remembered: their children are re-parented to self (a subreaper) once they
  * die, and the caller's next call finds them. */
-int zkl_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *), void *ud) {
+int zkl_lua_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *), void *ud) {
     int killed = 0, n = 0;
     if (pgid > 0 && kill(-pgid, SIGKILL) == 0) killed++;
     char buf[8192];
@@ -128,10 +128,10 @@ int zkl_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *), void 
             long r = syscall(SYS_getdents64, dfd, buf, sizeof buf);
             if (r <= 0) break;
             for (long off = 0; off < r;) {
-                struct zkl_dirent64 *d = (struct zkl_dirent64 *)(buf + off);
+                struct zkl_lua_dirent64 *d = (struct zkl_lua_dirent64 *)(buf + off);
                 off += d->d_reclen;
                 const char *end;
-                long pid = zkl_digits_of(d->d_name, &end);
+                long pid = zkl_lua_digits_of(d->d_name, &end);
                 if (pid <= 0 || *end || pid == self || in_tree((pid_t)pid, n)) continue;
                 if (!descends(stat_ppid(d->d_name), self, n)) continue;
                 int fd = pidfd_for((pid_t)pid, d->d_name, self, n);
@@ -157,6 +157,6 @@ int zkl_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *), void 
     return killed;
 }
 
-int zkl_kill_tree(pid_t self, pid_t pgid) {
-    return zkl_kill_tree_between(self, pgid, NULL, NULL);
+int zkl_lua_kill_tree(pid_t self, pid_t pgid) {
+    return zkl_lua_kill_tree_between(self, pgid, NULL, NULL);
 }

@@ -8,7 +8,7 @@
 #include <sys/types.h>
 
 /* a directory entry as getdents64 returns it */
-struct zkl_dirent64 {
+struct zkl_lua_dirent64 {
     unsigned long long d_ino;
     long long d_off;
     unsigned short d_reclen;
@@ -17,17 +17,17 @@ struct zkl_dirent64 {
 };
 
 /* the decimal number p starts with (end: where it stops), or -1 when p starts with no digit */
-long zkl_digits_of(const char *p, const char **end);
+long zkl_lua_digits_of(const char *p, const char **end);
 
 /* SIGKILL to the group pgid (0: none) and to every process descended from self -> how many
  * were signalled (zombies too). See proc_tree.c. */
-int zkl_kill_tree(pid_t self, pid_t pgid);
+int zkl_lua_kill_tree(pid_t self, pid_t pgid);
 
-/* Test seams (tests/test_proc_tree.c). zkl_kill_tree_between: zkl_kill_tree, calling
+/* Test seams (tests/test_proc_tree.c). zkl_lua_kill_tree_between: zkl_lua_kill_tree, calling
  * between(ud) once the walk has stopped and remembered the tree and before any SIGKILL.
- * zkl_proc_tree_pidfd: 1 (the start) while pidfds are used; 0 sends every signal by pid, as
+ * zkl_lua_tree_pidfd: 1 (the start) while pidfds are used; 0 sends every signal by pid, as
  * where the kernel has none (set by the first ENOSYS; a test sets it to see the difference). */
-int zkl_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *), void *ud);
-extern int zkl_proc_tree_pidfd;
+int zkl_lua_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *), void *ud);
+extern int zkl_lua_tree_pidfd;
 
 #endif
