@@ -6,8 +6,10 @@
  * sees child A and stops it; then (the between seam) A is killed and reaped, and child B is
  * forked with A's pid, as an unrelated process could be. The kill that follows must spare B:
  * with pidfds it does (A's pidfd names A, which is gone); the same run with signals by pid (the
- * fallback, forced) kills B, which shows the case is real and the check can fail. Also: a tree
- * of three generations is killed whole, and a remembered child that ends is not counted.
+ * fallback, forced) kills B, which shows the case is real and the check can fail. The same for
+ * a remembered parent whose pid passes to another process between two passes of the walk: that
+ * process's child must not be taken for a descendant (see reused_parent_harmed). Also: a tree of
+ * three generations is killed whole, and a remembered child that ends is not counted.
  * Exit 0: passed; 1: failed; 77: skipped (no namespaces here), or no pidfds here (an old kernel,
  * valgrind) and only the fallback checked, which --no-pidfd-ok (the valgrind run) makes a pass. */
 #define _GNU_SOURCE
@@ -81,8 +83,9 @@ struct swap {
 };
 
 /* the seam: the walk has stopped A; A ends, is reaped, and B takes its pid */
-static void swap_pid(void *ud) {
+static void swap_pid(void *ud, int pass) {
     struct swap *s = ud;
+    if (pass != 0) return;
     kill(s->a, SIGKILL);
     waitpid(s->a, NULL, 0);
     if (next_pid_is(s->a) != 0) return;
@@ -99,6 +102,91 @@ static int reused_pid_killed(int *count) {
     if (s.b > 0) kill(s.b, SIGKILL);
     reap_all();
     return killed;
+}
+
+/* the state letter in /proc/<pid>/stat ('S', 'T', 'Z', ...), or 0 when there is no such process */
+static char proc_state(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t r = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (r <= 0) return 0;
+    buf[r] = 0;
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* The second case: a remembered parent's pid reused. S (a child of pid 1) calls kill_tree;
+ * its first pass remembers S's child A. Then (the seam, after pass 1) A ends and is reaped, pid 1
+ * forks B with A's pid, and B forks C: C's parent pid is A's, but C descends from pid 1, not
+ * from S. The next pass must not take C for A's child. */
+struct parent_swap {
+    pid_t a, c;
+    int ask, told; /* S -> pid 1: A's pid; B -> S: C's pid */
+};
+
+static void swap_parent(void *ud, int pass) {
+    struct parent_swap *s = ud;
+    if (pass != 1) return;
+    kill(s->a, SIGKILL);
+    waitpid(s->a, NULL, 0);
+    if (write(s->ask, &s->a, sizeof s->a) != sizeof s->a) return;
+    if (read(s->told, &s->c, sizeof s->c) != sizeof s->c) s->c = -1;
+}
+
+/* in S -> 1 when C was stopped or killed, 0 when it ran on; 2 when the case was not made */
+static int kill_from_s(int ask, int told) {
+    struct parent_swap s = {spawn_idle(), -1, ask, told};
+    zkl_lua_kill_tree_between(getpid(), 0, swap_parent, &s);
+    if (s.c <= 0) return 2;
+    for (int i = 0; i < 200; i++) { /* 2 s for a SIGKILL sent to take effect */
+        char st = proc_state(s.c);
+        if (st == 0 || st == 'Z' || st == 'T' || st == 't') return 1;
+        usleep(10 * 1000);
+    }
+    return 0;
+}
+
+/* -> 1 when C was harmed */
+static int reused_parent_harmed(void) {
+    int ask[2], told[2];
+    if (pipe(ask) != 0 || pipe(told) != 0) {
+        CHECK(0, "pipe: %s", strerror(errno));
+        return 0;
+    }
+    pid_t s = fork();
+    if (s == 0) {
+        close(ask[0]), close(told[1]);
+        _exit(kill_from_s(ask[1], told[0]));
+    }
+    close(ask[1]), close(told[0]);
+    pid_t a = -1, b = -1;
+    if (s > 0 && read(ask[0], &a, sizeof a) == sizeof a && next_pid_is(a) == 0) {
+        b = fork();
+        if (b == 0) {
+            pid_t c = spawn_idle();
+            if (write(told[1], &c, sizeof c) != sizeof c) _exit(1);
+            for (int i = 0; i < 600; i++)
+                usleep(100 * 1000);
+            _exit(0);
+        }
+    }
+    close(told[1]);
+    CHECK(b > 0 && b == a, "B did not get A's pid %d (got %d)", (int)a, (int)b);
+    int st = 0;
+    if (s > 0) waitpid(s, &st, 0);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 3;
+    CHECK(rc < 2, "the case was not made (S: %d)", rc);
+    if (b > 0) kill(b, SIGKILL); /* C, re-parented here, goes next */
+    for (int i = 0; i < 100 && waitpid(-1, NULL, WNOHANG) >= 0; i++) {
+        zkl_lua_kill_tree(getpid(), 0);
+        usleep(10 * 1000);
+    }
+    reap_all();
+    close(ask[0]);
+    return rc == 1;
 }
 
 static void test_tree(void) {
@@ -162,11 +250,16 @@ static int in_namespace(void) {
         CHECK(!killed, "pidfds: the process that took a remembered pid was killed");
         CHECK(count == 0, "pidfds: %d signalled, 0 expected (the remembered one had ended)", count);
         CHECK(zkl_lua_tree_pidfd == 1, "pidfds were given up");
+        CHECK(!reused_parent_harmed(),
+              "pidfds: the child of a remembered parent's pid's new owner was "
+              "taken for a descendant");
     }
     zkl_lua_tree_pidfd = 0; /* the fallback, by pid: the same case kills the wrong process */
     killed = reused_pid_killed(&count);
     CHECK(killed, "by pid: the process that took the pid survived; the case was not made");
     CHECK(count == 1, "by pid: %d signalled, 1 expected", count);
+    CHECK(reused_parent_harmed(), "by pid: the child of the reused parent pid was spared; the "
+                                  "case was not made");
     zkl_lua_tree_pidfd = 1;
 
     if (!pidfds && !failures) {

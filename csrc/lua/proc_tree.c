@@ -76,14 +76,22 @@ static int in_tree(pid_t p, int n) {
     return 0;
 }
 
-static int descends(pid_t pp, pid_t self, int n) {
-    return pp > 0 && (pp == self || in_tree(pp, n));
-}
-
 /* sig to the process fd names (fd >= 0) or to pid -> 1 when sent (a zombie counts) */
 static int send_sig(int fd, pid_t pid, int sig) {
     if (fd >= 0) return syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) == 0;
     return kill(pid, sig) == 0;
+}
+
+/* Is parent pid pp (read from a stat just before) self or a remembered process? A remembered
+ * one counts only while its pidfd says it has not been reaped: once it has, its pid may be
+ * another process's, whose children are no descendants (a child of the remembered process itself
+ * was re-parented when it died, so it shows another parent). */
+static int descends(pid_t pp, pid_t self, int n) {
+    if (pp <= 0) return 0;
+    if (pp == self) return 1;
+    for (int i = 0; i < n; i++)
+        if (tree_pid[i] == pp) return tree_fd[i] < 0 || send_sig(tree_fd[i], pp, 0);
+    return 0;
 }
 
 /* A pidfd for the process the walk saw as pid, a descendant of self (<name> in /proc) ->
@@ -116,11 +124,11 @@ static int pidfd_for(pid_t pid, const char *name, pid_t self, int n) {
  * host can hide one. Should more than TREE_MAX descendants be found, those beyond are killed at
  * once without being remembered: their children are re-parented to self (a subreaper) once they
  * die, and the caller's next call finds them. */
-int zkl_lua_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *), void *ud) {
+int zkl_lua_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *, int), void *ud) {
     int killed = 0, n = 0;
     if (pgid > 0 && kill(-pgid, SIGKILL) == 0) killed++;
     char buf[8192];
-    for (int grew = 1; grew;) {
+    for (int grew = 1, pass = 1; grew;) {
         grew = 0;
         int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0) break;
@@ -148,8 +156,9 @@ int zkl_lua_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *), v
             }
         }
         close(dfd);
+        if (between) between(ud, pass++);
     }
-    if (between) between(ud);
+    if (between) between(ud, 0);
     for (int i = 0; i < n; i++) {
         killed += send_sig(tree_fd[i], tree_pid[i], SIGKILL);
         if (tree_fd[i] >= 0) close(tree_fd[i]);

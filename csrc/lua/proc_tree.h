@@ -24,10 +24,12 @@ long zkl_lua_digits_of(const char *p, const char **end);
 int zkl_lua_kill_tree(pid_t self, pid_t pgid);
 
 /* Test seams (tests/test_proc_tree.c). zkl_lua_kill_tree_between: zkl_lua_kill_tree, calling
- * between(ud) once the walk has stopped and remembered the tree and before any SIGKILL.
+ * between(ud, pass) after each pass over /proc (pass 1, 2, ...) and between(ud, 0) once the walk
+ * has stopped and remembered the tree, before any SIGKILL.
  * zkl_lua_tree_pidfd: 1 (the start) while pidfds are used; 0 sends every signal by pid, as
- * where the kernel has none (set by the first ENOSYS; a test sets it to see the difference). */
-int zkl_lua_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *), void *ud);
+ * where the kernel has none (set by pidfd_open's first ENOSYS or EPERM; a test sets it to see
+ * the difference). */
+int zkl_lua_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *, int), void *ud);
 extern int zkl_lua_tree_pidfd;
 
 #endif
