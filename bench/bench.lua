@@ -22,21 +22,41 @@ local testing = require("zklock.testing")
 local opt = { rounds = 3, nosync = true, tenk = true, ensemble = true, results = nil, smoke = false, baseline = nil,
               only = nil }
 do
+  local function usage_error(msg)
+    io.stderr:write("bench: " .. msg .. " (bench/run --help lists the options)\n")
+    os.exit(2)
+  end
+  local function need(v, what)
+    if v == nil then usage_error(what .. " needs a value") end
+    return v
+  end
   local i = 1
   while i <= #arg do
     local a = arg[i]
     if a == "--smoke" then opt.smoke = true
-    elseif a == "--rounds" then i = i + 1; opt.rounds = assert(tonumber(arg[i]), "--rounds N"); opt.rounds_set = true
+    elseif a == "--rounds" then
+      i = i + 1
+      opt.rounds, opt.rounds_set = tonumber(need(arg[i], "--rounds N")), true
+      if not opt.rounds or opt.rounds < 1 or opt.rounds % 1 ~= 0 then
+        usage_error("--rounds N wants a whole number >= 1, got " .. arg[i])
+      end
     elseif a == "--no-nosync" then opt.nosync = false
     elseif a == "--no-10k" then opt.tenk = false
     elseif a == "--no-ensemble" then opt.ensemble = false
-    elseif a == "--results" then i = i + 1; opt.results = arg[i]
-    elseif a == "--baseline" then i = i + 1; opt.baseline = assert(arg[i], "--baseline REV")
-    elseif a == "--only" then i = i + 1; opt.only = assert(arg[i], "--only zklock,raw,curator,kazoo")
-    elseif a == "--cases" then i = i + 1; opt.cases = assert(arg[i], "--cases ID,ID,...")
-    else error("unknown option " .. a) end
+    elseif a == "--results" then i = i + 1; opt.results = need(arg[i], "--results FILE")
+    elseif a == "--baseline" then i = i + 1; opt.baseline = need(arg[i], "--baseline REV")
+    elseif a == "--only" then i = i + 1; opt.only = need(arg[i], "--only zklock,raw,curator,kazoo,openresty")
+    elseif a == "--cases" then i = i + 1; opt.cases = need(arg[i], "--cases ID,ID,...")
+    elseif a == "-h" or a == "--help" then
+      io.stdout:write("usage: bench/run [--smoke] [--rounds N] [--no-nosync] [--no-10k] [--no-ensemble]\n",
+        "  [--results FILE] [--baseline REV] [--only zklock,raw,curator,kazoo,openresty] [--cases ID,...]\n",
+        "(see the head of bench/run and bench/README.md)\n")
+      os.exit(0)
+    else usage_error("unknown option " .. a) end
     i = i + 1
   end
+  -- bench/run checks the options this way before it spends minutes building
+  if os.getenv("BENCH_PARSE_ONLY") then os.exit(0) end
   if opt.smoke then
     opt.rounds, opt.nosync, opt.tenk, opt.ensemble = opt.rounds_set and opt.rounds or 1, false, false, false
   end

@@ -78,6 +78,39 @@ describe("openresty pump wake-up #openresty #lua54 #nosan", function()
     assert.is_true(secs >= 0.29 and secs < 0.7, ("acquire(0.3) ended after %.3f s"):format(secs))
   end)
 
+  -- The flush timer (wakeup=fd): an acquire started in a request while the pump waits on its
+  -- waker has a listing that waits for a process() round. One 0 ms timer for the event-loop turn
+  -- runs that round for every request of the turn: it finds work due (next_timeout_ms() 0) and
+  -- leaves none (the listings sent with the creates), rather than waking the pump. Replies
+  -- come 0.4 s late (a proxy), so none wakes the pump first, and an acquire (of a read lock whose
+  -- dir another read lock keeps) costs one delayed round trip (listing sent with the creates),
+  -- not two (listing sent on a create's reply).
+  it("wakeup=fd: one flush timer per event-loop turn sends the listings of its requests", function()
+    local n, DELAY = 4, 0.4
+    local net = testing.proxy(zk.hosts)
+    local ok, body = pcall(function()
+      net:delay_replies(DELAY * 1000, 60)
+      return get(("/flush?n=%d&hosts=%s"):format(n, net.hosts))
+    end)
+    net:stop()
+    assert(ok, body)
+    local timers, before, after, granted, slowest, secs =
+      body:match("^timers=(%d+) before=(%S+) after=(%S+) granted=(%d+) ([%d%.]+) ([%d%.]+)")
+    assert(timers, "unexpected answer: " .. body)
+    slowest = tonumber(slowest)
+    print(("\n  [openresty] wakeup=fd: %d acquires in one turn, replies %.1f s late: %s flush timer(s),"
+      .. " next_timeout_ms %s -> %s, granted %s, the last after %.3f s (all released after %s s)")
+      :format(n, DELAY, timers, before, after, granted, slowest, secs))
+    assert.are.equal(n, tonumber(granted))
+    -- two round trips take 2 * DELAY at the least: 0.35 s of slack for a busy machine
+    assert.is_true(slowest >= DELAY - 0.01 and slowest < 2 * DELAY - 0.05,
+      ("the last grant came after %.3f s: not one round trip of %.1f s"):format(slowest, DELAY))
+    assert.are.equal(1, tonumber(timers), "one 0 ms timer for the turn")
+    assert.are.equal("0", before, "the flush round found nothing due")
+    assert.are_not.equal("0", after, "the flush round left the listings unsent")
+    assert.are_not.equal("nil", after)
+  end)
+
   it("a bad wakeup option is refused with its name", function()
     local body = get("/badopt")
     assert.truthy(body:find("openresty.attach: bad pump option wakeup", 1, true), body)

@@ -254,6 +254,56 @@ describe("client:cache", function()
     assert(util.wait_until(function() return util.mntr(zk, "zk_watch_count") == 0 end, 10, { b }))
   end)
 
+  it("a node at the depth limit counts one watch: the cache's share is what the server holds", function()
+    local a, b = connect("c-a"), connect("c-b")
+    assert(b:create("/dl/x/y", "", { parents = true }))
+    assert(b:create("/dl/zz", ""))
+    local cache = a:cache("/dl", { depth = 1 })
+    assert(cache:await(10))
+    -- /dl data and children, /dl/x and /dl/zz data only (no listing at the limit)
+    -- what the server holds, as the client's SetWatches would carry it (4 + #path per watch):
+    -- wchp lists a watched path once whatever its kinds; 4 watches on 3 paths, /dl's two
+    assert.are.equal(4, util.mntr(zk, "zk_watch_count"))
+    local paths, held = {}, 0
+    for path, sessions in pairs(util.watches_by_path(zk)) do
+      paths[#paths + 1] = path
+      held = held + #sessions * (4 + #path)
+    end
+    table.sort(paths)
+    assert.are.same({ "/dl", "/dl/x", "/dl/zz" }, paths)
+    held = held + (4 + #"/dl")
+    assert.are.equal(held, cache:stats().watch_bytes)
+    cache:close()
+    assert.are.equal(0, cache:stats().watch_bytes)
+  end)
+
+  it("two caches on one client draw from its max_watch_bytes; closing the first lets another start", function()
+    -- each tree: a root and 3 children, 2 x (4 + 3) + 3 x 2 x (4 + 6) = 74 bytes of watches; with
+    -- the message's 28 bytes one tree fits in 150 bytes, two do not
+    local a, b = connect("c-a", { max_watch_bytes = 150 }), connect("c-b")
+    for _, root in ipairs({ "/p1", "/p2" }) do
+      assert(b:create(root, ""))
+      for i = 1, 3 do assert(b:create(("%s/c%d"):format(root, i), "")) end
+    end
+    local first = a:cache("/p1")
+    assert(first:await(10))
+    assert.are.equal(74, first:stats().watch_bytes)
+    local second = a:cache("/p2")
+    local ok, msg, code = second:await(10)
+    assert.is_nil(ok, "the second cache started: the budget is not the client's")
+    assert.are.equal("ERANGE", code)
+    assert.matches("ERANGE: cache /p2: the client's watches would pass its max_watch_bytes = 150 bytes", msg, 1, true)
+    assert.matches("the client's other caches 74,", msg, 1, true)
+    assert_code("ERANGE", pack(second:get("/p2")))
+    second:close()
+    first:close()
+    local third = a:cache("/p2")
+    assert.is_true(third:await(10))
+    assert.are.equal(4, third:size())
+    assert.are.equal(74, third:stats().watch_bytes)
+    third:close()
+  end)
+
   it("bad input raises a clear error naming the argument", function()
     local a = connect("c-a")
     assert.has_error(function() a:cache("nope") end)
@@ -392,6 +442,37 @@ describe("client:cache max_watch_bytes", function()
     assert.is_true(restart_and_resync(a, b, cache, 60), "no resync within 60 s")
     assert.are.equal(1900, cache:size())
     cache:close()
+  end)
+
+  it("a cache the client's budget stopped, then closed, leaves nothing in the reconnection's message", function()
+    local a = connect("w-a", { session_timeout = 30, max_watch_bytes = LIMIT })
+    local b = connect("w-b", { session_timeout = 30 })
+    tree(b, "/w4", 2500) -- about 80 KB of watches
+    local stopped = a:cache("/w4")
+    local ok, msg, code = stopped:await(30)
+    assert.is_nil(ok)
+    assert.are.equal("ERANGE", code)
+    assert.matches("the client's watches would pass its max_watch_bytes = 65536 bytes", msg, 1, true)
+    stopped:close()
+    local kept = a:cache("/w5")
+    tree(b, "/w5", 1000) -- about 34 KB: fits with the header
+    assert(util.wait_until(function() return kept:size() == 1000 and kept:is_initialized() end, 30, { a, b }))
+    -- the server still holds what the stopped cache's reads armed (it hears of no removal): more
+    -- than one message can carry, had the client kept listing them. wchp lists a path once; with
+    -- no depth limit every watched path here has a data and a children watch
+    local held, npaths = 0, 0
+    for path, sessions in pairs(util.watches_by_path(fx.zk)) do
+      held, npaths = held + 2 * #sessions * (4 + #path), npaths + #sessions
+    end
+    assert.are.equal(2 * npaths, util.mntr(fx.zk, "zk_watch_count"))
+    assert.is_true(held > LIMIT, ("the server holds %d bytes of watches (%d paths)"):format(held, npaths))
+    local sid = a:session()
+    -- within half the session timeout: a session that expired meanwhile would resync too
+    assert.is_true(restart_and_resync(a, b, kept, 15), "no resync within 15 s: the stopped cache's watches were sent")
+    assert.are.equal(sid, a:session())
+    assert.are.equal(1000, kept:size())
+    assert.are.equal(2000, util.mntr(fx.zk, "zk_watch_count")) -- the kept cache's alone
+    kept:close()
   end)
 end)
 

@@ -377,7 +377,8 @@ describe("one worker across the fleet #openresty #lua54 #nosan", function()
       "bad argument #3 to 'one_worker' (option 'stop_grace': expected a number of seconds >= 0 (finite), got inf",
       "bad argument #3 to 'one_worker' (option 'id': expected a string, got 5",
       "bad argument #3 to 'one_worker' (option 'acl': expected \"open\", \"creator\"",
-      "bad argument #3 to 'one_worker' (unknown option 'requeue' (known: acl, hosts, id, session_timeout, stop_grace))",
+      "bad argument #3 to 'one_worker' (unknown option 'requeue' (known: acl, hosts, id, max_watch_bytes,"
+        .. " session_timeout, stop_grace))",
       "zklock: use handle:running() (with a colon)",
       "zklock: use handle:close() (with a colon)",
       "zklock: one_worker must be called in init_worker_by_lua* (or later), not in init_by_lua*",

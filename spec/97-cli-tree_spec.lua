@@ -261,7 +261,8 @@ describe("zklock run/elect: the command's tree is dead before the next holder's 
 
   -- M2 (review of issue 21): the keeper dies after it reported the command's exit but before it
   -- killed what the command left behind (here a setsid'd sleep). strace holds the keeper's
-  -- kill() calls back (every one comes after that report), and the test kills the keeper then.
+  -- signals back (kill() and pidfd_send_signal(), the tree kill's; every one comes after that
+  -- report), and the test kills the keeper then.
   -- zklock must kill and reap the leftover itself before giving the lock back: B's command
   -- starts only after A's tree is dead. ZKLOCK_CLI_ROUNDS rounds.
   it("the keeper killed after the command exited, a setsid'd leftover still running: dead before B starts",
@@ -287,8 +288,8 @@ describe("zklock run/elect: the command's tree is dead before the next holder's 
       assert(wait_for(function() return util.child_count(c, path) >= 2 end, 20, "B queued"), output(b))
       local keeper = tonumber(sh(("ps -o pid= --ppid %d"):format(a.pid)):match("%d+"))
       assert(keeper, "A's keeper not found")
-      local tracer = fw.spawn_bg(("strace -p %d -e trace=kill -e inject=kill:delay_enter=10s -o /dev/null")
-        :format(keeper), dir .. "/strace.out")
+      local tracer = fw.spawn_bg(("strace -p %d -e trace=kill,pidfd_send_signal "
+        .. "-e inject=kill,pidfd_send_signal:delay_enter=10s -o /dev/null"):format(keeper), dir .. "/strace.out")
       pids[#pids + 1] = tracer
       assert(wait_for(function()
         return ((read_file("/proc/" .. keeper .. "/status") or ""):match("TracerPid:%s*(%d+)") or "0") ~= "0"
@@ -301,7 +302,7 @@ describe("zklock run/elect: the command's tree is dead before the next holder's 
       local function cmd_gone() return not sh(("ps -o pid= -p %d"):format(cmd)):match("%d+") end -- reaped
       assert(wait_for(cmd_gone, 10, "A's command exited"))
       c:sleep(0.3)
-      -- SIGKILL lands once strace lets the keeper go (it holds it in the delayed kill())
+      -- SIGKILL lands once strace lets the keeper go (it holds it in the delayed signal call)
       os.execute(("kill -KILL %d; kill -TERM %d"):format(keeper, tracer))
       assert(wait_for(function() return ns_in(bstart) end, SESSION + 20, "B's command"), output(b))
       wait_for(function() return ns_in(dead) end, 3, "A's tree")

@@ -244,6 +244,16 @@ int zkl__aremove_all_watches(zkl_client *c, const char *path, ZooWatcherType typ
     return rc;
 }
 
+/* The ZooKeeper client forgets one watcher of path (its function and context) at once, locally:
+ * no request, no completion. The server's watch, if armed, stays until it fires (the client then
+ * finds no watcher) or the connection ends; a reconnection's SetWatches no longer lists the path
+ * unless another watcher of this kind remains. */
+int zkl__forget_watcher(zkl_client *c, const char *path, ZooWatcherType type, watcher_fn watcher,
+                        void *wctx) {
+    if (!c->zh) return ZINVALIDSTATE;
+    return c->zk->aremove_watches(c->zh, path, type, watcher, wctx, 1, NULL, NULL);
+}
+
 /* The handle is gone (closed or replaced): every completion it owed has run (the client runs them
  * with ZCLOSING on close), except those of requests refused in a way that may or may not have
  * registered one. Forget them. */

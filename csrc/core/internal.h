@@ -233,6 +233,8 @@ int zkl__amulti(zkl_client *c, int count, const zoo_op_t *ops, zoo_op_result_t *
                 void_completion_t done, const void *data);
 int zkl__aremove_all_watches(zkl_client *c, const char *path, ZooWatcherType type, int local,
                              void_completion_t done, const void *data);
+int zkl__forget_watcher(zkl_client *c, const char *path, ZooWatcherType type, watcher_fn watcher,
+                        void *wctx);
 void zkl__inflight_reset(zkl_client *c);
 void zkl__inflight_free(zkl_client *c);
 void zkl__heartbeat(zkl_client *c);

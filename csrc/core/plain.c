@@ -27,6 +27,7 @@ typedef struct zkl_pop {
     int res_nchildren;
     struct Stat res_stat;
     int parents_tried; /* ZKL_CREATE_PARENTS: rounds of making the ancestors */
+    int watch_sent;    /* the last request went with the watcher (its answer may arm it) */
     /* while its watch is armed (P_HELD): in the client's index by path (c->wbuckets) */
     struct zkl_pop *wnext, *wprev;
     uint32_t whash;
@@ -148,8 +149,53 @@ static void plain_free_fields(zkl_client *c, zkl_op *op) {
     zkl__free(c, P(op)->res_children, (size_t)P(op)->res_nchildren * sizeof *P(op)->res_children);
 }
 
+/* Would answer rc of this read have armed its watch? */
+static int arms_watch(const zkl_op *op, int rc) {
+    const zkl_pop *p = (const zkl_pop *)op;
+    return rc == ZOK || (rc == ZNONODE && p->args.type == ZKL_OP_EXISTS);
+}
+
+static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+
+/* The ZooKeeper client's watch tables a read's watch goes in: children, or data (the get's and
+ * the exists' tables, which the client removes together). */
+static int child_watch(zkl_op_type type) {
+    return type == ZKL_OP_CHILDREN;
+}
+
+/* Whether another armed read (not op) holds a watch of op's path in op's table. */
+static int watched_by_other(zkl_client *c, const zkl_op *op) {
+    const zkl_pop *me = (const zkl_pop *)op;
+    if (!c->nwbuckets) return 0;
+    uint32_t h = path_hash(me->args.path);
+    for (const zkl_pop *p = *WBUCKET(c, h); p; p = p->wnext)
+        if (p != me && p->whash == h && child_watch(p->args.type) == child_watch(me->args.type) &&
+            strcmp(p->args.path, me->args.path) == 0)
+            return 1;
+    return 0;
+}
+
+/* op's watch is left for nobody (op abandoned, armed or on its way): unless another armed read
+ * of the path shares it, the ZooKeeper client forgets our watcher of that path and table at
+ * once. Every plain watch has the same watcher and context, so the removal is the path's and
+ * table's as a whole: a read still armed there keeps it. Otherwise the client would list the
+ * path in the SetWatches of every reconnection until the node changed (a closed cache's
+ * thousands of watches, say). A read still on its way re-arms it with its answer. */
+static void forget_watcher(zkl_client *c, zkl_op *op) {
+    zkl_pop *p = P(op);
+    if (!p->watch_sent) return;
+    p->watch_sent = 0;
+    if (watched_by_other(c, op)) return;
+    ZooWatcherType type = child_watch(p->args.type) ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
+    zkl__forget_watcher(c, p->args.path, type, plain_watch_fired, c);
+}
+
 static void plain_done(zkl_client *c, zkl_op *op, int rc) {
-    if (op->phase == P_DONE) return;
+    if (op->phase == P_DONE) {
+        /* a late answer (the read timed out): what it armed is nobody's */
+        if (arms_watch(op, rc)) forget_watcher(c, op);
+        return;
+    }
     if (rc == ZCLOSING || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE)
         rc = c->closed ? ZKL_ECLOSED : c->auth_failed ? ZAUTHFAILED : ZKL_ESESSION;
     P(op)->rc = rc;
@@ -157,11 +203,12 @@ static void plain_done(zkl_client *c, zkl_op *op, int rc) {
     int was_gone = op->user_gone;
     zkl__emit(c, op, ZKL_EV_OP_DONE, rc);
     /* the server armed the watch with this answer: the op waits for it (P_HELD) */
-    if (P(op)->args.watch && !was_gone &&
-        (rc == ZOK || (rc == ZNONODE && P(op)->args.type == ZKL_OP_EXISTS))) {
+    if (P(op)->args.watch && !was_gone && arms_watch(op, rc)) {
         op->phase = P_HELD;
         op->user_gone = 0;
         windex_add(c, op);
+    } else if (arms_watch(op, rc)) {
+        forget_watcher(c, op); /* abandoned while its read was on its way: armed for nobody */
     }
 }
 
@@ -198,6 +245,7 @@ static void plain_abandon(zkl_client *c, zkl_op *op) {
     op->user_gone = 1;
     if (op->phase == P_HELD) {
         windex_remove(c, op);
+        forget_watcher(c, op);
         op->phase = P_DONE;
         op->gen++;
     } else if (op->phase == P_ACQUIRING) {
@@ -296,6 +344,7 @@ static void plain_kick(zkl_client *c, zkl_op *op) {
     int rc;
     const void *t = ZKL_TOKEN(op);
     watcher_fn w = a->watch ? plain_watch_fired : NULL;
+    P(op)->watch_sent = w != NULL;
     switch (a->type) {
     case ZKL_OP_GET:
         rc = w ? zkl__awget(c, a->path, w, c, plain_data_reply, t)

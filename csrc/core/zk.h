@@ -60,6 +60,11 @@ typedef struct zkl_zk {
     int (*acreate2_ttl)(zhandle_t *zh, const char *path, const char *value, int len,
                         const struct ACL_vector *acl, int mode, int64_t ttl,
                         string_stat_completion_t done, const void *data);
+    /* remove one watcher (function and context) of the path; the core only uses it with local
+     * set: the client forgets the watcher at once, sends nothing and runs no completion
+     * (plain.c: a watch nobody waits for leaves the SetWatches of the next reconnection) */
+    int (*aremove_watches)(zhandle_t *zh, const char *path, ZooWatcherType type, watcher_fn watcher,
+                           void *wctx, int local, void_completion_t *done, const void *data);
 } zkl_zk;
 
 /* the ZooKeeper C client itself, and CLOCK_MONOTONIC */

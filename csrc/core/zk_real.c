@@ -34,4 +34,5 @@ const zkl_zk zkl__zk_real = {
     mono_ms,
     zoo_awexists,
     zoo_acreate2_ttl,
+    zoo_aremove_watches,
 };

@@ -710,11 +710,14 @@ typedef struct zkl_op_args {
  * _DELETED when the node itself goes) when the watch fires; ZKL_ESESSION when the session ends
  * first (the server drops a session's watches with it); ZKL_ECLOSED at zkl_client_close(). A
  * watch lives across connection loss (the ZooKeeper client sets it again on reconnect). The
- * path is the operation's own. zkl_lock_abandon(c, id) forgets an armed watch: no event follows
- * (the server's one-shot watch stays until it fires and is then ignored). Operations watching
- * the same path and kind share one ZooKeeper watch, and each gets its own event; every watch of
- * a client is one watcher for the ZooKeeper client, so their number costs no time when the
- * connection is lost or made again. */
+ * path is the operation's own. Operations watching the same path and kind share one ZooKeeper
+ * watch, and each gets its own event; every watch of a client is one watcher for the ZooKeeper
+ * client, so their number costs no time when the connection is lost or made again.
+ * zkl_lock_abandon(c, id) forgets an armed watch (or one a read still on its way will arm): no
+ * event follows. When no other armed operation of the client watches that path for data (GET,
+ * EXISTS) or for children (CHILDREN), as the abandoned one did, the ZooKeeper client drops the
+ * watch locally too, so a reconnection no longer sets it again; the server's one-shot watch
+ * stays until it fires (to no one) or the connection ends. */
 enum {
     ZKL_WATCH_CREATED = 1, /* the values of ZooKeeper's ZOO_*_EVENT */
     ZKL_WATCH_DELETED = 2,

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "lzklock.h"
+#include "proc_tree.h"
 
 extern char **environ;
 
@@ -394,102 +395,6 @@ static int l_kill(lua_State *L) {
  * The keeper is forked from a process with threads (the ZooKeeper client's): it calls only
  * async-signal-safe functions (raw syscalls, no stdio, no malloc) and never returns to Lua. */
 #define TREE_KILL 0xFF
-/* descendants one kill_tree call remembers (not a bound on the host's processes: see there) */
-#define TREE_MAX 32768
-static pid_t tree_set[TREE_MAX];
-
-struct dirent64_raw {
-    unsigned long long d_ino;
-    long long d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
-static long digits_of(const char *p, const char **end) {
-    long v = 0;
-    const char *q = p;
-    while (*q >= '0' && *q <= '9')
-        v = v * 10 + (*q++ - '0');
-    if (end) *end = q;
-    return q == p ? -1 : v;
-}
-
-/* the parent pid in /proc/<name>/stat, or -1 */
-static pid_t stat_ppid(const char *name) {
-    char path[64] = "/proc/";
-    size_t n = 6, k = 0;
-    while (name[k] && n < sizeof path - 6)
-        path[n++] = name[k++];
-    memcpy(path + n, "/stat", 6);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    char buf[512];
-    ssize_t r = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (r <= 0) return -1;
-    buf[r] = 0;
-    char *p = NULL; /* after the last ')': the command name may hold any byte */
-    for (ssize_t i = 0; i < r; i++)
-        if (buf[i] == ')') p = buf + i;
-    if (!p || !p[1] || !p[2] || !p[3]) return -1;
-    p += 3; /* ") S " */
-    while (*p == ' ')
-        p++;
-    return (pid_t)digits_of(p, NULL);
-}
-
-static int in_tree(pid_t p, int n) {
-    for (int i = 0; i < n; i++)
-        if (tree_set[i] == p) return 1;
-    return 0;
-}
-
-/* SIGKILL to the group pgid (0: none) and to every process descended from self. -> how many
- * were signalled (zombies too). Each pass over /proc stops (SIGSTOP) and remembers the
- * processes whose parent is self or one remembered already; passes repeat until one finds
- * nothing new (a child listed before its parent is found a pass later); then every remembered
- * process gets SIGKILL. Stopping first keeps the tree's shape while it is walked: a parent
- * killed during the walk would re-parent its children away (to init, when self is no
- * subreaper) before the walk reached them, and a stopped process cannot fork. Only
- * descendants are remembered, so no number of other processes on the host can hide one.
- * Should more than TREE_MAX descendants be found, those beyond are killed at once without
- * being remembered: their children are re-parented to self (a subreaper) once they die, and
- * the caller's next call finds them. */
-static int kill_tree(pid_t self, pid_t pgid) {
-    int killed = 0, n = 0;
-    if (pgid > 0 && kill(-pgid, SIGKILL) == 0) killed++;
-    char buf[8192];
-    for (int grew = 1; grew;) {
-        grew = 0;
-        int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0) break;
-        for (;;) {
-            long r = syscall(SYS_getdents64, dfd, buf, sizeof buf);
-            if (r <= 0) break;
-            for (long off = 0; off < r;) {
-                struct dirent64_raw *d = (struct dirent64_raw *)(buf + off);
-                off += d->d_reclen;
-                const char *end;
-                long pid = digits_of(d->d_name, &end);
-                if (pid <= 0 || *end || pid == self || in_tree((pid_t)pid, n)) continue;
-                pid_t pp = stat_ppid(d->d_name);
-                if (pp <= 0 || (pp != self && !in_tree(pp, n))) continue;
-                if (n < TREE_MAX) {
-                    kill((pid_t)pid, SIGSTOP);
-                    tree_set[n++] = (pid_t)pid;
-                    grew = 1;
-                } else if (kill((pid_t)pid, SIGKILL) == 0) {
-                    killed++;
-                }
-            }
-        }
-        close(dfd);
-    }
-    for (int i = 0; i < n; i++)
-        if (kill(tree_set[i], SIGKILL) == 0) killed++;
-    return killed;
-}
 
 static void keeper_close_fds(int k1, int k2, int k3) {
     int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -500,9 +405,9 @@ static void keeper_close_fds(int k1, int k2, int k3) {
         long r = syscall(SYS_getdents64, dfd, buf, sizeof buf);
         if (r <= 0) break;
         for (long off = 0; off < r;) {
-            struct dirent64_raw *d = (struct dirent64_raw *)(buf + off);
+            struct zkl_lua_dirent64 *d = (struct zkl_lua_dirent64 *)(buf + off);
             off += d->d_reclen;
-            long fd = digits_of(d->d_name, NULL);
+            long fd = zkl_lua_digits_of(d->d_name, NULL);
             if (fd > 2 && fd != dfd && fd != k1 && fd != k2 && fd != k3 && n < 1024)
                 fds[n++] = (int)fd;
         }
@@ -600,7 +505,7 @@ static void keeper_main(int ctl, int st, int errw, const char **argv, const char
         }
         /* the group only while the command is unreaped: once it is, its pid (and group id) may
          * be reused, and every member left of its group is a descendant, found by the walk */
-        if (dying) kill_tree(getpid(), child_done ? 0 : c);
+        if (dying) zkl_lua_kill_tree(getpid(), child_done ? 0 : c);
         struct pollfd p[2] = {{ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
         /* while killing: look again soon (a process forked just before the kill is
          * re-parented here once its parent is gone) */
@@ -638,7 +543,7 @@ static int kill_orphans(void) {
             errno = 0;
             w = waitpid(-1, &st, WNOHANG);
         } while (w > 0 || (w < 0 && errno == EINTR));
-        if (kill_tree(getpid(), 0) == 0) return 0;
+        if (zkl_lua_kill_tree(getpid(), 0) == 0) return 0;
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -796,7 +701,7 @@ static int l_kill_tree(lua_State *L) {
     pid_t pgid = (pid_t)luaL_optinteger(L, 1, 0);
     luaL_argcheck(L, pgid == 0 || pgid > 1, 1,
                   "expected a process group id > 1, or 0/nil for none");
-    lua_pushinteger(L, kill_tree(getpid(), pgid));
+    lua_pushinteger(L, zkl_lua_kill_tree(getpid(), pgid));
     return 1;
 }
 

@@ -14,7 +14,9 @@
 -- (a container directory the server reaped and a create made again) can get a listing that found
 -- no node and a get that found the new one, or the reverse: a cached node whose listing did not
 -- arm a watch is listed again, and a listing answered while its node was not cached is dropped
--- with its watch (the node's next sync lists it again).
+-- with its watch (the node's next sync lists it again). A get that finds another incarnation than
+-- the cached one drops the watches of the listing answered before it and of the reads below it
+-- (they stand for what went with the old one): the new one is listed and read below again.
 -- One session's answers arrive in the order the server applied them, so the cache never goes
 -- back in time. After a connection loss on the same session the watches survive (the client
 -- registers them again and the server fires those whose nodes changed meanwhile): the cache
@@ -33,14 +35,33 @@ local M = {}
 
 local ZNONODE = core.errno.ZNONODE
 local DEFAULT_MAX_NODES = 100000
--- The C client (3.8) sends every watch it holds again in ONE SetWatches message when it reconnects
--- on the same session, and a server drops a message longer than its jute.maxbuffer (1 MiB by
--- default): the connection closes, the client retries with the same message, for ever. A node
--- costs at most two watches (data, children), each 4 + #path bytes in that message; the cache
--- stops before its own share passes this bound (the rest of 1 MiB is left for the message's
--- 28 bytes of header and the client's other watches).
-local DEFAULT_MAX_WATCH_BYTES = 900000
-local function watch_bytes(path) return 2 * (4 + #path) end
+-- The watch budget. The C client (3.8) sends every watch it holds again in ONE SetWatches
+-- message when it reconnects on the same session, and a server drops a message longer than its
+-- jute.maxbuffer (1 MiB by default): the connection closes, the client retries with the same
+-- message, for ever. That message is 28 bytes (request header 8, relative zxid 8, three vector
+-- lengths 12) and, per watch, 4 + the path's length (with the chroot), listed once per path in
+-- each of its three lists (data, exists, children) however many watchers share the path.
+-- Every cache of a client draws from one account (the client's max_watch_bytes): a cached node
+-- holds its data watch, and above the depth limit a children watch (a node at the limit is not
+-- listed: no children watch). A (kind, path) several caches hold counts once. The client's
+-- other watches armed through zklock.internal.watch (get/exists/children with watch = true,
+-- elections, members, revocation, a missing root's exists watch) count while they are armed;
+-- the core's own (a lock waiter's watch on its predecessor, a semaphore's children watch) are
+-- not counted: few and short. A cache's own max_watch_bytes caps its share alone. A cache that
+-- stops or closes gives its share back: forgetting a watch (watch.forget) has the ZooKeeper
+-- client drop its watcher, so the next SetWatches leaves it out too.
+local SETWATCHES_HEADER = 28
+
+-- client -> { bytes = counted bytes of the caches' watches, refs = key -> caches holding it }
+local accounts = setmetatable({}, { __mode = "k" })
+local function account(client)
+  local a = accounts[client]
+  if not a then
+    a = { bytes = 0, refs = {} }
+    accounts[client] = a
+  end
+  return a
+end
 
 local Cache = {}
 Cache.__index = Cache
@@ -88,6 +109,63 @@ end
 
 local sync, fail
 
+-- the watches node path holds in the account: its data watch, and a children watch when it is
+-- above the depth limit -> the bytes of one, listed
+local function node_watches(self, path)
+  return R.watch_cost(self.client, path), depth_of(self, path) < self._depth
+end
+
+-- Count node path's watches (before it is added) -> nil | the error (the budget would pass)
+local function charge(self, path)
+  local one, listed = node_watches(self, path)
+  local own = listed and 2 * one or one
+  local a = account(self.client)
+  local dk, ck = "d\0" .. path, "c\0" .. path
+  local add = (a.refs[dk] and 0 or one) + ((listed and not a.refs[ck]) and one or 0)
+  if self._max_watch_bytes and self._wbytes + own > self._max_watch_bytes then
+    return ("ERANGE: cache %s: its watches would pass its max_watch_bytes = %d bytes (at %s, %d nodes):"
+      .. " the client sends them all in one message when it reconnects, which a server drops past"
+      .. " its jute.maxbuffer; the cache stopped following the tree")
+      :format(check.short(self.path), self._max_watch_bytes, check.short(path), self._count)
+  end
+  local limit, other = R.max_watch_bytes(self.client), watch.bytes(self.client)
+  if SETWATCHES_HEADER + a.bytes + add + other > limit then
+    return ("ERANGE: cache %s: the client's watches would pass its max_watch_bytes = %d bytes (at %s,"
+      .. " %d nodes; this cache holds %d bytes, the client's other caches %d, its other watches %d):"
+      .. " the client sends them all in one message when it reconnects, which a server drops past"
+      .. " its jute.maxbuffer; the cache stopped following the tree")
+      :format(check.short(self.path), limit, check.short(path), self._count, self._wbytes,
+        math.max(0, a.bytes - self._wbytes), other)
+  end
+  a.refs[dk] = (a.refs[dk] or 0) + 1
+  if listed then a.refs[ck] = (a.refs[ck] or 0) + 1 end
+  a.bytes = a.bytes + add
+  self._wbytes = self._wbytes + own
+end
+
+-- Give node path's watches back (node n: its record)
+local function refund(self, path, n)
+  if not n.charged then return end
+  n.charged = nil
+  local one, listed = node_watches(self, path)
+  local a = account(self.client)
+  for _, k in ipairs(listed and { "d\0" .. path, "c\0" .. path } or { "d\0" .. path }) do
+    local r = a.refs[k] - 1
+    if r == 0 then
+      a.refs[k] = nil
+      a.bytes = a.bytes - one
+    else
+      a.refs[k] = r
+    end
+  end
+  self._wbytes = self._wbytes - (listed and 2 * one or one)
+end
+
+-- every node's share back (the cache stopped or closed)
+local function refund_all(self)
+  for path, n in pairs(self._nodes) do refund(self, path, n) end
+end
+
 local function track(self, path, depth)
   local t = self._track[path]
   if not t then
@@ -124,7 +202,7 @@ local function remove(self, path)
   for i = #names, 1, -1 do remove(self, join(path, names[i])) end
   self._nodes[path] = nil
   self._count = self._count - 1
-  self._wbytes = self._wbytes - watch_bytes(path)
+  refund(self, path, n)
   local p = self._nodes[parent_of(path)]
   if p and path ~= self.path then p.children[path:match("([^/]*)$")] = nil end
   emit(self, "removed", path, n.stat, n.data)
@@ -132,6 +210,29 @@ local function remove(self, path)
 end
 
 local arm_root
+
+-- path is cached as another incarnation than the one its get just found: the listing of it that
+-- was answered (applied to the old one, or dropped) and the reads armed below it stand for what
+-- goes with the old one. Forget those watches, so that the new one's sync lists it and reads its
+-- children again (reads still on their way were sent after this get: they answer for the new one).
+local function forget_below(self, path)
+  local t = self._track[path]
+  if t and t.cw and t.cw.armed then
+    watch.forget(self.client, t.cw)
+    t.cw = nil
+  end
+  local n = self._nodes[path]
+  if not n then return end
+  for name in pairs(n.children) do
+    local child = join(path, name)
+    local ct = self._track[child]
+    if ct and ct.dw and ct.dw.armed then
+      watch.forget(self.client, ct.dw)
+      ct.dw = nil
+    end
+    forget_below(self, child)
+  end
+end
 
 -- a get of path answered (the read that arms its data watch)
 local function on_get(self, path, st, res)
@@ -149,6 +250,7 @@ local function on_get(self, path, st, res)
     local n = self._nodes[path]
     if n and res.czxid ~= n.stat.czxid then
       if res.czxid < n.stat.czxid then return end -- an older incarnation: never go back
+      forget_below(self, path)
       remove(self, path) -- deleted and made again: removed, then added
       n = nil
     end
@@ -158,16 +260,11 @@ local function on_get(self, path, st, res)
         return fail(self, ("ERANGE: cache %s: more than max_nodes = %d nodes (at %s); the cache stopped"
           .. " following the tree"):format(check.short(self.path), self._max_nodes, check.short(path)))
       end
-      if self._wbytes + watch_bytes(path) > self._max_watch_bytes then
-        return fail(self, ("ERANGE: cache %s: its watches would pass max_watch_bytes = %d bytes (at %s, %d"
-          .. " nodes): the client sends them all in one message when it reconnects, which a server"
-          .. " drops past its jute.maxbuffer; the cache stopped following the tree")
-          :format(check.short(self.path), self._max_watch_bytes, check.short(path), self._count))
-      end
-      n = { stat = stat_of(res), data = data, children = {} }
+      local over = charge(self, path)
+      if over then return fail(self, over) end
+      n = { stat = stat_of(res), data = data, children = {}, charged = true }
       self._nodes[path] = n
       self._count = self._count + 1
-      self._wbytes = self._wbytes + watch_bytes(path)
       if parent then parent.children[name] = true end
       emit(self, "added", path, n.stat, n.data)
     elseif res.mzxid > n.stat.mzxid then
@@ -218,7 +315,7 @@ local function watched_read(self, path, t, kind, field)
   local rec
   local handler = kind == "get" and on_get or on_children
   local id, r = watch.start(self.client, kind, kind == "get" and core.OP_GET or core.OP_CHILDREN, path, 0, {
-    private = true,
+    private = true, counted = true, -- counted by the account (charge)
     on_done = function(st, res)
       if t[field] == rec and st ~= 0 then t[field] = nil end -- nothing armed
       handler(self, path, st, res)
@@ -335,6 +432,7 @@ function fail(self, msg)
   self._failed = msg
   self._syncing = false
   drop_watches(self)
+  refund_all(self)
   if self.client.state ~= "CLOSED" then R.log(self.client, "error", msg) end
   emit(self, "failed", self.path, nil, msg)
   watch.notify(self._changed)
@@ -484,8 +582,8 @@ function Cache:on_change(fn)
   return self
 end
 
--- cache:stats() -> { nodes, watches (armed at the server now), reads (requests sent), events,
--- resyncs }
+-- cache:stats() -> { nodes, watches (armed at the server now), watch_bytes (this cache's share of
+-- the client's watch budget), reads (requests sent), events, resyncs }
 function Cache:stats()
   check.object(self, Cache, "cache", "stats")
   local w = 0
@@ -494,7 +592,8 @@ function Cache:stats()
     if t.cw and t.cw.armed then w = w + 1 end
   end
   if self._rw and self._rw.armed then w = w + 1 end
-  return { nodes = self._count, watches = w, reads = self._reads, events = self._events, resyncs = self._resyncs }
+  return { nodes = self._count, watches = w, watch_bytes = self._wbytes, reads = self._reads, events = self._events,
+           resyncs = self._resyncs }
 end
 
 -- cache:close(): stop following. Its watches are forgotten (one that fires later at the server
@@ -504,6 +603,7 @@ function Cache:close()
   if self._closed then return true end
   self._closed = true
   drop_watches(self)
+  refund_all(self)
   local set = by_client[self.client]
   if set then set[self] = nil end
   self._nodes, self._track, self._count, self._wbytes, self._fn = {}, {}, 0, 0, nil
@@ -534,7 +634,7 @@ function M.new(client, path, opts)
     client = client, path = path,
     _depth = opts.depth == nil and math.huge or opts.depth,
     _max_nodes = opts.max_nodes or DEFAULT_MAX_NODES,
-    _max_watch_bytes = opts.max_watch_bytes or DEFAULT_MAX_WATCH_BYTES,
+    _max_watch_bytes = opts.max_watch_bytes, -- this cache's own cap (nil: the client's budget only)
     _keep_data = opts.data ~= false,
     _nodes = {}, _track = {}, _count = 0, _wbytes = 0,
     _gen = 0, _inflight = 0, _syncing = true, _initialized = false,

@@ -103,6 +103,9 @@ local function new(hosts, opts)
     max_data = function(v)
       return type(v) == "number" and v >= 0 and v <= 2147483647 and math.floor(v) == v, "an integer of bytes >= 0"
     end,
+    max_watch_bytes = function(v)
+      return type(v) == "number" and v >= 1 and v < math.huge and math.floor(v) == v, "an integer of bytes >= 1"
+    end,
     identity = check.is.string,
     log = check.is.func,
     log_level = check.is.oneof("none", "error", "warn", "info", "debug"),
@@ -148,6 +151,7 @@ local function new(hosts, opts)
     _session_ms = session_ms,            -- asked for
     _op_ms = op_ms,                      -- plain calls' default timeout (-1: none)
     _max_data = opts.max_data or 1047552, -- 1 MiB (jute.maxbuffer) less 1 KiB of request overhead
+    _max_watch_bytes = opts.max_watch_bytes or 900000, -- the caches' budget (zklock.cache)
     _chroot = select(2, split_hosts(hosts)),
     _session_handlers = {},
     state = "CONNECTING",

@@ -118,7 +118,9 @@ local function new(client, path, max_leases, opts, fname)
 end
 
 -- acquire_many(n, timeout, { retry = policy }) -> array of n leases | nil, msg, code (all or none)
-function Semaphore:acquire_many(n, timeout, opts)
+-- bind (internal: the semaphore mutex): bind(lease) as each lease is made, before a loss found
+-- at adoption is reported to the handlers.
+function Semaphore:acquire_many(n, timeout, opts, bind)
   check.object(self, Semaphore, "semaphore", "acquire_many")
   local client = self.client
   hold.check_open(client, "acquire_many")
@@ -127,17 +129,17 @@ function Semaphore:acquire_many(n, timeout, opts)
       :format(self.max_leases, check.describe(n)))
   end
   check.timeout("acquire_many", 2, timeout)
-  if opts == nil then return self:_acquire_once(n, timeout) end -- no retry policy: no closure per call
+  if opts == nil then return self:_acquire_once(n, timeout, bind) end -- no retry policy: no closure per call
   local _, max_hold = retry.option("acquire_many", 3, opts)
   local leases, msg, code = retry.acquire(client, "acquire_many", 3, timeout, opts,
-    function(left) return self:_acquire_once(n, left) end)
+    function(left) return self:_acquire_once(n, left, bind) end)
   if leases and max_hold then
     for _, l in ipairs(leases) do hold.bound(l._hold, max_hold) end
   end
   return leases, msg, code
 end
 
-function Semaphore:_acquire_once(n, timeout)
+function Semaphore:_acquire_once(n, timeout, bind)
   local client = self.client
   hold.check_open(client, "acquire_many")
   local ms = check.timeout("acquire_many", 2, timeout)
@@ -159,7 +161,7 @@ function Semaphore:_acquire_once(n, timeout)
   end
   local leases, lost = {}, false
   for _, lid in ipairs(hold.lease_ids(self, id)) do
-    local lease = new_lease(self, lid)
+    local lease = new_lease(self, lid, bind)
     leases[#leases + 1] = lease
     lost = lost or lease._hold.lost ~= nil
   end
@@ -231,11 +233,25 @@ function Semaphore:__tostring() return ("zklock.semaphore(%s, %d)"):format(self.
 local SemaphoreMutex = {}
 SemaphoreMutex.__index = SemaphoreMutex
 
+-- The lease is this mutex's as soon as it is made: an on_lost handler told of a loss found at
+-- adoption (the grant lost as it arrived) may release() it, which answers ELOST as a mutex's
+-- does; the acquire then fails ELOST and nothing is held.
 function SemaphoreMutex:acquire(timeout, opts)
   check.object(self, SemaphoreMutex, "semaphore_mutex", "acquire")
-  local lease, msg, code = self.semaphore:acquire(timeout, opts)
-  if not lease then return nil, msg, code end
-  self._lease = lease
+  local sem = self.semaphore
+  hold.check_open(sem.client, "acquire")
+  check.timeout("acquire", 1, timeout)
+  retry.option("acquire", 2, opts)
+  local prev, made = self._lease, nil
+  local leases, msg, code = sem:acquire_many(1, timeout, opts, function(lease)
+    made = lease
+    self._lease = lease
+  end)
+  if not leases then
+    if made and (self._lease == made or self._lease == nil) then self._lease = prev end
+    return nil, msg, code
+  end
+  self._lease = leases[1]
   return self
 end
 

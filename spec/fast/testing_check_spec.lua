@@ -319,6 +319,31 @@ describe("zklock.testing.check.stats and from_holds #fast", function()
         "czxid 9 after 7", "cache cache /t/a")
     end)
 
+    it("catches a re-create reported as an update even when the cache ends in the server's state", function()
+      -- spec/96's planted 'version' case: the leaf deleted and made again (the same version) in a
+      -- cut, the update carries the new czxid and value, so the snapshot after matches: only the
+      -- events tell
+      local x = base()
+      x.s(2500, "fault", "-", { name = "cut" })
+      x.w(2600, "write", "/t/a", { op = "delete", sent = 2599 })
+      x.w(2601, "write", "/t/a", { op = "create", value = "v3", sent = 2600 })
+      x.s(2800, "heal", "-", { name = "cut" })
+      x.ev(2850, "updated", "/t/a", 9, 9, "v3")
+      snap(x, 5000, 9, 9, "v3")
+      local msg = caught({ check.cache(history(unpack_(x.recs))) }, "cache monotonicity", "another incarnation",
+        "czxid 9 after 7", "not removed+added")
+      assert.falsy(msg:find("convergence", 1, true), msg)
+      -- the same history with the re-create reported as removed+added passes
+      local y = base()
+      y.s(2500, "fault", "-", { name = "cut" })
+      y.w(2600, "write", "/t/a", { op = "delete", sent = 2599 })
+      y.w(2601, "write", "/t/a", { op = "create", value = "v3", sent = 2600 })
+      y.s(2800, "heal", "-", { name = "cut" })
+      y.ev(2850, "removed", "/t/a", 7, 7, "v2"); y.ev(2850, "added", "/t/a", 9, 9, "v3")
+      snap(y, 5000, 9, 9, "v3")
+      assert.is_true((check.cache(history(unpack_(y.recs)))))
+    end)
+
     it("catches a re-create never reported (the cache kept the old node)", function()
       local w, rw = proc("writer")
       local c, rc = proc("cache")

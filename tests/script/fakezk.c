@@ -971,19 +971,61 @@ static int t_aremove_all_watches(zhandle_t *zh, const char *path, ZooWatcherType
     return ZOK;
 }
 
+/* One watcher (function and context) of path, forgotten by the client alone (local): the fake
+ * drops it, so a later event of the path reaches nobody, as it would. Only the local form is
+ * modelled (the core never sends CheckWatches). */
+static int t_aremove_watches(zhandle_t *zh, const char *path, ZooWatcherType type,
+                             watcher_fn watcher, void *wctx, int local, void_completion_t *done,
+                             const void *data) {
+    (void)done, (void)data;
+    if (!zh || zh != F.zh) return ZBADARGUMENTS;
+    if (!local) return ZUNIMPLEMENTED;
+    int n = 0;
+    for (int i = 0; i < F.nwatches;) {
+        wtch *w = &F.watches[i];
+        int kindok = type == ZWATCHTYPE_ANY || (type == ZWATCHTYPE_CHILD && w->kind == W_CHILD) ||
+                     (type == ZWATCHTYPE_DATA && w->kind != W_CHILD);
+        if (kindok && w->fn == watcher && w->ctx == wctx && strcmp(w->path, path) == 0) {
+            free(w->path);
+            F.watches[i] = F.watches[--F.nwatches];
+            n++;
+        } else {
+            i++;
+        }
+    }
+    return n ? ZOK : ZNOWATCHER;
+}
+
 static int64_t t_now_ms(void) {
     return F.now;
 }
 
 const zkl_zk fz_table = {
-    t_init,        t_close,         t_interest,
-    t_process,     t_state,         t_recv_timeout,
-    t_client_id,   t_get_context,   t_resolution_delay,
-    t_debug_level, t_add_auth,      t_acreate2,
-    t_adelete,     t_aexists,       t_aget,
-    t_awget,       t_aget_children, t_awget_children,
-    t_aset,        t_amulti,        t_aremove_all_watches,
-    t_now_ms,      t_awexists,      t_acreate2_ttl,
+    t_init,
+    t_close,
+    t_interest,
+    t_process,
+    t_state,
+    t_recv_timeout,
+    t_client_id,
+    t_get_context,
+    t_resolution_delay,
+    t_debug_level,
+    t_add_auth,
+    t_acreate2,
+    t_adelete,
+    t_aexists,
+    t_aget,
+    t_awget,
+    t_aget_children,
+    t_awget_children,
+    t_aset,
+    t_amulti,
+    t_aremove_all_watches,
+    t_now_ms,
+    t_awexists,
+    t_acreate2_ttl,
+    t_aremove_watches,
 };
 
 /* ------------------------------------------------------------------ tree server */

@@ -4,7 +4,7 @@
 ---@class zklock.CacheOptions
 ---@field depth? integer How far below the path to follow: `0` the node alone, `1` the node and its children, `math.huge` (default) the whole tree.
 ---@field max_nodes? integer At most this many nodes (default 100000). One more makes the cache stop: it forgets its watches, reports `"failed"` once, and its reads return `nil, msg, "ERANGE"`; make a new cache with a larger bound (or a smaller depth).
----@field max_watch_bytes? integer At most this many bytes of watch paths (default 900000; each node counts 2 x (4 + its path's length), its data and child watch). The 3.8 C client sends every watch again in one SetWatches message when it reconnects, and a server drops a message longer than its `jute.maxbuffer` (1 MiB by default), so the client would reconnect for ever. Past it the cache stops as past `max_nodes` (`ERANGE`). Lower it when the server's `jute.maxbuffer` is smaller or the client holds many other watches; raise it only with a larger `jute.maxbuffer` on every server.
+---@field max_watch_bytes? integer At most this many bytes of watches for this cache alone (default: no bound of its own; each node counts 4 + its path's length for its data watch, and as much again for its children watch above the depth limit). Every cache of a client also draws from the client's `max_watch_bytes` (`zklock.connect`, default 900000), which counts all of them together: see that option. Past either bound the cache stops as past `max_nodes` (`ERANGE`, the message naming the bound and what the client's other caches and watches hold).
 ---@field data? boolean Keep each node's data (default `true`); `false` keeps stats only (`get` returns `false` as the data). The reads still carry the data: an `exists` watch on a deleted child would stay at the server.
 
 ---What a cache costs (`cache:stats()`).
@@ -13,6 +13,7 @@
 ---@field watches integer Watches this cache holds at the server now: a data watch per node, a children watch per node above the depth limit (an exists watch while the root is missing).
 ---@field reads integer Reads sent since the cache was made (every change costs one, a listing's change one more per new child).
 ---@field events integer Events reported.
+---@field watch_bytes integer This cache's share of the client's watch budget (`max_watch_bytes`): 4 + the path's length (with the chroot) per watch its nodes hold; 0 once it stopped or closed.
 ---@field resyncs integer Resync rounds (after a reconnection: a barrier read; after a new session: every node read again).
 
 ---A node, its children or the tree below it held in memory and kept current by ZooKeeper's

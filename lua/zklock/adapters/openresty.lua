@@ -86,7 +86,8 @@
 --       InterProcessMutex whose node data is the participant id) under a session of its own;
 --       the holder runs job(ctx) in a light thread, releases when it returns, raises or is told
 --       to stop, and queues again. opts: hosts (required), id, session_timeout (10 s),
---       stop_grace (5 s), acl. ctx: token, node, id, path, pid, worker, client,
+--       stop_grace (5 s), acl, max_watch_bytes (zklock.connect's). ctx: token, node, id, path,
+--       pid, worker, client,
 --       ctx:stopping() -> nil | "SUSPENDED" | "LOST" | "EXITING" | "CLOSED",
 --       ctx:sleep(s) -> true | nil, reason. handle: running() (and is_held(), the same), token(),
 --       close().
@@ -484,6 +485,8 @@ local ONE_WORKER_OPTS = {
   session_timeout = check.is.positive,
   stop_grace = check.is.nonneg,
   acl = check.acl_option,
+  max_watch_bytes = function(v) return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge,
+    "an integer >= 1" end,
 }
 
 local NGX_LEVEL = { error = ngx.ERR, warn = ngx.WARN, notice = ngx.NOTICE, info = ngx.INFO, debug = ngx.DEBUG }
@@ -511,6 +514,7 @@ function M.one_worker(path, fn, opts)
   local id = opts.id or (host_name() .. "/" .. pid)
   local client, msg, code = zklock.connect(opts.hosts, {
     wait = false, session_timeout = opts.session_timeout or 10, identity = id,
+    max_watch_bytes = opts.max_watch_bytes,
   })
   if not client then return nil, msg, code end
   -- the pump closes the session at worker exit only if the supervisor did not (it releases as
@@ -852,7 +856,8 @@ function M.shared_cache(dict, path, opts)
     end
     cache:close()
     if current == cache then current = nil end
-  end, { hosts = opts.hosts, id = opts.id, session_timeout = opts.session_timeout, acl = opts.acl })
+  end, { hosts = opts.hosts, id = opts.id, session_timeout = opts.session_timeout, acl = opts.acl,
+         max_watch_bytes = opts.max_watch_bytes })
   if not handle then return nil, msg, code end
   return reader(d, name, handle)
 end

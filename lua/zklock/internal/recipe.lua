@@ -73,6 +73,10 @@ function recipe.explain(self, status) return self:_explain(status) end
 function recipe.reap_soon(self) self._next_reap = 0 end
 function recipe.op_ms(self) return self._op_ms end       -- plain calls' default timeout (-1: none)
 function recipe.max_data(self) return self._max_data end -- largest request payload allowed
+function recipe.max_watch_bytes(self) return self._max_watch_bytes end -- the caches' watch budget
+-- the bytes one watch of path adds to the SetWatches message the ZooKeeper client sends on a
+-- reconnection: a string's length (4) and the path as the server knows it (with the chroot)
+function recipe.watch_cost(self, path) return 4 + #self._chroot + #path end
 function recipe.metrics(self) return self._metrics end -- the reporter (zklock.metrics), or nil
 function recipe.acl_id(self, v) return self:_acl_id(v) end -- the core's id for an acl option
 

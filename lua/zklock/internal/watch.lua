@@ -42,6 +42,7 @@ local function make_state()
     timed = {},  -- wait record -> true, for waits with a deadline
     waiting = 0, -- wait records not done (counted by client:pending())
     signals = setmetatable({}, { __mode = "k" }), -- signal -> true while something waits on it
+    bytes = 0,   -- what the armed watches add to the client's SetWatches message (see M.bytes)
   }
 end
 local function state(client) return R.slot(client, "watch", make_state) end
@@ -54,6 +55,28 @@ local function arms(kind, status)
   return status == 0 or (kind == "exists" and status == core.errno.ZNONODE)
 end
 
+-- An armed watch is counted in ws.bytes (its share of the SetWatches message) until it fires or
+-- is forgotten; a watch its owner counts itself (opts.counted, the caches) is not.
+local function charge(ws, rec)
+  if rec.cost and not rec.charged then
+    rec.charged = true
+    ws.bytes = ws.bytes + rec.cost
+  end
+end
+local function refund(ws, rec)
+  if rec.charged then
+    rec.charged = false
+    ws.bytes = ws.bytes - rec.cost
+  end
+end
+
+-- The bytes the client's armed watches add to the SetWatches message its ZooKeeper client sends
+-- on a reconnection (4 + the path with the chroot, each), those started with opts.counted left out.
+function M.bytes(client)
+  local ws = peek(client)
+  return ws and ws.bytes or 0
+end
+
 ---------------------------------------------------------------- the dispatch hooks
 
 -- OP_DONE of op `id` (status st): called by the client's dispatch for every OP_DONE.
@@ -63,6 +86,7 @@ function M.on_done(client, id, st)
   if not rec then return end
   if arms(rec.kind, st) then
     rec.armed = true
+    charge(ws, rec)
   else
     ws.ops[id] = nil
     rec.unarmed = true
@@ -89,6 +113,7 @@ local function finish(client, rec, status)
   local ws = state(client)
   if ws.ops[rec.id] == rec then ws.ops[rec.id] = nil end
   if rec.key and ws.shared[rec.key] == rec then ws.shared[rec.key] = nil end
+  refund(ws, rec)
   rec._status, rec.armed = status, false
   if rec.on_fire then rec.on_fire(status) end
   wake_all(client, ws, rec)
@@ -181,7 +206,8 @@ end
 -- Start a read of `kind` ("get", "exists", "children", core op type optype) on path with a
 -- watch. -> core op id, the Watch its answer arms | nil, msg, code. A watch of the same kind
 -- on the same path that is armed and shared is reused: the read then goes without a watch.
--- opts.private: never share this watch (a recipe's own); opts.on_done(status, result),
+-- opts.private: never share this watch (a recipe's own); opts.counted: its owner counts its
+-- bytes (left out of M.bytes); opts.on_done(status, result),
 -- opts.on_fire(status): callbacks run from the dispatch (they must not wait).
 function M.start(client, kind, optype, path, ms, opts)
   local ws = state(client)
@@ -195,7 +221,8 @@ function M.start(client, kind, optype, path, ms, opts)
   local id, msg, code = R.op(client, optype, path, nil, 0, -1, 0, ms > 0 and ms or 0, true)
   if not id then return nil, msg, code end
   local rec = setmetatable({ id = id, client = client, kind = kind, path = path, key = key, waits = {},
-                             on_done = opts and opts.on_done, on_fire = opts and opts.on_fire }, Watch)
+                             on_done = opts and opts.on_done, on_fire = opts and opts.on_fire,
+                             cost = not (opts and opts.counted) and R.watch_cost(client, path) or nil }, Watch)
   ws.ops[id] = rec
   if key then ws.shared[key] = rec end
   return id, rec, false
@@ -207,6 +234,7 @@ function M.forget(client, rec)
   if not ws or ws.ops[rec.id] ~= rec then return end
   ws.ops[rec.id] = nil
   if rec.key and ws.shared[rec.key] == rec then ws.shared[rec.key] = nil end
+  refund(ws, rec)
   rec.on_done, rec.on_fire = nil, nil
   R.abandon(client, rec.id)
 end

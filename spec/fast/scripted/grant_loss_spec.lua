@@ -165,5 +165,49 @@ describe("scripted grant and loss dispatched together #fast", function()
     assert.equal("ELOST", heard.release[4])
     assert.same({}, s.log)
   end)
-end)
+  -- The same loss found at adoption, with an on_lost handler that releases: for every recipe the
+  -- handler's release answers ELOST (never raises), the acquire fails ELOST, and nothing is held
+  -- after: a later release raises as after any failed acquire.
+  local function released_in_handler(obj, later_release_words)
+    local heard = {}
+    obj:on_lost(function(state, target)
+      heard[#heard + 1] = state
+      heard.same_target = target == obj
+      heard.release = { pcall(target.release, target) }
+    end)
+    local seen = {}
+    s:spawn(function()
+      local ok, _, code = obj:acquire(5)
+      seen.ok, seen.code = ok ~= nil, code
+      seen.held = obj:is_held()
+      seen.later = { pcall(obj.release, obj) }
+    end)
+    serve_in_core()
+    s:expire()
+    assert.is_false(seen.ok)
+    assert.equal("ELOST", seen.code)
+    assert.is_false(seen.held)
+    assert.same({ "LOST" }, { heard[1] })
+    assert.is_true(heard.same_target)
+    assert.is_true(heard.release[1], tostring(heard.release[2])) -- no raise
+    assert.is_nil(heard.release[2])
+    assert.equal("ELOST", heard.release[4])
+    assert.is_false(seen.later[1])
+    for _, w in ipairs(later_release_words) do
+      assert.truthy(tostring(seen.later[2]):find(w, 1, true), tostring(seen.later[2]))
+    end
+    assert.same({}, s.log)
+  end
 
+  it("a mutex lost at adoption: release in on_lost answers ELOST, a later release raises", function()
+    released_in_handler(s.client:mutex("/m"), { "does not hold" })
+  end)
+
+  it("a write lock lost at adoption: release in on_lost answers ELOST, a later release raises", function()
+    released_in_handler(s.client:rwlock("/rw").write, { "does not hold" })
+  end)
+
+  it("a semaphore mutex lost at adoption: release in on_lost answers ELOST, a later release raises", function()
+    released_in_handler(s.client:semaphore_mutex("/sm"), { "not held" })
+  end)
+end)

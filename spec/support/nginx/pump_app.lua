@@ -72,6 +72,78 @@ function M.deadline()
   ngx.say(tostring(ok and "granted" or err), " ", ("%.3f"):format(secs))
 end
 
+-- GET /flush?n=N&hosts=H: the flush timer (wakeup = "fd"), through H (the spec's proxy, which
+-- delays replies: none can wake the pump before the timer runs). Once connected, with the pump
+-- waiting on its waker for its idle period (1 s), N light threads each start an acquire in one
+-- event-loop turn. Those acquires' listings wait for a process() round: one 0 ms timer for the
+-- turn must run it (sending them with the creates). ngx.timer.at is
+-- wrapped for the turn to count the 0 ms timers and to read next_timeout_ms() around the round
+-- they run. -> "timers=T before=ms after=ms granted=G <slowest grant, s> <all, s>"
+function M.flush()
+  local n = tonumber(ngx.var.arg_n) or 4
+  local c = attached(ngx.var.arg_hosts or cfg.hosts)
+  ngx.update_time()
+  local until_t = ngx.now() + 30
+  while c.state ~= "CONNECTED" and ngx.now() < until_t do
+    ngx.sleep(0.02)
+    ngx.update_time()
+  end
+  -- a read lock held meanwhile keeps the lock dir (a container: the test server reaps an empty
+  -- one within 0.1 s) in place, so each timed acquire (a read lock too: shared, granted at once)
+  -- costs a create and the listing, no parent to make
+  local path = ("%s/flush-%s"):format(cfg.base, ngx.var.connection)
+  local keep = c:rwlock(path).read
+  local kept, kerr = keep:acquire(30)
+  if not kept then
+    c:close()
+    ngx.status = 500
+    ngx.say("ERR ", kerr)
+    return
+  end
+  ngx.sleep(0.6) -- past the core's deadlines after that: the pump then sleeps 1 s
+  local timer_at, timers, before, after = ngx.timer.at, 0, nil, nil
+  ngx.timer.at = function(delay, fn, ...) -- luacheck: ignore 122 (wrapped for this turn only)
+    if delay ~= 0 then return timer_at(delay, fn, ...) end
+    timers = timers + 1
+    return timer_at(0, function(premature, ...)
+      before = c:next_timeout_ms()
+      fn(premature, ...)
+      after = c:next_timeout_ms()
+    end, ...)
+  end
+  ngx.update_time()
+  local t0 = ngx.now()
+  local threads, slowest = {}, 0
+  local ok, err = pcall(function()
+    for i = 1, n do
+      threads[i] = ngx.thread.spawn(function()
+        local m = c:rwlock(path).read
+        local got, aerr = m:acquire(10)
+        if not got then return false, aerr end
+        slowest = math.max(slowest, elapsed(t0))
+        return m:release()
+      end)
+    end
+  end)
+  -- the threads all started their acquires (and yielded) in this turn
+  ngx.timer.at = timer_at -- luacheck: ignore 122
+  local granted = 0
+  for _, th in ipairs(threads) do
+    local _, res = ngx.thread.wait(th)
+    if res then granted = granted + 1 end
+  end
+  local secs = elapsed(t0)
+  keep:release()
+  c:close()
+  if not ok then
+    ngx.status = 500
+    ngx.say("ERR ", err)
+    return
+  end
+  ngx.say(("timers=%d before=%s after=%s granted=%d %.3f %.3f"):format(timers, tostring(before),
+    tostring(after), granted, slowest, secs))
+end
+
 function M.badopt()
   local c = assert(zklock.connect(cfg.hosts, { wait = false }))
   local ok, err = pcall(zngx.attach, c, { wakeup = "epoll" })

@@ -76,6 +76,7 @@ function zngx.one_worker(path, job, opts) end
 ---@field session_timeout? number Seconds (default 10): how long a crashed worker keeps the job before another takes over.
 ---@field stop_grace? number Seconds a job told to stop may take to return before it is killed (default 5; on LOST: none).
 ---@field acl? zklock.ACL ACL of the queue nodes and the parents made for them (as for `client:mutex`).
+---@field max_watch_bytes? integer The watch budget of the job's client, as `zklock.connect`'s (default 900,000).
 
 ---What `one_worker` returns, one per worker.
 ---@class zklock.adapters.openresty.OneWorker
@@ -150,7 +151,7 @@ function zngx.shared_cache(dict, path, opts) end
 ---@field hosts string Required: as for `zklock.connect`.
 ---@field depth? integer As for `client:cache` (default: the whole tree below `path`).
 ---@field max_nodes? integer As for `client:cache` (default 100,000); past it, reads return `ERANGE`.
----@field max_watch_bytes? integer As for `client:cache` (default 900,000: the watches' SetWatches must stay under the server's `jute.maxbuffer`); past it, reads return `ERANGE`.
+---@field max_watch_bytes? integer The keeper's watch budget, as `zklock.connect`'s (default 900,000: the watches' SetWatches must stay under the server's `jute.maxbuffer`); past it, reads return `ERANGE`.
 ---@field data? boolean As for `client:cache`: `false` keeps no data (reads give `false`).
 ---@field election? string Where the workers of an instance elect their keeper: `<election>/<instance id>` (default `"/zklock/openresty-keepers"`); the instance id (`"<host>-<pid of its first worker>"`) is kept in the dict, which a reload keeps.
 ---@field id? string The keeper election's participant id (default `"<host name>/<worker pid>"`).
