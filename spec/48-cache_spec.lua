@@ -3,7 +3,8 @@
 -- version), depth limits, a missing root, a reconnection on the same session (one barrier
 -- read), max_nodes, max_watch_bytes (on a server with a small jute.maxbuffer: the reconnection
 -- that never ends past it, the cache that stops before it, a tree just under it that resyncs),
--- handler replacement, close (no watch, no event, no memory left), the watches held at the
+-- handler replacement, close (no watch, no event, no memory left; a second cache of the tree and
+-- a get on it keep theirs), the watches held at the
 -- server, requests per change, bad input; the CPU a 10,000-node cache's reconnection costs its
 -- process (the C client's work per session event).
 --   busted --lua=lua5.4 spec/48-cache_spec.lua
@@ -302,6 +303,30 @@ describe("client:cache", function()
     assert.are.equal(4, third:size())
     assert.are.equal(74, third:stats().watch_bytes)
     third:close()
+  end)
+
+  it("two caches of one tree on one client: closing one leaves the other's watches and a get's", function()
+    -- the ZooKeeper client keeps one watcher per path for all of a client's reads there, so the
+    -- first cache's close must not have it drop the watches the second cache and a get still use
+    local a, b = connect("c-a"), connect("c-b")
+    assert(b:create("/tw/x", "1", { parents = true }))
+    local first, second = a:cache("/tw"), a:cache("/tw")
+    assert(first:await(10))
+    assert(second:await(10))
+    local evs = recorder(second)
+    local data, _, w = a:get("/tw/x", { watch = true })
+    assert.are.equal("1", data)
+    first:close()
+    assert(b:set("/tw/x", "2"))
+    assert(b:create("/tw/y", "n"))
+    assert(util.wait_until(function() return #evs >= 2 end, 10, { a, b }), "the second cache missed a change")
+    table.sort(evs, function(p, q) return p.path < q.path end)
+    assert.are.same({ "updated /tw/x", "added /tw/y" }, names(evs))
+    assert.are.equal("changed", w:wait(10))
+    assert(b:delete("/tw/y"))
+    assert(util.wait_until(function() return #evs == 3 end, 10, { a, b }))
+    assert.are.same({ "removed /tw/y" }, names(evs, 3))
+    second:close()
   end)
 
   it("bad input raises a clear error naming the argument", function()
