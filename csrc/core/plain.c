@@ -265,9 +265,10 @@ static int set_result_data(zkl_client *c, zkl_op *op, const char *v, size_t len)
 
 static void plain_stat_common(zkl_client *c, zkl_op *op, int rc, const struct Stat *st) {
     if (rc == ZOK && st) P(op)->res_stat = *st;
-    if (zkl__conn_lost(rc) && P(op)->args.type != ZKL_OP_CREATE &&
+    /* reads are safe to retry: again once connected (not one that timed out meanwhile) */
+    if (zkl__conn_lost(rc) && op->phase != P_DONE && P(op)->args.type != ZKL_OP_CREATE &&
         P(op)->args.type != ZKL_OP_DELETE && P(op)->args.type != ZKL_OP_SET) {
-        op->phase = P_ACQUIRING; /* reads are safe to retry: again once connected */
+        op->phase = P_ACQUIRING;
         plain_kick(c, op);
         return;
     }
