@@ -28,10 +28,7 @@ typedef struct zkl_pop {
     struct Stat res_stat;
     int parents_tried; /* ZKL_CREATE_PARENTS: rounds of making the ancestors */
     int watch_sent;    /* the last request went with the watcher (its answer may arm it) */
-    /* while its watch is armed (P_HELD): in the client's index by path (c->wbuckets) */
-    struct zkl_pop *wnext, *wprev;
-    uint32_t whash;
-    int windexed;
+    zkl_wentry w;      /* while its watch is armed (P_HELD): in the client's index by path */
 } zkl_pop;
 
 #define P(o) ((zkl_pop *)(o))
@@ -56,70 +53,118 @@ static const zkl_kind plain_kind = {
 
 /* ---------------------------------------------------------------- armed watches by path */
 
-static uint32_t path_hash(const char *path) {
+uint32_t zkl__path_hash(const char *path) {
     uint32_t h = 2166136261u; /* FNV-1a */
     for (const unsigned char *p = (const unsigned char *)path; *p; p++)
         h = (h ^ *p) * 16777619u;
     return h;
 }
 
-#define WBUCKET(c, h) ((zkl_pop **)(c)->wbuckets + ((h) & ((c)->nwbuckets - 1)))
+#define WBUCKET(c, h) ((c)->wbuckets + ((h) & ((c)->nwbuckets - 1)))
 
-/* At the end of its chain: an event reaches the reads of a path in the order they were armed. */
-static void wchain_append(zkl_client *c, zkl_pop *p) {
-    zkl_pop **at = WBUCKET(c, p->whash), *prev = NULL;
+/* At the end of its chain: an event reaches the ops of a path in the order they were armed. */
+static void wchain_append(zkl_client *c, zkl_wentry *e) {
+    zkl_wentry **at = WBUCKET(c, e->hash), *prev = NULL;
     while (*at) {
         prev = *at;
-        at = &prev->wnext;
+        at = &prev->next;
     }
-    p->wprev = prev;
-    p->wnext = NULL;
-    *at = p;
+    e->prev = prev;
+    e->next = NULL;
+    *at = e;
 }
 
 /* A table with room for one more (doubled when full: chains stay short); ZKL_ENOMEM only when
  * there is no table at all. A table that cannot grow keeps working with longer chains. */
-static int windex_room(zkl_client *c) {
+int zkl__windex_room(zkl_client *c) {
     if (c->nwbuckets && c->nwatched < c->nwbuckets) return 0;
     size_t nb = c->nwbuckets ? c->nwbuckets * 2 : 64;
-    zkl_op **b = zkl__alloc(c, nb * sizeof *b);
+    zkl_wentry **b = zkl__alloc(c, nb * sizeof *b);
     if (!b) return c->nwbuckets ? 0 : ZKL_ENOMEM;
     memset(b, 0, nb * sizeof *b);
-    zkl_op **old = c->wbuckets;
+    zkl_wentry **old = c->wbuckets;
     size_t oldn = c->nwbuckets;
     c->wbuckets = b;
     c->nwbuckets = nb;
     for (size_t i = 0; i < oldn; i++) {
-        zkl_pop *p = (zkl_pop *)old[i], *next;
-        for (; p; p = next) {
-            next = p->wnext;
-            wchain_append(c, p);
+        zkl_wentry *e = old[i], *next;
+        for (; e; e = next) {
+            next = e->next;
+            wchain_append(c, e);
         }
     }
     zkl__free(c, old, oldn * sizeof *old);
     return 0;
 }
 
-static void windex_add(zkl_client *c, zkl_op *op) {
-    zkl_pop *p = P(op);
-    if (p->windexed || windex_room(c) != 0) return; /* a table was made when the read started */
-    p->whash = path_hash(p->args.path);
-    wchain_append(c, p);
-    p->windexed = 1;
+int zkl__windex_add(zkl_client *c, zkl_wentry *e, zkl_op *op, const char *path, int table) {
+    zkl__windex_remove(c, e);
+    int rc = zkl__windex_room(c);
+    if (rc != 0) return rc;
+    e->op = op;
+    e->path = path;
+    e->table = table;
+    e->hash = zkl__path_hash(path);
+    wchain_append(c, e);
+    e->indexed = 1;
     c->nwatched++;
+    return 0;
 }
 
-static void windex_remove(zkl_client *c, zkl_op *op) {
-    zkl_pop *p = P(op);
-    if (!p->windexed) return;
-    if (p->wprev)
-        p->wprev->wnext = p->wnext;
+void zkl__windex_remove(zkl_client *c, zkl_wentry *e) {
+    if (!e->indexed) return;
+    if (e->prev)
+        e->prev->next = e->next;
     else
-        *WBUCKET(c, p->whash) = p->wnext;
-    if (p->wnext) p->wnext->wprev = p->wprev;
-    p->wnext = p->wprev = NULL;
-    p->windexed = 0;
+        *WBUCKET(c, e->hash) = e->next;
+    if (e->next) e->next->prev = e->prev;
+    e->next = e->prev = NULL;
+    e->indexed = 0;
     c->nwatched--;
+}
+
+static zkl_wentry *wchain_find(zkl_wentry *e, int table, const char *path, uint32_t hash) {
+    for (; e; e = e->next)
+        if (e->hash == hash && e->table == table && strcmp(e->path, path) == 0) return e;
+    return NULL;
+}
+
+zkl_wentry *zkl__windex_first(zkl_client *c, int table, const char *path) {
+    if (!c->nwbuckets) return NULL;
+    uint32_t h = zkl__path_hash(path);
+    return wchain_find(*WBUCKET(c, h), table, path, h);
+}
+
+zkl_wentry *zkl__windex_next(const zkl_wentry *e) {
+    return wchain_find(e->next, e->table, e->path, e->hash);
+}
+
+/* Marked first, then called in batches taken from the chain's start (fn may reorder it). */
+void zkl__windex_each(zkl_client *c, int table, const char *path,
+                      void (*fn)(zkl_client *c, zkl_op *op, void *arg), void *arg) {
+    enum { BATCH = 64 };
+    uint32_t mark = ++c->wmark ? c->wmark : ++c->wmark; /* never 0: an entry's initial mark */
+    for (zkl_wentry *e = zkl__windex_first(c, table, path); e; e = zkl__windex_next(e))
+        e->mark = mark;
+    for (;;) {
+        uint64_t ids[BATCH];
+        zkl_wentry *es[BATCH];
+        int n = 0;
+        for (zkl_wentry *e = zkl__windex_first(c, table, path); e && n < BATCH;
+             e = zkl__windex_next(e)) {
+            if (e->mark != mark) continue;
+            e->mark = 0;
+            ids[n] = e->op->id;
+            es[n++] = e;
+        }
+        if (n == 0) return;
+        for (int i = 0; i < n; i++) {
+            zkl_op *op = zkl__op_find(c, ids[i]); /* its entry lives as long as it does */
+            if (op && es[i]->indexed && es[i]->op == op && es[i]->table == table &&
+                strcmp(es[i]->path, path) == 0)
+                fn(c, op, arg);
+        }
+    }
 }
 
 void zkl__plain_watch_free(zkl_client *c) {
@@ -137,6 +182,14 @@ static int ends_watch(int event, zkl_op_type type) {
     if (event == ZOO_CREATED_EVENT) return type == ZKL_OP_EXISTS;
     if (event == ZOO_CHILD_EVENT) return type == ZKL_OP_CHILDREN;
     return 0;
+}
+
+static void windex_add(zkl_client *c, zkl_op *op) {
+    (void)zkl__windex_add(c, &P(op)->w, op, P(op)->args.path, ZKL_WT_PLAIN); /* room was made */
+}
+
+static void windex_remove(zkl_client *c, zkl_op *op) {
+    zkl__windex_remove(c, &P(op)->w);
 }
 
 static void plain_free_fields(zkl_client *c, zkl_op *op) {
@@ -166,12 +219,9 @@ static int child_watch(zkl_op_type type) {
 /* Whether another armed read (not op) holds a watch of op's path in op's table. */
 static int watched_by_other(zkl_client *c, const zkl_op *op) {
     const zkl_pop *me = (const zkl_pop *)op;
-    if (!c->nwbuckets) return 0;
-    uint32_t h = path_hash(me->args.path);
-    for (const zkl_pop *p = *WBUCKET(c, h); p; p = p->wnext)
-        if (p != me && p->whash == h && child_watch(p->args.type) == child_watch(me->args.type) &&
-            strcmp(p->args.path, me->args.path) == 0)
-            return 1;
+    for (zkl_wentry *e = zkl__windex_first(c, ZKL_WT_PLAIN, me->args.path); e;
+         e = zkl__windex_next(e))
+        if (e->op != op && child_watch(P(e->op)->args.type) == child_watch(me->args.type)) return 1;
     return 0;
 }
 
@@ -227,17 +277,15 @@ static void watch_done(zkl_client *c, zkl_op *op, int status) {
 static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
     (void)state;
     zkl_client *c = zkl__current(); /* watchers run inside the client's own process() */
-    if (type == ZOO_SESSION_EVENT || !c || ctx != c || zh != c->zh || !path || !c->nwbuckets)
-        return;
-    uint32_t h = path_hash(path);
-    zkl_pop *p = *WBUCKET(c, h), *next;
-    for (; p; p = next) {
-        next = p->wnext; /* watch_done takes p out of the chain, and it may be freed */
-        if (p->whash != h || !ends_watch(type, p->args.type) || strcmp(p->args.path, path) != 0)
-            continue;
+    if (type == ZOO_SESSION_EVENT || !c || ctx != c || zh != c->zh || !path) return;
+    zkl_wentry *e = zkl__windex_first(c, ZKL_WT_PLAIN, path), *next;
+    for (; e; e = next) {
+        next = zkl__windex_next(e); /* watch_done takes e out of the chain, and frees its op */
+        zkl_op *op = e->op;
+        if (!ends_watch(type, P(op)->args.type)) continue;
         c->stats.watch_events++;
-        watch_done(c, &p->op, type);
-        zkl__op_maybe_free(c, &p->op);
+        watch_done(c, op, type);
+        zkl__op_maybe_free(c, op);
     }
 }
 
@@ -415,7 +463,7 @@ int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
                               args->type != ZKL_OP_EXISTS)))
         return ZKL_EINVAL;
     /* an armed watch must be found by path: the index exists before the read starts */
-    if (args->watch && windex_room(c) != 0) return ZKL_ENOMEM;
+    if (args->watch && zkl__windex_room(c) != 0) return ZKL_ENOMEM;
     zkl_op *op = zkl__op_new(c, &plain_kind);
     if (!op) return ZKL_ENOMEM;
     P(op)->args = *args;

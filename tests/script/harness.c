@@ -255,6 +255,7 @@ H_GROUP(g_unknown);
 H_GROUP(g_loss);
 H_GROUP(g_fast);
 H_GROUP(g_parked);
+H_GROUP(g_waiters);
 
 static const struct {
     const char *name;
@@ -275,6 +276,7 @@ static const struct {
     {"loss", g_loss, &g_loss_n},
     {"fast", g_fast, &g_fast_n},
     {"parked", g_parked, &g_parked_n},
+    {"waiters", g_waiters, &g_waiters_n},
 };
 
 /* an argument names a group ("mutex") or one test ("mutex.grant") */
