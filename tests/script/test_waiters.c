@@ -199,6 +199,75 @@ static void session_loss_parked(void) {
     h_free(c);
 }
 
+/* A semaphore acquire of max 1 on sem that holds its internal mutex and waits on the leases
+ * (another client holds the one lease): its children watch on <sem>/leases armed. */
+static uint64_t lease_park(zkl_client *c, const char *sem, int other, fz_req **lease) {
+    char locks[64], leases[64];
+    snprintf(locks, sizeof locks, "%s/locks", sem);
+    snprintf(leases, sizeof leases, "%s/leases", sem);
+    uint64_t id = 0;
+    CHECK_INT(zkl_semaphore_acquire(c, sem, 1, 1, -1, 0, &id), ZKL_OK);
+    fz_req *cr = EXPECT_REQ(FZ_CREATE, locks);
+    zkl_client_process(c);
+    fz_req *ls = EXPECT_REQ(FZ_CHILDREN, locks);
+    fz_create_ok(cr, 0, 1);
+    fz_children_v(ls, h_seqname(cr, 0), NULL);
+    h_pump(c);
+    fz_req *lc = EXPECT_REQ(FZ_CREATE, leases), *ll = EXPECT_REQ(FZ_CHILDREN, leases);
+    CHECK_INT(ll->watch, 1);
+    fz_create_ok(lc, 8, 8);
+    fz_children_v(ll, h_other(other, "lease-", 7), h_seqname(lc, 8), NULL);
+    h_pump(c);
+    EXPECT_NO_EV(c);
+    EXPECT_NO_REQ();
+    *lease = lc;
+    return id;
+}
+
+/* Lease listings of two semaphores and a lock waiter: one pair per watcher function (two), and
+ * a change of one semaphore's leases makes that one list again, nobody else. */
+static void lease_listings_own_events(void) {
+    zkl_client *c = h_client();
+    char pa[128];
+    uint64_t a = park(c, "/wa", 1, pa, sizeof pa);
+    fz_req *l1, *l2;
+    uint64_t s1 = lease_park(c, "/s1", 2, &l1);
+    uint64_t s2 = lease_park(c, "/s2", 3, &l2);
+    CHECK_INT(fz_armed_total(), 3);
+    CHECK_INT(fz_watchers(), 2); /* the waiters' and the lease listings' (a context each: 3) */
+    CHECK_INT(fz_fire(ZOO_CHILD_EVENT, "/s2/leases"), 1);
+    h_pump(c);
+    fz_req *ll = EXPECT_REQ(FZ_CHILDREN, "/s2/leases");
+    CHECK_INT(ll->watch, 0);
+    EXPECT_NO_REQ();
+    fz_children_v(ll, h_seqname(l2, 8), NULL);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, s2, ZKL_OK);
+    EXPECT_NO_EV(c);
+    fz_reply(EXPECT_REQ(FZ_DELETE, "/s2/locks/"), ZOK); /* the internal mutex given back */
+    EXPECT_NO_REQ();
+    h_pump(c);
+    CHECK_INT(fz_armed(pa), 1);
+    CHECK_INT(fz_armed("/s1/leases"), 1);
+    /* s1 gives up: its watch goes, not a's */
+    CHECK_INT(zkl_lock_cancel(c, s1), ZKL_OK);
+    zkl_client_process(c);
+    EXPECT_EV(c, ZKL_EV_FAILED, s1, ZKL_ECANCELED);
+    for (fz_req *r; (r = fz_next());) {
+        if (r->kind == FZ_REMOVE_WATCHES) CHECK_STR(r->path, "/s1/leases");
+        fz_reply(r, ZOK);
+    }
+    h_pump(c);
+    (void)l1;
+    CHECK_INT(fz_armed("/s1/leases"), 0);
+    CHECK_INT(fz_fire(ZOO_DELETED_EVENT, pa), 1);
+    h_pump(c);
+    EXPECT_EV(c, ZKL_EV_ACQUIRED, a, ZKL_OK);
+    EXPECT_NO_EV(c);
+    h_free(c);
+}
+
 H_DEFINE_GROUP(g_waiters, {"one_pair_own_events", one_pair_own_events},
                {"give_up_own_only", give_up_own_only}, {"shared_path_give_up", shared_path_give_up},
-               {"session_loss_parked", session_loss_parked});
+               {"session_loss_parked", session_loss_parked},
+               {"lease_listings_own_events", lease_listings_own_events});
