@@ -12,7 +12,7 @@ local fixture = require("support.fixture")
 
 local WAITERS = tonumber(os.getenv("ZKL_WAITERS")) or 10000
 -- CPU seconds for RESETS resets, the pumps' longest gap: see the report below
-local RESETS, BOUND = 3, tonumber(os.getenv("ZKL_WAITERS_CPU")) or 0.6
+local RESETS, BOUND = 3, tonumber(os.getenv("ZKL_WAITERS_CPU")) or 0.3
 
 describe("10,000 waiters of one client across connection resets", function()
   local fx = fixture.server({ jvm_opts = { "-Xmx512m" } }, { own = "10,000 waiters of one lock" })

@@ -11,7 +11,9 @@
  * linear search per pair (collectWatchers), quadratic in their number - 0.7 s for a cache's 20,000
  * watches, the whole process stopped meanwhile. With one pair that list has one entry. The C
  * client then calls the watcher once per event and path; the armed reads are found here, by
- * path, in an index of their own (the server, too, keeps one watch per path and connection). */
+ * path, in an index of their own (the server, too, keeps one watch per path and connection).
+ * The index is the client's for all its watches: lock waiters (queue.c) and lease listings
+ * (semaphore.c) put theirs in it too, each under a watcher function of their own. */
 #include <string.h>
 
 #include "internal.h"
