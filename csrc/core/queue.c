@@ -816,6 +816,7 @@ void zkl__queue_abandon(zkl_client *c, zkl_op *op) {
     op->user_gone = 1;
     op->parent_id = 0;
     if (op->phase == P_ACQUIRING) {
+        zkl__windex_remove(c, &QOP(op)->w); /* its watch, if armed, wakes nobody */
         if (op->kind->give_up) op->kind->give_up(c, op, 0);
         op->phase = P_CLEANUP;
         op->gen++;

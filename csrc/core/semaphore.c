@@ -118,8 +118,8 @@ static void sem_give_up(zkl_client *c, zkl_op *op, int failed) {
             drop_lease_watch(c, op);
         else if (QOP(op)->step == S_LEASE_LIST || QOP(op)->step == S_LEASE_CREATE)
             QOP(op)->drop_on_reply = 1;
-        zkl__windex_remove(c, &SOP(op)->lw);
     }
+    zkl__windex_remove(c, &SOP(op)->lw); /* a watch left armed (abandoned) wakes nobody */
     if (QOP(op)->stage) leases_abandon(c, op);
     if (failed && QOP(op)->stage == 2)
         QOP(op)->held_head = 1; /* its node is the internal mutex it held */
