@@ -9,7 +9,8 @@
  * fallback, forced) kills B, which shows the case is real and the check can fail. The same for
  * a remembered parent whose pid passes to another process between two passes of the walk: that
  * process's child must not be taken for a descendant (see reused_parent_harmed). Also: a tree of
- * three generations is killed whole, and a remembered child that ends is not counted.
+ * three generations is killed whole, and a remembered child that ends is not counted, and a tree
+ * larger than RLIMIT_NOFILE is killed whole by one call.
  * Exit 0: passed; 1: failed; 77: skipped (no namespaces here), or no pidfds here (an old kernel,
  * valgrind) and only the fallback checked, which --no-pidfd-ok (the valgrind run) makes a pass. */
 #define _GNU_SOURCE
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -226,6 +228,30 @@ static void test_tree(void) {
     reap_all();
 }
 
+/* A tree larger than RLIMIT_NOFILE: one call must still stop and kill all of it. The pidfds the
+ * walk holds must not take the fds it needs to read /proc (it would then miss the rest). */
+static void test_fd_limit(void) {
+    enum { KIDS = 64, LIMIT = 32 };
+    struct rlimit old, low;
+    if (getrlimit(RLIMIT_NOFILE, &old) != 0) return;
+    pid_t kids[KIDS];
+    for (int i = 0; i < KIDS; i++)
+        kids[i] = spawn_idle();
+    low = old;
+    low.rlim_cur = LIMIT;
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit: %s", strerror(errno));
+    int n = zkl_lua_kill_tree(getpid(), 0);
+    setrlimit(RLIMIT_NOFILE, &old);
+    CHECK(n == KIDS, "fd limit %d: one call signalled %d of %d", LIMIT, n, KIDS);
+    int left = 0;
+    for (int i = 0; i < KIDS; i++)
+        if (!ends_soon(kids[i])) left++;
+    CHECK(left == 0, "fd limit %d: %d of %d children outlived one kill_tree", LIMIT, left, KIDS);
+    while (zkl_lua_kill_tree(getpid(), 0) > 0) /* what is left (a failure), gone before the rest */
+        reap_all();
+    reap_all();
+}
+
 static int no_pidfd_ok; /* --no-pidfd-ok: without pidfds, check the fallback and pass */
 
 static int in_namespace(void) {
@@ -243,6 +269,7 @@ static int in_namespace(void) {
         zkl_lua_tree_pidfd = 0;
 
     test_tree();
+    test_fd_limit();
 
     int count, killed;
     if (pidfds) {

@@ -204,6 +204,11 @@ static void plain_free_fields(zkl_client *c, zkl_op *op) {
     zkl__free(c, P(op)->res_children, (size_t)P(op)->res_nchildren * sizeof *P(op)->res_children);
 }
 
+static int is_read(const zkl_op *op) {
+    zkl_op_type t = ((const zkl_pop *)op)->args.type;
+    return t == ZKL_OP_GET || t == ZKL_OP_CHILDREN || t == ZKL_OP_EXISTS;
+}
+
 /* Would answer rc of this read have armed its watch? */
 static int arms_watch(const zkl_op *op, int rc) {
     const zkl_pop *p = (const zkl_pop *)op;
@@ -300,6 +305,9 @@ static void plain_abandon(zkl_client *c, zkl_op *op) {
         op->gen++;
     } else if (op->phase == P_ACQUIRING) {
         P(op)->args.watch = 0; /* its answer arms nothing we wait for */
+        /* a read nobody waits for that has not gone out (or must go again after a connection
+         * loss) is not sent: done now */
+        if (is_read(op) && op->refs == 0) op->phase = P_DONE;
     }
     zkl__op_maybe_free(c, op);
 }
@@ -315,9 +323,9 @@ static int set_result_data(zkl_client *c, zkl_op *op, const char *v, size_t len)
 
 static void plain_stat_common(zkl_client *c, zkl_op *op, int rc, const struct Stat *st) {
     if (rc == ZOK && st) P(op)->res_stat = *st;
-    /* reads are safe to retry: again once connected (not one that timed out meanwhile) */
-    if (zkl__conn_lost(rc) && op->phase != P_DONE && P(op)->args.type != ZKL_OP_CREATE &&
-        P(op)->args.type != ZKL_OP_DELETE && P(op)->args.type != ZKL_OP_SET) {
+    /* reads are safe to retry: again once connected (not one that timed out meanwhile, nor one
+     * abandoned: nobody reads its answer) */
+    if (zkl__conn_lost(rc) && op->phase != P_DONE && !op->user_gone && is_read(op)) {
         op->phase = P_ACQUIRING;
         plain_kick(c, op);
         return;

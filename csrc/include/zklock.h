@@ -641,7 +641,9 @@ ZKL_EXTERN int zkl_lock_cancel(zkl_client *c, uint64_t id);
 /* Release without waiting (for garbage collection paths): the node is deleted in the background
  * and no further event follows for this id. Works on pending, held and lost acquisitions and on
  * multi-locks (every component). Also forgets a plain operation's armed watch (no WATCH event
- * follows). Errors: ZKL_ENOTFOUND (unknown id, or its final event was already queued). */
+ * follows); a plain read not yet sent is not sent, one on its way is not sent again after a
+ * connection loss (a write goes out as started). Errors: ZKL_ENOTFOUND (unknown id, or its
+ * final event was already queued). */
 ZKL_EXTERN int zkl_lock_abandon(zkl_client *c, uint64_t id);
 
 #define ZKL_NODE_MAX 1200 /* longest node path: a 1024-byte lock path plus a protected name */

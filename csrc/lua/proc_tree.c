@@ -4,7 +4,8 @@
  * walk finds the process: a pidfd names one process, never its pid's next owner, so a process
  * that ends during the walk is skipped (its pidfd answers ESRCH) and the process that may have
  * taken its pid meanwhile is left alone. Without pidfds (an older kernel: ENOSYS; a seccomp
- * filter that refuses the call: EPERM), or with no fd left for one (EMFILE, ENFILE), the signal
+ * filter that refuses the call: EPERM), or with no fd to spare for one (EMFILE, ENFILE, or
+ * fewer than TREE_FD_SPARE left: the walk needs some to read /proc), the signal
  * goes by pid as it did before pidfds: a process remembered by pid that ends and is reaped
  * before its SIGKILL (reaped at once by a parent that ignores SIGCHLD, or by a parent still
  * running when the walk saw the child) frees its pid, and a process that takes that pid within
@@ -19,6 +20,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -36,6 +38,13 @@ int zkl_lua_tree_pidfd = 1;
 #define TREE_MAX 32768
 static pid_t tree_pid[TREE_MAX];
 static int tree_fd[TREE_MAX]; /* its pidfd, or -1: signalled by pid */
+
+/* fds the walk keeps free of pidfds: one for /proc, one for a /proc/<pid>/stat, and a margin. A
+ * pidfd that would leave fewer is closed and its process signalled by pid: otherwise the pidfds
+ * of a tree larger than RLIMIT_NOFILE would take every fd, and the walk, unable to read /proc,
+ * would miss the rest of the tree (neither stopped nor killed by this call). */
+#define TREE_FD_SPARE 8
+static long tree_fd_limit; /* RLIMIT_NOFILE's soft limit at the call's start (0: unknown) */
 
 long zkl_lua_digits_of(const char *p, const char **end) {
     long v = 0;
@@ -105,6 +114,10 @@ static int pidfd_for(pid_t pid, const char *name, pid_t self, int n) {
         if (errno == ENOSYS || errno == EPERM) zkl_lua_tree_pidfd = 0;
         return -1;
     }
+    if (tree_fd_limit > 0 && fd >= tree_fd_limit - TREE_FD_SPARE) {
+        close(fd);
+        return -1;
+    }
     /* the process may have ended between the read of its stat and the open, and its pid passed
      * to another: keep the pidfd only if the process it names descends from self. (Should it end
      * after the open, its pidfd answers ESRCH, whoever then reads as <name>.) */
@@ -126,6 +139,10 @@ static int pidfd_for(pid_t pid, const char *name, pid_t self, int n) {
  * die, and the caller's next call finds them. */
 int zkl_lua_kill_tree_between(pid_t self, pid_t pgid, void (*between)(void *, int), void *ud) {
     int killed = 0, n = 0;
+    unsigned long long rl[2]; /* the kernel's struct rlimit64: soft, hard */
+    tree_fd_limit = 0;
+    if (syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, rl) == 0 && rl[0] < 0x7fffffffULL)
+        tree_fd_limit = (long)rl[0];
     if (pgid > 0 && kill(-pgid, SIGKILL) == 0) killed++;
     char buf[8192];
     for (int grew = 1, pass = 1; grew;) {

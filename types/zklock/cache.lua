@@ -66,7 +66,7 @@ function cache:is_initialized() end
 ---owns, otherwise blocks while pumping the client.
 ---
 ---Errors: `nil, msg, code`: `ETIMEDOUT`, `ECLOSED` (the cache or its client closed), `ERANGE`
----(`max_nodes` passed). Raises on a bad timeout.
+---(`max_nodes` or a `max_watch_bytes` passed). Raises on a bad timeout.
 ---@param timeout? number Seconds (nil: no limit).
 ---@return true|nil ok
 ---@return string? msg
@@ -75,9 +75,9 @@ function cache:await(timeout) end
 
 ---Set the handler: `fn(event, cache, path, stat, data)` for `"added"`, `"updated"`, `"removed"`
 ---(with the last stat and data), `"initialized"` (path: the root; after the first sync and after
----each resync) and `"failed"` (data: the message; `max_nodes` passed). It runs from the client's
----event dispatch and must not wait; an error in it is logged. Replaces the handler; `nil`
----removes it.
+---each resync) and `"failed"` (data: the message; `max_nodes` or a `max_watch_bytes` passed). It
+---runs from the client's event dispatch and must not wait; an error in it is logged. Replaces the
+---handler; `nil` removes it.
 ---@param fn? fun(event: "added"|"updated"|"removed"|"initialized"|"failed", cache: zklock.Cache, path: string, stat?: zklock.Stat, data?: string|false)
 ---@return zklock.Cache self
 function cache:on_change(fn) end
