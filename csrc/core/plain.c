@@ -149,18 +149,23 @@ zkl_wentry *zkl__windex_next(const zkl_wentry *e) {
     return wchain_find(e->next, e->table, e->path, e->hash);
 }
 
-/* One entry a walk may go on from: still indexed at this path with the arm number it had when
- * the walk saw it, so still at the place it had (entries only join a chain at its end). Its op
- * is found by id first: an entry lives inside its op, and a freed op is never touched. */
+/* An entry a walk took: still indexed at this path (its op found by id first: an entry lives
+ * inside its op, and a freed op is never touched). As a place to go on from it must also have
+ * the arm number it had when the walk saw it: then it is still where it was (entries only join
+ * a chain at its end). */
 typedef struct {
     zkl_wentry *e;
     uint64_t id, seq;
 } wcursor;
 
-static int wcursor_valid(zkl_client *c, const wcursor *k, int table, const char *path) {
+static int wcursor_indexed(zkl_client *c, const wcursor *k, int table, const char *path) {
     zkl_op *op = k->e ? zkl__op_find(c, k->id) : NULL;
-    return op && k->e->indexed && k->e->op == op && k->e->seq == k->seq && k->e->table == table &&
+    return op && k->e->indexed && k->e->op == op && k->e->table == table &&
            strcmp(k->e->path, path) == 0;
+}
+
+static int wcursor_in_place(zkl_client *c, const wcursor *k, int table, const char *path) {
+    return wcursor_indexed(c, k, table, path) && k->e->seq == k->seq;
 }
 
 /* Marked first, then called in batches of entries still marked. Each batch after the first
@@ -191,13 +196,13 @@ void zkl__windex_each(zkl_client *c, int table, const char *path,
             e = zkl__windex_next(e);
         ks[n] = (wcursor){e, e ? e->op->id : 0, e ? e->seq : 0};
         for (int i = 0; i < n; i++)
-            if (wcursor_valid(c, &ks[i], table, path)) fn(c, ks[i].e->op, arg);
+            if (wcursor_indexed(c, &ks[i], table, path)) fn(c, ks[i].e->op, arg);
         from = NULL;
-        if (wcursor_valid(c, &ks[n], table, path))
+        if (wcursor_in_place(c, &ks[n], table, path))
             from = ks[n].e;
         else
             for (int i = n - 1; i >= 0 && !from; i--)
-                if (wcursor_valid(c, &ks[i], table, path)) from = zkl__windex_next(ks[i].e);
+                if (wcursor_in_place(c, &ks[i], table, path)) from = zkl__windex_next(ks[i].e);
         if (!from) from = zkl__windex_first(c, table, path);
     }
 }
