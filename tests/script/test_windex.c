@@ -57,10 +57,14 @@ typedef struct {
     void (*rm)(int x);
     void (*add)(int x);
     void (*spill)(void);
+    int (*after)(int x); /* the entry after x in the path's chain, -1 at its end */
     int fresh;
 } tw_rules;
 
 static void apply_rules(tw_rules *r, int i) {
+    int next = r->after(i); /* maybe the one a walk would go on from */
+    if (i % 5 == 0 && next >= 0) r->rm(next);
+    if (i % 9 == 0 && next >= 0) r->add(next);
     if (i % 7 == 0 && i + 1 < K) r->rm(i + 1);       /* the next one, not yet called */
     if (i % 31 == 0 && i + 64 < K) r->rm(i + 64);    /* one in the next batch */
     if (i % 13 == 0 && i + 100 < K) r->add(i + 100); /* moved: called at its new place */
@@ -88,6 +92,11 @@ static void m_add(int x) {
     m_chain[m_n++] = x;
 }
 static void m_spill(void) {}
+static int m_after(int x) {
+    for (int j = 0; j + 1 < m_n; j++)
+        if (m_chain[j] == x) return m_chain[j + 1];
+    return -1;
+}
 
 /* as the index's walk is specified: batches of up to 64 marked entries, the first in chain order,
  * unmarked when taken, each then called if it is still in the chain */
@@ -136,6 +145,10 @@ static void r_spill_one(void) {
     CHECK_INT(zkl__windex_add(r_c, &t->w, &t->op, r_col[r_nspill % NCOL], ZKL_WT_PLAIN), 0);
     r_nspill++;
 }
+static int r_after(int x) {
+    zkl_wentry *e = zkl__windex_next(&r_ops[x]->w);
+    return e ? TW(e->op)->idx : -1;
+}
 static void r_fn(zkl_client *c, zkl_op *op, void *arg) {
     CHECK(c == r_c);
     CHECK(arg == &r_rules);
@@ -176,11 +189,11 @@ static void order_once_mid_walk_changes(void) {
     m_n = 0;
     for (int x = 0; x < K; x++)
         m_chain[m_n++] = x;
-    m_rules = (tw_rules){m_rm, m_add, m_spill, 0};
+    m_rules = (tw_rules){m_rm, m_add, m_spill, m_after, 0};
     m_ncalls = 0;
     m_walk();
 
-    r_rules = (tw_rules){r_rm, r_add, r_spill_one, 0};
+    r_rules = (tw_rules){r_rm, r_add, r_spill_one, r_after, 0};
     r_ncalls = 0;
     size_t nb = c->nwbuckets;
     zkl__windex_each(c, ZKL_WT_PLAIN, PATH, r_fn, &r_rules);
@@ -224,9 +237,9 @@ static void order_once_mid_walk_changes(void) {
 
 /* 100,000 entries of one path: armed, walked (each called once, in order) and removed in well
  * under the bound's CPU (a walk to the chain's end per append, and per entry at each doubling,
- * took minutes of it; linear: about 0.05 s, under valgrind a few seconds) */
+ * took 15 s of it; linear: under 0.01 s, under valgrind well under a second) */
 enum { BIG = 100000 };
-#define BIG_CPU_BOUND 20.0
+#define BIG_CPU_BOUND 2.0
 
 static int big_next, big_bad;
 static void big_fn(zkl_client *c, zkl_op *op, void *arg) {
