@@ -148,9 +148,10 @@ struct zkl_client {
     /* armed watches by path (plain.c): plain reads, lock waiters (queue.c) and lease listings
      * (semaphore.c); each of the three registers its watches with the ZooKeeper client under one
      * watcher function and one context (the client), whatever the number of them */
-    struct zkl_wentry **wbuckets;
+    struct zkl_wbucket *wbuckets;
     size_t nwbuckets, nwatched;
     uint32_t wmark; /* the last mark zkl__windex_each gave */
+    uint64_t wseq;  /* the last arm number zkl__windex_add gave */
     uint64_t next_id;
     zkl_op *ops;           /* list of live ops */
     int64_t next_deadline; /* earliest acquire deadline, 0 none */
@@ -343,7 +344,12 @@ typedef struct zkl_wentry {
     int table; /* ZKL_WT_* */
     int indexed;
     uint32_t mark; /* zkl__windex_each: still to be called */
+    uint64_t seq;  /* arm number: unchanged while the entry keeps its place in its chain */
 } zkl_wentry;
+/* a chain of the index: its tail kept, so an entry joins it at once however long it is */
+typedef struct zkl_wbucket {
+    zkl_wentry *head, *tail;
+} zkl_wbucket;
 uint32_t zkl__path_hash(const char *path);
 /* a table with room for one more: ZKL_ENOMEM only when there is no table at all */
 int zkl__windex_room(zkl_client *c);

@@ -256,6 +256,7 @@ H_GROUP(g_loss);
 H_GROUP(g_fast);
 H_GROUP(g_parked);
 H_GROUP(g_waiters);
+H_GROUP(g_windex);
 
 static const struct {
     const char *name;
@@ -277,6 +278,7 @@ static const struct {
     {"fast", g_fast, &g_fast_n},
     {"parked", g_parked, &g_parked_n},
     {"waiters", g_waiters, &g_waiters_n},
+    {"windex", g_windex, &g_windex_n},
 };
 
 /* an argument names a group ("mutex") or one test ("mutex.grant") */
