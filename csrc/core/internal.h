@@ -145,7 +145,7 @@ struct zkl_client {
 
     zkl_op **buckets;
     size_t nbuckets, nops;
-    /* armed watches by path (plain.c): plain reads, lock waiters (queue.c) and lease listings
+    /* armed watches by path (windex.c): plain reads, lock waiters (queue.c) and lease listings
      * (semaphore.c); each of the three registers its watches with the ZooKeeper client under one
      * watcher function and one context (the client), whatever the number of them */
     struct zkl_wbucket *wbuckets;
@@ -328,9 +328,9 @@ int zkl__multi_acquire(zkl_client *c, const zkl_multi_item *items, int n, int ti
                        uint64_t *id);
 int zkl__multi_result(zkl_client *c, uint64_t id, uint64_t *ids, int n, int *failed_index);
 int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id);
-void zkl__plain_watch_free(zkl_client *c); /* the index of armed watches, at free */
+void zkl__windex_free(zkl_client *c); /* windex.c: the index of armed watches, at free */
 
-/* The client's index of armed watches by path (plain.c). Every watch of a table (plain reads,
+/* The client's index of armed watches by path (windex.c). Every watch of a table (plain reads,
  * lock waiters' predecessors, lease listings) goes to the ZooKeeper client under the table's one
  * watcher function and the client as its context: on every session event the 3.8 C client
  * walks its distinct (watcher, context) pairs with a linear search per pair, so a context per
