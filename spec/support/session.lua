@@ -38,10 +38,15 @@ local function owners(c, paths)
   return t
 end
 
--- The server's `dump`: does session `sid` (16 hex digits) still own ephemeral nodes?
+-- Whether the server's `dump` lists session `sid` (16 hex digits) as owning ephemerals: only
+-- its "Sessions with Ephemerals" part counts (the session tracker's and the connections' parts
+-- may still name a session whose expiry is done, e.g. a connection the server has not closed).
 local function session_in_dump(zk, sid)
   local dump = assert(zk:four("dump"))
-  return dump:find("0x" .. sid:gsub("^0+", ""), 1, true) ~= nil, dump
+  local from = dump:find("Sessions with Ephemerals", 1, true)
+  local to = from and dump:find("Connections dump", from, true)
+  local part = from and dump:sub(from, (to or #dump + 1) - 1) or dump
+  return part:find("0x" .. sid:gsub("^0+", ""), 1, true) ~= nil, dump
 end
 
 ------------------------------------------------------------------------------------------------
