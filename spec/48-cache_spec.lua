@@ -3,8 +3,10 @@
 -- version), depth limits, a missing root, a reconnection on the same session (one barrier
 -- read), max_nodes, max_watch_bytes (on a server with a small jute.maxbuffer: the reconnection
 -- that never ends past it, the cache that stops before it, a tree just under it that resyncs),
--- handler replacement, close (no watch, no event, no memory left), the watches held at the
--- server, requests per change, bad input.
+-- handler replacement, close (no watch, no event, no memory left; a second cache of the tree and
+-- a get on it keep theirs), the watches held at the
+-- server, requests per change, bad input; the CPU a 10,000-node cache's reconnection costs its
+-- process (the C client's work per session event).
 --   busted --lua=lua5.4 spec/48-cache_spec.lua
 local zklock = require("zklock")
 local testing = require("zklock.testing")
@@ -303,6 +305,30 @@ describe("client:cache", function()
     third:close()
   end)
 
+  it("two caches of one tree on one client: closing one leaves the other's watches and a get's", function()
+    -- the ZooKeeper client keeps one watcher per path for all of a client's reads there, so the
+    -- first cache's close must not have it drop the watches the second cache and a get still use
+    local a, b = connect("c-a"), connect("c-b")
+    assert(b:create("/tw/x", "1", { parents = true }))
+    local first, second = a:cache("/tw"), a:cache("/tw")
+    assert(first:await(10))
+    assert(second:await(10))
+    local evs = recorder(second)
+    local data, _, w = a:get("/tw/x", { watch = true })
+    assert.are.equal("1", data)
+    first:close()
+    assert(b:set("/tw/x", "2"))
+    assert(b:create("/tw/y", "n"))
+    assert(util.wait_until(function() return #evs >= 2 end, 10, { a, b }), "the second cache missed a change")
+    table.sort(evs, function(p, q) return p.path < q.path end)
+    assert.are.same({ "updated /tw/x", "added /tw/y" }, names(evs))
+    assert.are.equal("changed", w:wait(10))
+    assert(b:delete("/tw/y"))
+    assert(util.wait_until(function() return #evs == 3 end, 10, { a, b }))
+    assert.are.same({ "removed /tw/y" }, names(evs, 3))
+    second:close()
+  end)
+
   it("bad input raises a clear error naming the argument", function()
     local a = connect("c-a")
     assert.has_error(function() a:cache("nope") end)
@@ -472,5 +498,64 @@ describe("client:cache max_watch_bytes", function()
     assert.are.equal(1000, kept:size())
     assert.are.equal(2000, util.mntr(fx.zk, "zk_watch_count")) -- the kept cache's alone
     kept:close()
+  end)
+end)
+
+-- The 3.8 C client, on every session event (a connection lost, a connection made again), builds
+-- the list of its distinct (watcher, context) pairs with a linear search per pair: with a context
+-- per watch, a cache of 10,000 nodes (20,000 watches) cost 0.7 s of CPU per event on a quiet
+-- machine, the whole process stopped (bench/CACHE-RESULTS.md). The core registers every plain
+-- watch under one pair; a reconnection's CPU is then mostly the SetWatches and the resync.
+describe("client:cache of 10,000 nodes across a connection reset", function()
+  local fx = fixture.server({ jvm_opts = { "-Xmx512m" } }, { own = "a tree of 10,000 nodes" })
+  -- CPU seconds for RESETS reconnections: a context per watch took 0.53 s for one (two events)
+  local N, RESETS, BOUND = 10000, 3, 0.6
+
+  it("costs its process a small share of a second of CPU", function()
+    local net = testing.proxy(fx.zk.hosts)
+    finally(function() util.close_all(); net:stop() end)
+    local a = util.connect(net.hosts, { session_timeout = 30, identity = "big-a" })
+    local b = fx.connect("big-b", { session_timeout = 30 })
+    net.pump = function(s) util.drive({ a, b }, s) end
+    assert(b:create("/big", ""))
+    local made, p = 1, 0
+    while made < N do
+      p = p + 1
+      local t = b:transaction()
+      t:create(("/big/p%03d"):format(p), "")
+      made = made + 1
+      for i = 1, 99 do
+        if made >= N then break end
+        t:create(("/big/p%03d/l%03d"):format(p, i), "")
+        made = made + 1
+      end
+      assert(t:commit())
+    end
+    local cache = a:cache("/big", { max_nodes = N })
+    local inits = 0
+    cache:on_change(function(event) if event == "initialized" then inits = inits + 1 end end)
+    assert.is_true(cache:await(60))
+    assert.are.equal(2 * N, cache:stats().watches)
+    -- counted as they come: the loss and the reconnection may both happen within one pump
+    local suspended = 0
+    a:on_session(function(state) if state == "SUSPENDED" then suspended = suspended + 1 end end)
+    local sid, cpu0 = a:session(), os.clock()
+    -- each reset from CONNECTED: a client SUSPENDED already (a starved process past its silence
+    -- bound) reports no second SUSPENDED for a reset that comes meanwhile
+    local function is_connected() return a.state == "CONNECTED" end
+    for r = 1, RESETS do
+      assert(util.wait_until(is_connected, 60, { a, b }), "not connected before a reset")
+      local s0 = suspended
+      net:reset() -- the connection closed once: SUSPENDED, then the same session again
+      assert(util.wait_until(function() return suspended > s0 end, 30, { a, b }), "the reset went unnoticed")
+      assert(util.wait_until(function() return inits >= r + 1 end, 60, { a, b }), "no resync within 60 s")
+    end
+    local cpu = os.clock() - cpu0
+    assert.are.equal(sid, (a:session()))
+    assert.are.equal(N, cache:size())
+    print(("  [reset] a cache of %d nodes back and resynced %d times: %.3f s of CPU (bound %.1f s)")
+      :format(N, RESETS, cpu, BOUND))
+    assert.is_true(cpu < BOUND, ("%d reconnections took %.3f s of CPU"):format(RESETS, cpu))
+    cache:close()
   end)
 end)

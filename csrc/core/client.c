@@ -675,6 +675,7 @@ void zkl__client_destroy(zkl_client *c) {
     zkl__free(c, c->acls, (size_t)c->nacls * sizeof *c->acls);
     if (c->epfd >= 0) close(c->epfd);
     zkl__free(c, c->buckets, c->nbuckets * sizeof *c->buckets);
+    zkl__windex_free(c);
     zkl__ev_free(c);
     zkl__rd_free(c);
     zkl__inflight_free(c);

@@ -145,6 +145,13 @@ struct zkl_client {
 
     zkl_op **buckets;
     size_t nbuckets, nops;
+    /* armed watches by path (windex.c): plain reads, lock waiters (queue.c) and lease listings
+     * (semaphore.c); each of the three registers its watches with the ZooKeeper client under one
+     * watcher function and one context (the client), whatever the number of them */
+    struct zkl_wbucket *wbuckets;
+    size_t nwbuckets, nwatched;
+    uint32_t wmark; /* the last mark zkl__windex_each gave */
+    uint64_t wseq;  /* the last arm number zkl__windex_add gave */
     uint64_t next_id;
     zkl_op *ops;           /* list of live ops */
     int64_t next_deadline; /* earliest acquire deadline, 0 none */
@@ -321,6 +328,43 @@ int zkl__multi_acquire(zkl_client *c, const zkl_multi_item *items, int n, int ti
                        uint64_t *id);
 int zkl__multi_result(zkl_client *c, uint64_t id, uint64_t *ids, int n, int *failed_index);
 int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id);
+void zkl__windex_free(zkl_client *c); /* windex.c: the index of armed watches, at free */
+
+/* The client's index of armed watches by path (windex.c). Every watch of a table (plain reads,
+ * lock waiters' predecessors, lease listings) goes to the ZooKeeper client under the table's one
+ * watcher function and the client as its context: on every session event the 3.8 C client
+ * walks its distinct (watcher, context) pairs with a linear search per pair, so a context per
+ * watch costs time quadratic in their number. The watcher finds the ops by path here. */
+enum { ZKL_WT_PLAIN = 1, ZKL_WT_QUEUE, ZKL_WT_LEASE };
+typedef struct zkl_wentry {
+    struct zkl_wentry *next, *prev;
+    zkl_op *op;
+    const char *path; /* owned by the op; kept while indexed */
+    uint32_t hash;
+    int table; /* ZKL_WT_* */
+    int indexed;
+    uint32_t mark; /* zkl__windex_each: still to be called */
+    uint64_t seq;  /* arm number: unchanged while the entry keeps its place in its chain */
+} zkl_wentry;
+/* a chain of the index: its tail kept, so an entry joins it at once however long it is */
+typedef struct zkl_wbucket {
+    zkl_wentry *head, *tail;
+} zkl_wbucket;
+uint32_t zkl__path_hash(const char *path);
+/* a table with room for one more: ZKL_ENOMEM only when there is no table at all */
+int zkl__windex_room(zkl_client *c);
+/* at the end of its path's chain (events reach a path's ops in the order they were armed);
+ * ZKL_ENOMEM when there is no table (zkl__windex_room first) */
+int zkl__windex_add(zkl_client *c, zkl_wentry *e, zkl_op *op, const char *path, int table);
+void zkl__windex_remove(zkl_client *c, zkl_wentry *e);
+/* the first entry of this table and path, and the next one after e (in the order armed) */
+zkl_wentry *zkl__windex_first(zkl_client *c, int table, const char *path);
+zkl_wentry *zkl__windex_next(const zkl_wentry *e);
+/* Calls fn(c, op, arg) once for each op indexed in this table at this path when the call
+ * begins, in the order armed, if it is still indexed there by then: fn may arm, move or end any
+ * op's watch (the ZooKeeper client calls a watcher once per path for all our ops there). */
+void zkl__windex_each(zkl_client *c, int table, const char *path,
+                      void (*fn)(zkl_client *c, zkl_op *op, void *arg), void *arg);
 int zkl__op_result_get(zkl_client *c, uint64_t id, zkl_op_result *out);
 int zkl__txn_start(zkl_client *c, const zkl_txn_op *ops, int n, int timeout_ms, uint64_t *id);
 int zkl__txn_result_get(zkl_client *c, uint64_t id, zkl_txn_result *out, int n);

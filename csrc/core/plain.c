@@ -3,7 +3,17 @@
  * across a connection loss, an optional timeout, the result readable until its event is
  * consumed. A read may arm a one-shot watch (args.watch): the op then lives on in P_HELD after
  * its OP_DONE until the watch fires, the session ends or the client closes, and reports that
- * with one ZKL_EV_WATCH. */
+ * with one ZKL_EV_WATCH.
+ *
+ * Every such watch is registered with the ZooKeeper client under one watcher function and one
+ * context (the client), not one per op: on every session event (each connection loss and each
+ * reconnection) the 3.8 C client builds the list of its distinct (watcher, context) pairs with a
+ * linear search per pair (collectWatchers), quadratic in their number - 0.7 s for a cache's 20,000
+ * watches, the whole process stopped meanwhile. With one pair that list has one entry. The C
+ * client then calls the watcher once per event and path; the armed reads are found here, by
+ * path, in the client's index (windex.c) (the server, too, keeps one watch per path and
+ * connection). The index is the client's for all its watches: lock waiters (queue.c) and lease
+ * listings (semaphore.c) put theirs in it too, each under a watcher function of their own. */
 #include <string.h>
 
 #include "internal.h"
@@ -18,8 +28,9 @@ typedef struct zkl_pop {
     char **res_children;
     int res_nchildren;
     struct Stat res_stat;
-    int parents_tried;       /* ZKL_CREATE_PARENTS: rounds of making the ancestors */
-    const void *watch_token; /* the watcher context the last request went with (NULL: none) */
+    int parents_tried; /* ZKL_CREATE_PARENTS: rounds of making the ancestors */
+    int watch_sent;    /* the last request went with the watcher (its answer may arm it) */
+    zkl_wentry w;      /* while its watch is armed (P_HELD): in the client's index by path */
 } zkl_pop;
 
 #define P(o) ((zkl_pop *)(o))
@@ -42,7 +53,27 @@ static const zkl_kind plain_kind = {
     .free_fields = plain_free_fields,
 };
 
+/* Whether an event of this type ends the watch that a read of this type armed (the C client's
+ * tables: data for get and for exists of a node, creation for exists of a missing node,
+ * children for children). */
+static int ends_watch(int event, zkl_op_type type) {
+    if (event == ZOO_DELETED_EVENT) return 1;
+    if (event == ZOO_CHANGED_EVENT) return type == ZKL_OP_GET || type == ZKL_OP_EXISTS;
+    if (event == ZOO_CREATED_EVENT) return type == ZKL_OP_EXISTS;
+    if (event == ZOO_CHILD_EVENT) return type == ZKL_OP_CHILDREN;
+    return 0;
+}
+
+static void windex_add(zkl_client *c, zkl_op *op) {
+    (void)zkl__windex_add(c, &P(op)->w, op, P(op)->args.path, ZKL_WT_PLAIN); /* room was made */
+}
+
+static void windex_remove(zkl_client *c, zkl_op *op) {
+    zkl__windex_remove(c, &P(op)->w);
+}
+
 static void plain_free_fields(zkl_client *c, zkl_op *op) {
+    windex_remove(c, op);
     zkl__strfree(c, P(op)->args_path);
     zkl__free(c, P(op)->args_data, P(op)->args.len + 1);
     zkl__free(c, P(op)->res_data, P(op)->res_len + 1);
@@ -51,27 +82,55 @@ static void plain_free_fields(zkl_client *c, zkl_op *op) {
     zkl__free(c, P(op)->res_children, (size_t)P(op)->res_nchildren * sizeof *P(op)->res_children);
 }
 
+static int is_read(const zkl_op *op) {
+    zkl_op_type t = ((const zkl_pop *)op)->args.type;
+    return t == ZKL_OP_GET || t == ZKL_OP_CHILDREN || t == ZKL_OP_EXISTS;
+}
+
 /* Would answer rc of this read have armed its watch? */
 static int arms_watch(const zkl_op *op, int rc) {
     const zkl_pop *p = (const zkl_pop *)op;
     return rc == ZOK || (rc == ZNONODE && p->args.type == ZKL_OP_EXISTS);
 }
 
-static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *t);
+static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 
-/* The ZooKeeper client forgets the watcher this op's last request registered: nobody waits for
- * it any more, and the client would otherwise list it in the SetWatches of every reconnection
- * until the node changed (a closed cache's thousands of watches, say). */
+/* The ZooKeeper client's watch tables a read's watch goes in: children, or data (the get's and
+ * the exists' tables, which the client removes together). */
+static int child_watch(zkl_op_type type) {
+    return type == ZKL_OP_CHILDREN;
+}
+
+/* Whether another armed read (not op) holds a watch of op's path in op's table. */
+static int watched_by_other(zkl_client *c, const zkl_op *op) {
+    const zkl_pop *me = (const zkl_pop *)op;
+    for (zkl_wentry *e = zkl__windex_first(c, ZKL_WT_PLAIN, me->args.path); e;
+         e = zkl__windex_next(e))
+        if (e->op != op && child_watch(P(e->op)->args.type) == child_watch(me->args.type)) return 1;
+    return 0;
+}
+
+/* op's watch is left for nobody (op abandoned, armed or on its way): unless another armed read
+ * of the path shares it, the ZooKeeper client forgets our watcher of that path and table at
+ * once. Every plain watch has the same watcher and context, so the removal is the path's and
+ * table's as a whole: a read still armed there keeps it. Otherwise the client would list the
+ * path in the SetWatches of every reconnection until the node changed (a closed cache's
+ * thousands of watches, say). A read still on its way re-arms it with its answer. */
 static void forget_watcher(zkl_client *c, zkl_op *op) {
     zkl_pop *p = P(op);
-    if (!p->watch_token) return;
-    ZooWatcherType type = p->args.type == ZKL_OP_CHILDREN ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
-    zkl__forget_watcher(c, p->args.path, type, plain_watch_fired, (void *)p->watch_token);
-    p->watch_token = NULL;
+    if (!p->watch_sent) return;
+    p->watch_sent = 0;
+    if (watched_by_other(c, op)) return;
+    ZooWatcherType type = child_watch(p->args.type) ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
+    zkl__forget_watcher(c, p->args.path, type, plain_watch_fired, c);
 }
 
 static void plain_done(zkl_client *c, zkl_op *op, int rc) {
-    if (op->phase == P_DONE) return;
+    if (op->phase == P_DONE) {
+        /* a late answer (the read timed out): what it armed is nobody's */
+        if (arms_watch(op, rc)) forget_watcher(c, op);
+        return;
+    }
     if (rc == ZCLOSING || rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE)
         rc = c->closed ? ZKL_ECLOSED : c->auth_failed ? ZAUTHFAILED : ZKL_ESESSION;
     P(op)->rc = rc;
@@ -82,7 +141,8 @@ static void plain_done(zkl_client *c, zkl_op *op, int rc) {
     if (P(op)->args.watch && !was_gone && arms_watch(op, rc)) {
         op->phase = P_HELD;
         op->user_gone = 0;
-    } else if (P(op)->watch_token && arms_watch(op, rc)) {
+        windex_add(c, op);
+    } else if (arms_watch(op, rc)) {
         forget_watcher(c, op); /* abandoned while its read was on its way: armed for nobody */
     }
 }
@@ -90,32 +150,42 @@ static void plain_done(zkl_client *c, zkl_op *op, int rc) {
 /* The watch's one event; the op is done then. */
 static void watch_done(zkl_client *c, zkl_op *op, int status) {
     if (op->phase != P_HELD) return;
+    windex_remove(c, op);
     op->phase = P_DONE;
     op->gen++; /* a later call of the watcher is stale */
     zkl__emit(c, op, ZKL_EV_WATCH, status);
     op->user_gone = 1;
 }
 
-static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *t) {
-    (void)state, (void)path;
+/* The one watcher of every plain watch: the event ends the watch of each armed read of that
+ * path whose kind it concerns (the C client calls it once per event, for all of them). */
+static void plain_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    (void)state;
     zkl_client *c = zkl__current(); /* watchers run inside the client's own process() */
-    if (type == ZOO_SESSION_EVENT || !c || zh != c->zh) return;
-    zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(t));
-    if (!op || op->kind != &plain_kind || op->gen != ZKL_TOKEN_GEN(t)) return;
-    if (op->phase != P_HELD) return;
-    c->stats.watch_events++;
-    watch_done(c, op, type);
-    zkl__op_maybe_free(c, op);
+    if (type == ZOO_SESSION_EVENT || !c || ctx != c || zh != c->zh || !path) return;
+    zkl_wentry *e = zkl__windex_first(c, ZKL_WT_PLAIN, path), *next;
+    for (; e; e = next) {
+        next = zkl__windex_next(e); /* watch_done takes e out of the chain, and frees its op */
+        zkl_op *op = e->op;
+        if (!ends_watch(type, P(op)->args.type)) continue;
+        c->stats.watch_events++;
+        watch_done(c, op, type);
+        zkl__op_maybe_free(c, op);
+    }
 }
 
 static void plain_abandon(zkl_client *c, zkl_op *op) {
     op->user_gone = 1;
     if (op->phase == P_HELD) {
+        windex_remove(c, op);
         forget_watcher(c, op);
         op->phase = P_DONE;
         op->gen++;
     } else if (op->phase == P_ACQUIRING) {
         P(op)->args.watch = 0; /* its answer arms nothing we wait for */
+        /* a read nobody waits for that has not gone out (or must go again after a connection
+         * loss) is not sent: done now */
+        if (is_read(op) && op->refs == 0) op->phase = P_DONE;
     }
     zkl__op_maybe_free(c, op);
 }
@@ -131,9 +201,10 @@ static int set_result_data(zkl_client *c, zkl_op *op, const char *v, size_t len)
 
 static void plain_stat_common(zkl_client *c, zkl_op *op, int rc, const struct Stat *st) {
     if (rc == ZOK && st) P(op)->res_stat = *st;
-    if (zkl__conn_lost(rc) && P(op)->args.type != ZKL_OP_CREATE &&
-        P(op)->args.type != ZKL_OP_DELETE && P(op)->args.type != ZKL_OP_SET) {
-        op->phase = P_ACQUIRING; /* reads are safe to retry: again once connected */
+    /* reads are safe to retry: again once connected (not one that timed out meanwhile, nor one
+     * abandoned: nobody reads its answer) */
+    if (zkl__conn_lost(rc) && op->phase != P_DONE && !op->user_gone && is_read(op)) {
+        op->phase = P_ACQUIRING;
         plain_kick(c, op);
         return;
     }
@@ -210,18 +281,18 @@ static void plain_kick(zkl_client *c, zkl_op *op) {
     int rc;
     const void *t = ZKL_TOKEN(op);
     watcher_fn w = a->watch ? plain_watch_fired : NULL;
-    P(op)->watch_token = w ? t : NULL;
+    P(op)->watch_sent = w != NULL;
     switch (a->type) {
     case ZKL_OP_GET:
-        rc = w ? zkl__awget(c, a->path, w, (void *)t, plain_data_reply, t)
+        rc = w ? zkl__awget(c, a->path, w, c, plain_data_reply, t)
                : zkl__aget(c, a->path, 0, plain_data_reply, t);
         break;
     case ZKL_OP_CHILDREN:
-        rc = w ? zkl__awget_children(c, a->path, w, (void *)t, plain_children_reply, t)
+        rc = w ? zkl__awget_children(c, a->path, w, c, plain_children_reply, t)
                : zkl__aget_children(c, a->path, 0, plain_children_reply, t);
         break;
     case ZKL_OP_EXISTS:
-        rc = w ? zkl__awexists(c, a->path, w, (void *)t, plain_stat_reply, t)
+        rc = w ? zkl__awexists(c, a->path, w, c, plain_stat_reply, t)
                : zkl__aexists(c, a->path, 0, plain_stat_reply, t);
         break;
     case ZKL_OP_SET:
@@ -279,6 +350,8 @@ int zkl__op_start(zkl_client *c, const zkl_op_args *args, uint64_t *id) {
         (args->watch != 1 || (args->type != ZKL_OP_GET && args->type != ZKL_OP_CHILDREN &&
                               args->type != ZKL_OP_EXISTS)))
         return ZKL_EINVAL;
+    /* an armed watch must be found by path: the index exists before the read starts */
+    if (args->watch && zkl__windex_room(c) != 0) return ZKL_ENOMEM;
     zkl_op *op = zkl__op_new(c, &plain_kind);
     if (!op) return ZKL_ENOMEM;
     P(op)->args = *args;

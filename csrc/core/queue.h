@@ -48,7 +48,8 @@ typedef struct zkl_qop {
     int ahead;               /* nodes sorted before ours at its first listing (-1: not listed) */
     int held_head;           /* cleanup of a node that headed its mutex queue (the semaphore's
                                 internal mutex, given back after the lease stage) */
-    const void *watch_token; /* context of the armed watch */
+    const void *watch_token; /* completion token of the request that arms the watch */
+    zkl_wentry w;            /* on watch_path in the client's index of watches, while acquiring */
     int drop_on_reply;       /* gave up while the watch-setting request was in flight */
     /* read side of a downgrade: a non-sequential node with the writer's sequence, granted at once
      */

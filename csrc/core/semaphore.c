@@ -33,6 +33,7 @@ typedef struct zkl_sop {
     int lease_unknown, lease_nonode;
     int lease_parents_tried;
     int lease_watched;   /* the lease listing in flight arms a children watch */
+    zkl_wentry lw;       /* on lease_dir in the client's index of watches, from a watched listing */
     uint64_t *split_ids; /* after the grant: the ids of the qty leases, this op's first */
 } zkl_sop;
 
@@ -68,6 +69,7 @@ static void leases_clear(zkl_client *c, zkl_op *op) {
 
 static void sem_free_fields(zkl_client *c, zkl_op *op) {
     zkl_sop *s = SOP(op);
+    zkl__windex_remove(c, &s->lw);
     zkl__strfree(c, s->lease_dir);
     zkl__strfree(c, s->lease_prefix);
     leases_clear(c, op);
@@ -90,9 +92,10 @@ static void leases_abandon(zkl_client *c, zkl_op *op) {
 /* Is another live op of this client waiting on a children watch of the same leases? Then the
  * server-side watch (one per path and session) must stay. */
 static int lease_watch_shared(zkl_client *c, zkl_op *op, const char *path) {
-    for (zkl_op *o = c->ops; o; o = o->next) {
-        if (o == op || o->kind != &sem_kind || o->phase != P_ACQUIRING) continue;
-        if (QOP(o)->stage == 2 && SOP(o)->lease_dir && strcmp(SOP(o)->lease_dir, path) == 0 &&
+    for (zkl_wentry *e = zkl__windex_first(c, ZKL_WT_LEASE, path); e; e = zkl__windex_next(e)) {
+        zkl_op *o = e->op;
+        if (o == op || o->phase != P_ACQUIRING) continue;
+        if (QOP(o)->stage == 2 &&
             (QOP(o)->step == S_LEASE_WAIT ||
              ((QOP(o)->step == S_LEASE_LIST || QOP(o)->step == S_LEASE_CREATE) &&
               SOP(o)->lease_watched)))
@@ -116,12 +119,14 @@ static void sem_give_up(zkl_client *c, zkl_op *op, int failed) {
         else if (QOP(op)->step == S_LEASE_LIST || QOP(op)->step == S_LEASE_CREATE)
             QOP(op)->drop_on_reply = 1;
     }
+    zkl__windex_remove(c, &SOP(op)->lw); /* a watch left armed (abandoned) wakes nobody */
     if (QOP(op)->stage) leases_abandon(c, op);
     if (failed && QOP(op)->stage == 2)
         QOP(op)->held_head = 1; /* its node is the internal mutex it held */
 }
 
 static void sem_session_lost(zkl_client *c, zkl_op *op, int status) {
+    zkl__windex_remove(c, &SOP(op)->lw); /* its watch went with the session */
     leases_clear(c, op);
     SOP(op)->lease_unknown = 0;
     zkl__queue_session_lost(c, op, status);
@@ -151,7 +156,15 @@ static void sem_kick(zkl_client *c, zkl_op *op) {
 static void lease_create_reply(int rc, const char *name, const struct Stat *st, const void *token);
 static void lease_list_reply(int rc, const struct String_vector *v, const void *token);
 static void lease_scan_reply(int rc, const struct String_vector *v, const void *token);
-static void lease_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *token);
+static void lease_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+
+/* A watched listing of the leases is on its way: index the op by its lease dir, which the one
+ * lease watcher (the client its context) looks up. Fails the op without memory for an index. */
+static int lease_index(zkl_client *c, zkl_op *op) {
+    if (zkl__windex_add(c, &SOP(op)->lw, op, SOP(op)->lease_dir, ZKL_WT_LEASE) == ZOK) return 1;
+    zkl__queue_fail(c, op, ZKL_ENOMEM);
+    return 0;
+}
 
 /* the internal mutex is held: count leases while holding it */
 static void sem_queue_head(zkl_client *c, zkl_op *op) {
@@ -176,6 +189,12 @@ static void issue_lease_creates(zkl_client *c, zkl_op *op) {
         zkl__queue_fail(c, op, ZKL_ENOMEM);
         return;
     }
+    /* the listing pipelined behind the creates arms a watch unless the last one showed room */
+    int watched = !(c->lease_hint_dir == dir_hash(SOP(op)->lease_dir) && !c->lease_hint_full);
+    if (watched && !lease_index(c, op)) {
+        zkl__strfree(c, path);
+        return;
+    }
     op->gen++;
     QOP(op)->step = S_LEASE_CREATE;
     QOP(op)->watch_token = ZKL_TOKEN(op);
@@ -197,13 +216,12 @@ static void issue_lease_creates(zkl_client *c, zkl_op *op) {
     }
     zkl__strfree(c, path);
     /* pipelined behind the creates; the step stays S_LEASE_CREATE until the list answers */
-    int watched = !(c->lease_hint_dir == dir_hash(SOP(op)->lease_dir) && !c->lease_hint_full);
     SOP(op)->lease_watched = watched;
     c->stats.lists++;
     if (watched) {
         ZKL_ISSUE(c, op,
-                  zkl__awget_children(c, SOP(op)->lease_dir, lease_watch_fired,
-                                      (void *)ZKL_TOKEN(op), lease_list_reply, ZKL_TOKEN(op)));
+                  zkl__awget_children(c, SOP(op)->lease_dir, lease_watch_fired, c, lease_list_reply,
+                                      ZKL_TOKEN(op)));
     } else {
         QOP(op)->watch_token = NULL;
         ZKL_ISSUE(c, op,
@@ -219,10 +237,11 @@ static void issue_lease_list_as(zkl_client *c, zkl_op *op, int watched) {
     SOP(op)->lease_watched = watched;
     c->stats.lists++;
     if (watched) {
+        if (!lease_index(c, op)) return;
         QOP(op)->watch_token = ZKL_TOKEN(op);
         ZKL_ISSUE(c, op,
-                  zkl__awget_children(c, SOP(op)->lease_dir, lease_watch_fired,
-                                      (void *)ZKL_TOKEN(op), lease_list_reply, ZKL_TOKEN(op)));
+                  zkl__awget_children(c, SOP(op)->lease_dir, lease_watch_fired, c, lease_list_reply,
+                                      ZKL_TOKEN(op)));
     } else {
         QOP(op)->watch_token = NULL;
         ZKL_ISSUE(c, op,
@@ -284,6 +303,7 @@ static void grant_leases(zkl_client *c, zkl_op *op) {
      * acquisition so that every lease is released on its own. The list that granted us armed a
      * children watch on the leases: take it back. */
     drop_lease_watch(c, op);
+    zkl__windex_remove(c, &SOP(op)->lw); /* before lease_dir goes */
     if (QOP(op)->node) zkl__queue_cleanup(c, QOP(op)->dir, QOP(op)->prefix, QOP(op)->node, 1);
     zkl__set_str(c, &QOP(op)->node, NULL);
     SOP(op)->split_ids[0] = op->id;
@@ -390,16 +410,21 @@ static void lease_list_reply(int rc, const struct String_vector *v, const void *
     zkl__op_maybe_free(c, op);
 }
 
-static void lease_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *token) {
-    (void)state, (void)path;
-    zkl_client *c = zkl__current(); /* watchers run inside the client's own process() */
-    if (type == ZOO_SESSION_EVENT || !c || zh != c->zh) return;
+static void lease_event(zkl_client *c, zkl_op *op, void *arg) {
+    (void)arg;
+    if (op->phase != P_ACQUIRING || QOP(op)->stage != 2) return;
     c->stats.watch_events++;
-    zkl_op *op = zkl__op_find(c, ZKL_TOKEN_ID(token));
-    if (!op || op->phase != P_ACQUIRING || QOP(op)->stage != 2 || op->gen != ZKL_TOKEN_GEN(token))
-        return;
     /* the watch is used up: a listing that shows room grants without arming another */
     if (QOP(op)->step == S_LEASE_WAIT) issue_lease_list_as(c, op, 0);
+}
+
+/* The one watcher of every lease listing's watch, with the client as its context (see the
+ * queue's watch_fired): the ops waiting on the path's leases are found in the client's index. */
+static void lease_watch_fired(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+    (void)state;
+    zkl_client *c = zkl__current(); /* watchers run inside the client's own process() */
+    if (type == ZOO_SESSION_EVENT || !c || ctx != c || zh != c->zh || !path) return;
+    zkl__windex_each(c, ZKL_WT_LEASE, path, lease_event, NULL);
 }
 
 static void lease_scan_reply(int rc, const struct String_vector *v, const void *token) {

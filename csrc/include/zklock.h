@@ -641,7 +641,9 @@ ZKL_EXTERN int zkl_lock_cancel(zkl_client *c, uint64_t id);
 /* Release without waiting (for garbage collection paths): the node is deleted in the background
  * and no further event follows for this id. Works on pending, held and lost acquisitions and on
  * multi-locks (every component). Also forgets a plain operation's armed watch (no WATCH event
- * follows). Errors: ZKL_ENOTFOUND (unknown id, or its final event was already queued). */
+ * follows); a plain read not yet sent is not sent, one on its way is not sent again after a
+ * connection loss (a write goes out as started). Errors: ZKL_ENOTFOUND (unknown id, or its
+ * final event was already queued). */
 ZKL_EXTERN int zkl_lock_abandon(zkl_client *c, uint64_t id);
 
 #define ZKL_NODE_MAX 1200 /* longest node path: a 1024-byte lock path plus a protected name */
@@ -710,8 +712,14 @@ typedef struct zkl_op_args {
  * _DELETED when the node itself goes) when the watch fires; ZKL_ESESSION when the session ends
  * first (the server drops a session's watches with it); ZKL_ECLOSED at zkl_client_close(). A
  * watch lives across connection loss (the ZooKeeper client sets it again on reconnect). The
- * path is the operation's own. zkl_lock_abandon(c, id) forgets an armed watch: no event follows
- * (the server's one-shot watch stays until it fires and is then ignored). */
+ * path is the operation's own. Operations watching the same path and kind share one ZooKeeper
+ * watch, and each gets its own event; every watch of a client is one watcher for the ZooKeeper
+ * client, so their number costs no time when the connection is lost or made again.
+ * zkl_lock_abandon(c, id) forgets an armed watch (or one a read still on its way will arm): no
+ * event follows. When no other armed operation of the client watches that path for data (GET,
+ * EXISTS) or for children (CHILDREN), as the abandoned one did, the ZooKeeper client drops the
+ * watch locally too, so a reconnection no longer sets it again; the server's one-shot watch
+ * stays until it fires (to no one) or the connection ends. */
 enum {
     ZKL_WATCH_CREATED = 1, /* the values of ZooKeeper's ZOO_*_EVENT */
     ZKL_WATCH_DELETED = 2,

@@ -333,8 +333,19 @@ static void arm(fz_req *r, int kind) {
     F.nwatches++;
 }
 
+/* Whether (fn, ctx) is among the first n watches of list (the C client's watchers are told
+ * apart by function and context only). */
+static int seen_pair(const wtch *list, int n, watcher_fn fn, void *ctx) {
+    for (int i = 0; i < n; i++)
+        if (list[i].fn == fn && list[i].ctx == ctx) return 1;
+    return 0;
+}
+
+/* One call per distinct (fn, ctx) among the hit watchers, as the C client's collectWatchers
+ * merges the data, exists and child watchers of the path into one list. */
 int fz_fire(int type, const char *path) {
     int n = 0;
+    wtch *called = xmalloc((size_t)(F.nwatches ? F.nwatches : 1) * sizeof *called);
     for (int i = 0; i < F.nwatches;) {
         wtch *w = &F.watches[i];
         int hit =
@@ -346,16 +357,30 @@ int fz_fire(int type, const char *path) {
             i++;
             continue;
         }
-        item *it = new_item(IT_WATCH);
-        it->ev = type;
-        it->path = xstrdup(path);
-        it->fn = w->fn;
-        it->ctx = w->ctx;
-        push(it);
-        n++;
+        if (!seen_pair(called, n, w->fn, w->ctx)) {
+            item *it = new_item(IT_WATCH);
+            it->ev = type;
+            it->path = xstrdup(path);
+            it->fn = w->fn;
+            it->ctx = w->ctx;
+            push(it);
+            called[n].fn = w->fn;
+            called[n].ctx = w->ctx;
+            n++;
+        }
         free(w->path);
         F.watches[i] = F.watches[--F.nwatches];
     }
+    free(called);
+    return n;
+}
+
+int fz_watchers(void) {
+    int n = 0;
+    wtch *pairs = xmalloc((size_t)(F.nwatches ? F.nwatches : 1) * sizeof *pairs);
+    for (int i = 0; i < F.nwatches; i++)
+        if (!seen_pair(pairs, n, F.watches[i].fn, F.watches[i].ctx)) pairs[n++] = F.watches[i];
+    free(pairs);
     return n;
 }
 
@@ -589,11 +614,13 @@ static void fail_outstanding(int rc) {
     }
 }
 
-/* Every watcher of the handle hears a session event, as in the C client. */
+/* Every watcher of the handle hears a session event, once per distinct (fn, ctx), as in the C
+ * client. */
 static void session_event(zhandle_t *zh, int state) {
-    int n = F.nwatches;
-    wtch *copy = xmalloc((size_t)(n ? n : 1) * sizeof *copy);
-    if (n) memcpy(copy, F.watches, (size_t)n * sizeof *copy);
+    int n = 0;
+    wtch *copy = xmalloc((size_t)(F.nwatches ? F.nwatches : 1) * sizeof *copy);
+    for (int i = 0; i < F.nwatches; i++)
+        if (!seen_pair(copy, n, F.watches[i].fn, F.watches[i].ctx)) copy[n++] = F.watches[i];
     if (zh->watcher) zh->watcher(zh, ZOO_SESSION_EVENT, state, "", zh->context);
     for (int i = 0; i < n && zh == F.zh; i++)
         copy[i].fn(zh, ZOO_SESSION_EVENT, state, "", copy[i].ctx);

@@ -98,10 +98,14 @@ int fz_multi_op(const fz_req *r, int i, int *type, const char **path, int *versi
 int fz_multi_answer(fz_req *r, const int *rcs, int seq);
 
 /* watches: fire an event (ZOO_DELETED_EVENT, ZOO_CHANGED_EVENT, ZOO_CHILD_EVENT,
- * ZOO_CREATED_EVENT) on the armed one-shot watchers of path; returns how many were triggered */
+ * ZOO_CREATED_EVENT) on the armed one-shot watchers of path; returns how many watcher calls it
+ * made (one per distinct function and context, as the C client merges them) */
 int fz_fire(int type, const char *path);
 int fz_armed(const char *path); /* watchers armed on path (any kind) */
 int fz_armed_total(void);
+/* distinct (function, context) pairs among the armed watchers: the list the C client builds,
+ * with a linear search per pair, on every session event */
+int fz_watchers(void);
 
 /* the next remove-watches request is refused synchronously with rc (ZNOWATCHER, as the
  * ZooKeeper client does when no watcher of ours is on the path): no completion will run */

@@ -255,6 +255,8 @@ H_GROUP(g_unknown);
 H_GROUP(g_loss);
 H_GROUP(g_fast);
 H_GROUP(g_parked);
+H_GROUP(g_waiters);
+H_GROUP(g_windex);
 
 static const struct {
     const char *name;
@@ -275,6 +277,8 @@ static const struct {
     {"loss", g_loss, &g_loss_n},
     {"fast", g_fast, &g_fast_n},
     {"parked", g_parked, &g_parked_n},
+    {"waiters", g_waiters, &g_waiters_n},
+    {"windex", g_windex, &g_windex_n},
 };
 
 /* an argument names a group ("mutex") or one test ("mutex.grant") */
