@@ -437,7 +437,13 @@ describe("faults: a cache under the fault catalogue #faults #slow", function()
 
   it("fails the checker with a planted bug: duplicates not dropped", function()
     -- a new session reads every node again: each unchanged one is answered with the same mzxid
-    local ok, msg = planted_run("duplicates", { { "expire", expire } })
+    -- whether the resync's answers land while the round is judged varies with the machine's load
+    -- (one clean-clone run had it pass the checker twice): up to 3 scenario runs to show it
+    local ok, msg
+    for _ = 1, 3 do
+      ok, msg = planted_run("duplicates", { { "expire", expire } })
+      if not ok then break end
+    end
     assert.is_nil(ok)
     print("\n  [planted: duplicates] " .. msg:match("^[^\n]*"))
     assert.truthy(msg:find("duplicate event", 1, true), msg)
